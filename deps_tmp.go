@@ -1,0 +1,26 @@
+package nodecache
+
+import (
+	_ "github.com/coreos/go-iptables/iptables"
+	_ "github.com/hashicorp/golang-lru/v2/simplelru"
+	_ "github.com/miekg/dns"
+	_ "github.com/prometheus/client_golang/prometheus"
+	_ "github.com/prometheus/client_golang/prometheus/promhttp"
+	_ "github.com/prometheus/client_golang/prometheus/testutil"
+	_ "github.com/vishvananda/netlink"
+	_ "github.com/vishvananda/netns"
+	_ "golang.org/x/sync/errgroup"
+	_ "golang.org/x/sync/semaphore"
+	_ "golang.org/x/sync/singleflight"
+	_ "golang.org/x/sys/unix"
+	_ "k8s.io/api/core/v1"
+	_ "k8s.io/api/discovery/v1"
+	_ "k8s.io/client-go/informers"
+	_ "k8s.io/client-go/kubernetes"
+	_ "k8s.io/client-go/kubernetes/fake"
+	_ "k8s.io/client-go/rest"
+	_ "k8s.io/client-go/tools/cache"
+	_ "k8s.io/client-go/tools/clientcmd"
+	_ "k8s.io/klog/v2"
+	_ "sigs.k8s.io/yaml"
+)

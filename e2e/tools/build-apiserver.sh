@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver and etcd from the Go module proxy, once, into a cache
+# outside the repository. Prints the directory holding the binaries.
+#
+#   e2e/tools/build-apiserver.sh            # build if missing, print dir
+#
+# Environment: NODECACHE_E2E_CACHE (default ~/.cache/nodecache-e2e),
+# K8S_VERSION (default v1.37.2), ETCD_VERSION (default v3.7.3).
+set -euo pipefail
+
+K8S_VERSION=${K8S_VERSION:-v1.37.2}
+ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
+CACHE=${NODECACHE_E2E_CACHE:-$HOME/.cache/nodecache-e2e}
+OUT="$CACHE/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
+STAGING_VERSION="v0.${K8S_VERSION#v1.}"
+
+log() { echo "build-apiserver: $*" >&2; }
+
+mkdir -p "$OUT"
+export GOFLAGS=-mod=mod
+export CGO_ENABLED=0
+
+if [ ! -x "$OUT/etcd" ]; then
+  log "building etcd $ETCD_VERSION (about 2 minutes cold)"
+  start=$(date +%s)
+  # etcd's go.mod carries replace directives, so `go install mod@v` refuses
+  # it; a throwaway consumer module builds it with the published modules.
+  mod="$CACHE/etcd-build-$ETCD_VERSION"
+  rm -rf "$mod"; mkdir -p "$mod"
+  (cd "$mod" && go mod init nodecache-e2e/etcd >/dev/null 2>&1 &&
+    go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >&2 &&
+    go build -trimpath -ldflags "-s -w" -o "$OUT/etcd" go.etcd.io/etcd/server/v3) || true
+  [ -x "$OUT/etcd" ] || { log "etcd build failed"; exit 1; }
+  log "etcd built in $(( $(date +%s) - start ))s"
+fi
+
+if [ ! -x "$OUT/kube-apiserver" ]; then
+  log "building kube-apiserver $K8S_VERSION (about 16 minutes cold on 2 cores)"
+  start=$(date +%s)
+  mod="$CACHE/apiserver-build-$K8S_VERSION"
+  rm -rf "$mod"; mkdir -p "$mod"
+  cd "$mod"
+  go mod init nodecache-e2e/apiserver >/dev/null 2>&1
+  # kubernetes' own go.mod lists its staging modules as k8s.io/* v0.0.0
+  # requirements, satisfied by replace lines into ./staging. A consumer must
+  # replace each with the published v0.x module.
+  gomod=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  [ -f "$gomod" ] || { log "cannot download k8s.io/kubernetes@$K8S_VERSION go.mod"; exit 1; }
+  mods=$(awk '/^replace \(/{inrep=1;next} inrep&&/^\)/{inrep=0} inrep&&$1 ~ /^k8s\.io\//&&$3 ~ /staging/{print $1}' "$gomod")
+  [ -n "$mods" ] || mods=$(grep -oE 'k8s\.io/[a-z0-9-]+ v0\.0\.0' "$gomod" | awk '{print $1}' | sort -u)
+  n=0
+  for m in $mods; do
+    go mod edit -replace "$m=$m@$STAGING_VERSION"; n=$((n+1))
+  done
+  log "replaced $n staging modules at $STAGING_VERSION"
+  go mod edit -require "k8s.io/kubernetes@$K8S_VERSION"
+  go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" >&2
+  go build -trimpath -o "$OUT/kube-apiserver" \
+    -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${STAGING_VERSION#v0.}" \
+    k8s.io/kubernetes/cmd/kube-apiserver
+  log "kube-apiserver built in $(( $(date +%s) - start ))s"
+fi
+echo "$OUT"
