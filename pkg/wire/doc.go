@@ -1,0 +1,14 @@
+// Package wire holds nodecache's hot path at the byte level: a request parser
+// that reads a query's header, question and EDNS OPT record straight from the
+// packet without allocating, and Packed, a reply kept as wire bytes together
+// with the offsets of its TTL fields, so that a cache hit or a cluster-zone
+// answer is written to a client by copying bytes and patching the ID, flags,
+// the question's case and the TTLs, with no dns.Msg in between.
+//
+// Parse sorts a packet into one of the server's answers: ErrNoReply (the header
+// cannot be read, or the packet is itself a response: send nothing),
+// ErrFormat (FORMERR), ErrNotImp (NOTIMP) and ErrBadVers (BADVERS); the
+// server maps them to rcodes in one place.
+//
+// The package has no configuration and no metrics.
+package wire

@@ -1,0 +1,111 @@
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/maphash"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// Key identifies a cached reply: the lowercased question name in wire form,
+// type, class, and the DO and CD bits, which change what an upstream returns.
+type Key struct {
+	Name  string // lowercased, wire form
+	Type  uint16
+	Class uint16
+	DO    bool
+	CD    bool
+}
+
+// Key returns q's cache key. It allocates; the hit path uses Hash and Matches.
+func (q *Query) Key() Key {
+	return Key{Name: string(q.LowerName()), Type: q.Type, Class: q.Class, DO: q.DO, CD: q.CD()}
+}
+
+// Matches reports whether k is q's key, without allocating.
+func (q *Query) Matches(k *Key) bool {
+	return k.Type == q.Type && k.Class == q.Class && k.DO == q.DO && k.CD == q.CD() &&
+		k.Name == string(q.LowerName())
+}
+
+// Hash returns q's key hash under seed, without allocating; equal to
+// q.Key().Hash(seed).
+func (q *Query) Hash(seed maphash.Seed) uint64 {
+	return hashKey(seed, q.LowerName(), q.Type, q.Class, q.DO, q.CD())
+}
+
+// Hash returns k's hash under seed.
+func (k *Key) Hash(seed maphash.Seed) uint64 {
+	var b [MaxNameLen]byte
+	n := copy(b[:], k.Name)
+	return hashKey(seed, b[:n], k.Type, k.Class, k.DO, k.CD)
+}
+
+func hashKey(seed maphash.Seed, name []byte, typ, class uint16, do, cd bool) uint64 {
+	var b [MaxNameLen + 5]byte
+	n := copy(b[:], name)
+	binary.BigEndian.PutUint16(b[n:], typ)
+	binary.BigEndian.PutUint16(b[n+2:], class)
+	var bits byte
+	if do {
+		bits |= 1
+	}
+	if cd {
+		bits |= 2
+	}
+	b[n+4] = bits
+	return maphash.Bytes(seed, b[:n+5])
+}
+
+// NewKey builds a key from a presentation-form name.
+func NewKey(name string, typ, class uint16, do, cd bool) (Key, error) {
+	var b [MaxNameLen]byte
+	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(name)), b[:], 0, nil, false)
+	if err != nil {
+		return Key{}, fmt.Errorf("packing name %q: %w", name, err)
+	}
+	return Key{Name: string(b[:n]), Type: typ, Class: class, DO: do, CD: cd}, nil
+}
+
+// KeyOf returns the key of a request message.
+func KeyOf(m *dns.Msg) (Key, error) {
+	if len(m.Question) != 1 {
+		return Key{}, fmt.Errorf("key of message: %d questions, want 1", len(m.Question))
+	}
+	q := m.Question[0]
+	do := false
+	if opt := m.IsEdns0(); opt != nil {
+		do = opt.Do()
+	}
+	return NewKey(q.Name, q.Qtype, q.Qclass, do, m.CheckingDisabled)
+}
+
+// PresentationName returns k's name in presentation form ("example.org.").
+func (k *Key) PresentationName() string {
+	name, _, err := dns.UnpackDomainName([]byte(k.Name), 0)
+	if err != nil {
+		return "?"
+	}
+	return name
+}
+
+// Request returns q as a dns.Msg, for the slow (miss) path: one question in
+// the client's case, RD and CD as asked, and an OPT with DO when asked.
+func (q *Query) Request() *dns.Msg {
+	name, _, err := dns.UnpackDomainName(q.Name, 0)
+	if err != nil { // Parse validated the name; keep the lowercase form
+		name = "."
+	}
+	m := new(dns.Msg)
+	m.Id = q.ID
+	m.RecursionDesired = q.RD()
+	m.CheckingDisabled = q.CD()
+	m.AuthenticatedData = q.AD()
+	m.Question = []dns.Question{{Name: name, Qtype: q.Type, Qclass: q.Class}}
+	if q.EDNS || q.DO {
+		m.SetEdns0(DefaultUDPSize, q.DO)
+	}
+	return m
+}

@@ -1,0 +1,239 @@
+package wire
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// Header bits of the second 16-bit word.
+const (
+	flagQR     = 1 << 15
+	flagAA     = 1 << 10
+	flagTC     = 1 << 9
+	flagRD     = 1 << 8
+	flagRA     = 1 << 7
+	flagAD     = 1 << 5
+	flagCD     = 1 << 4
+	opcodeMask = 0xF << 11
+	rcodeMask  = 0xF
+
+	// HeaderLen is the size of a DNS message header.
+	HeaderLen = 12
+	// MaxNameLen is the longest name in wire form (RFC 1035 2.3.4).
+	MaxNameLen = 255
+
+	typeOPT = 41
+)
+
+// Errors from Parse. The server maps each to its answer in one place.
+var (
+	// ErrNoReply marks a packet that gets no answer at all: too short to hold
+	// a header, or a response (QR set) that must not be reflected.
+	ErrNoReply = errors.New("unparseable header or not a query")
+	// ErrFormat marks a query whose header parsed but whose body is malformed:
+	// not exactly one question, a bad name, a truncated record, two OPTs.
+	ErrFormat = errors.New("malformed query")
+	// ErrNotImp marks an opcode other than QUERY.
+	ErrNotImp = errors.New("opcode not implemented")
+	// ErrBadVers marks an EDNS version above 0.
+	ErrBadVers = errors.New("unsupported EDNS version")
+)
+
+// Query is a request parsed in place. Name points into the packet that was
+// parsed, so a Query is valid only while that buffer is. The zero value is an
+// empty query; Parse fills every field.
+type Query struct {
+	ID    uint16
+	Flags uint16 // the raw second header word
+	// Name is the question name in wire form, in the client's case; it
+	// aliases the packet.
+	Name  []byte
+	Type  uint16
+	Class uint16
+
+	// EDNS is true when the query carried an OPT record; UDPSize, Version
+	// and DO are its fields (UDPSize is raised to 512 when smaller).
+	EDNS    bool
+	UDPSize uint16
+	Version uint8
+	DO      bool
+
+	// QuestionEnd is the offset just past the question; zero when the
+	// question could not be parsed.
+	QuestionEnd int
+
+	lower    [MaxNameLen]byte
+	lowerLen int
+}
+
+// Opcode returns the query's opcode.
+func (q *Query) Opcode() int { return int(q.Flags&opcodeMask) >> 11 }
+
+// RD reports whether recursion was desired.
+func (q *Query) RD() bool { return q.Flags&flagRD != 0 }
+
+// CD reports whether checking is disabled.
+func (q *Query) CD() bool { return q.Flags&flagCD != 0 }
+
+// AD reports whether the client set the AD bit.
+func (q *Query) AD() bool { return q.Flags&flagAD != 0 }
+
+// LowerName returns the question name in wire form, lowercased. It aliases
+// q and is valid until q is parsed again.
+func (q *Query) LowerName() []byte { return q.lower[:q.lowerLen] }
+
+// Parse reads the header, the question and any OPT record of pkt into q. It
+// does not allocate. On ErrFormat, ErrNotImp and ErrBadVers, q holds what was
+// read (ID, Flags, and the question and EDNS fields when they parsed), enough
+// for the server to build its error reply.
+func Parse(pkt []byte, q *Query) error {
+	*q = Query{ID: q.ID} // keeps no stale state; the ID is overwritten below
+	if len(pkt) < HeaderLen {
+		return ErrNoReply
+	}
+	q.ID = binary.BigEndian.Uint16(pkt)
+	q.Flags = binary.BigEndian.Uint16(pkt[2:])
+	if q.Flags&flagQR != 0 {
+		return ErrNoReply
+	}
+	qd := binary.BigEndian.Uint16(pkt[4:])
+	an := binary.BigEndian.Uint16(pkt[6:])
+	ns := binary.BigEndian.Uint16(pkt[8:])
+	ar := binary.BigEndian.Uint16(pkt[10:])
+
+	if qd != 1 {
+		if q.Opcode() != 0 {
+			return ErrNotImp
+		}
+		return ErrFormat
+	}
+	off, err := q.parseQuestion(pkt)
+	if err != nil {
+		return err
+	}
+	if q.Opcode() != 0 {
+		return ErrNotImp
+	}
+	// A query carries no answer or authority records; skip them if present
+	// (UPDATE-like oddities are already refused above) and find the OPT.
+	for i := 0; i < int(an)+int(ns); i++ {
+		if off, err = skipRR(pkt, off); err != nil {
+			return err
+		}
+	}
+	for i := 0; i < int(ar); i++ {
+		if off, err = q.parseAdditional(pkt, off); err != nil {
+			return err
+		}
+	}
+	if q.EDNS && q.Version > 0 {
+		return ErrBadVers
+	}
+	return nil
+}
+
+func (q *Query) parseQuestion(pkt []byte) (int, error) {
+	off := HeaderLen
+	start := off
+	for {
+		if off >= len(pkt) {
+			return 0, ErrFormat
+		}
+		l := int(pkt[off])
+		if l&0xC0 != 0 { // no compression in a question: nothing precedes it
+			return 0, ErrFormat
+		}
+		if off+1+l > len(pkt) || off+1+l-start > MaxNameLen {
+			return 0, ErrFormat
+		}
+		q.lower[off-start] = pkt[off]
+		for i := off + 1; i <= off+l; i++ {
+			c := pkt[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			q.lower[i-start] = c
+		}
+		off += 1 + l
+		if l == 0 {
+			break
+		}
+	}
+	if off+4 > len(pkt) {
+		return 0, ErrFormat
+	}
+	q.Name = pkt[start:off]
+	q.lowerLen = off - start
+	q.Type = binary.BigEndian.Uint16(pkt[off:])
+	q.Class = binary.BigEndian.Uint16(pkt[off+2:])
+	off += 4
+	q.QuestionEnd = off
+	return off, nil
+}
+
+func (q *Query) parseAdditional(pkt []byte, off int) (int, error) {
+	nameStart := off
+	off, err := skipName(pkt, off)
+	if err != nil {
+		return 0, err
+	}
+	if off+10 > len(pkt) {
+		return 0, ErrFormat
+	}
+	typ := binary.BigEndian.Uint16(pkt[off:])
+	rdlen := int(binary.BigEndian.Uint16(pkt[off+8:]))
+	if off+10+rdlen > len(pkt) {
+		return 0, ErrFormat
+	}
+	if typ == typeOPT {
+		// RFC 6891 6.1.1: one OPT, owned by the root.
+		if q.EDNS || off != nameStart+1 || pkt[nameStart] != 0 {
+			return 0, ErrFormat
+		}
+		q.EDNS = true
+		q.UDPSize = max(binary.BigEndian.Uint16(pkt[off+2:]), 512)
+		q.Version = pkt[off+5]
+		q.DO = pkt[off+6]&0x80 != 0
+	}
+	return off + 10 + rdlen, nil
+}
+
+// skipName returns the offset past the (possibly compressed) name at off.
+func skipName(pkt []byte, off int) (int, error) {
+	for n := 0; ; n++ {
+		if off >= len(pkt) || n > 127 {
+			return 0, ErrFormat
+		}
+		l := int(pkt[off])
+		switch l & 0xC0 {
+		case 0x00:
+			if l == 0 {
+				return off + 1, nil
+			}
+			off += 1 + l
+		case 0xC0:
+			if off+2 > len(pkt) {
+				return 0, ErrFormat
+			}
+			return off + 2, nil
+		default: // 0x40 and 0x80 label types are obsolete (RFC 6891)
+			return 0, ErrFormat
+		}
+	}
+}
+
+// skipRR returns the offset past the resource record at off.
+func skipRR(pkt []byte, off int) (int, error) {
+	off, err := skipName(pkt, off)
+	if err != nil {
+		return 0, err
+	}
+	if off+10 > len(pkt) {
+		return 0, ErrFormat
+	}
+	rdlen := int(binary.BigEndian.Uint16(pkt[off+8:]))
+	if off+10+rdlen > len(pkt) {
+		return 0, ErrFormat
+	}
+	return off + 10 + rdlen, nil
+}
