@@ -1,0 +1,151 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"net"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// TestAPIServerUp checks the shared apiserver and the agent identity: the
+// ServiceAccount of deploy/base/rbac.yaml lists and watches what the zone is
+// built from and nothing more.
+func TestAPIServerUp(t *testing.T) {
+	requireSuite(t)
+	t.Logf("etcd + kube-apiserver start-up: %v", env.api.StartUp.Round(time.Millisecond))
+	ns := newNamespace(t, "up")
+	created := createService(t, serviceSpec(ns, "web", corev1.ServiceTypeClusterIP, true))
+	if got := len(created.Spec.ClusterIPs); got != 2 {
+		t.Errorf("dual-stack service: got %d cluster IPs %v, want 2", got, created.Spec.ClusterIPs)
+	}
+	sa := agentClient(t)
+	ctx := apiCtx(t)
+	list, err := sa.CoreV1().Services(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=web"})
+	if err != nil {
+		t.Fatalf("listing services as the agent: %v", err)
+	}
+	if len(list.Items) != 1 || !slices.Equal(list.Items[0].Spec.ClusterIPs, created.Spec.ClusterIPs) {
+		t.Fatalf("listing services as the agent: got %+v, want web with %v", list.Items, created.Spec.ClusterIPs)
+	}
+	w, err := sa.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatalf("watching services as the agent: %v", err)
+	}
+	w.Stop()
+	checkAgentAccess(ctx, t, sa, ns)
+}
+
+// checkAgentAccess asserts least privilege: every list the informers need
+// is allowed and a sample of other verbs and resources is forbidden.
+func checkAgentAccess(ctx context.Context, t *testing.T, sa kubernetes.Interface, ns string) {
+	t.Helper()
+	opts := metav1.ListOptions{Limit: 1}
+	allowed := []struct {
+		name string
+		call func() error
+	}{
+		{"list services", func() error { _, err := sa.CoreV1().Services("").List(ctx, opts); return err }},
+		{"list endpointslices", func() error { _, err := sa.DiscoveryV1().EndpointSlices("").List(ctx, opts); return err }},
+		{"list namespaces", func() error { _, err := sa.CoreV1().Namespaces().List(ctx, opts); return err }},
+		{"list pods", func() error { _, err := sa.CoreV1().Pods("").List(ctx, opts); return err }},
+	}
+	for _, c := range allowed {
+		if err := c.call(); err != nil {
+			t.Errorf("%s as the agent: got %v, want allowed", c.name, err)
+		}
+	}
+	forbidden := []struct {
+		name string
+		call func() error
+	}{
+		{"list secrets", func() error { _, err := sa.CoreV1().Secrets("").List(ctx, opts); return err }},
+		{"list configmaps", func() error { _, err := sa.CoreV1().ConfigMaps(ns).List(ctx, opts); return err }},
+		{"get service", func() error { _, err := sa.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{}); return err }},
+		{"delete service", func() error { return sa.CoreV1().Services(ns).Delete(ctx, "web", metav1.DeleteOptions{}) }},
+		{"create service", func() error {
+			_, err := sa.CoreV1().Services(ns).Create(ctx, serviceSpec(ns, "evil", corev1.ServiceTypeClusterIP, false), metav1.CreateOptions{})
+			return err
+		}},
+		{"list nodes", func() error { _, err := sa.CoreV1().Nodes().List(ctx, opts); return err }},
+	}
+	for _, c := range forbidden {
+		if err := c.call(); !apierrors.IsForbidden(err) {
+			t.Errorf("%s as the agent: got %v, want Forbidden", c.name, err)
+		}
+	}
+}
+
+// TestNetnsRig checks the network half of the rig without the agent: a pod
+// netns reaches a DNS server in the node netns over the veth with dig
+// (UDP, TCP) and kdig, and a client in the node netns reaches the apiserver
+// through the forwarder.
+func TestNetnsRig(t *testing.T) {
+	requireSuite(t)
+	node := newNetNS(t, "node")
+	p := addPod(t, node)
+	up := startUpstream(t, node, p.Gateway)
+	host, _, err := net.SplitHostPort(up.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(up.Addr)
+	cases := []struct {
+		name       string
+		q          query
+		wantRcode  string
+		wantRecord []string
+	}{
+		{"dig udp A", query{Name: "www.example.com.", Type: "A"}, "NOERROR", []string{"192.0.2.10"}},
+		{"dig tcp AAAA", query{Name: "www.example.com.", Type: "AAAA", TCP: true}, "NOERROR", []string{"2001:db8::10"}},
+		{"kdig udp A", query{Tool: "kdig", Name: "www.example.com.", Type: "A"}, "NOERROR", []string{"192.0.2.10"}},
+		{"kdig tcp nxdomain", query{Tool: "kdig", Name: "nope.example.com.", TCP: true}, "NXDOMAIN", nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			c.q.Server = host
+			c.q.Port = port
+			a := mustQuery(t, p.NS, c.q)
+			if a.Rcode != c.wantRcode {
+				t.Errorf("rcode: got %s, want %s\n%s", a.Rcode, c.wantRcode, a.Raw)
+			}
+			qt := dnsType(t, c.q.Type)
+			if got := a.Data(qt); !slices.Equal(got, c.wantRecord) {
+				t.Errorf("records: got %v, want %v\n%s", got, c.wantRecord, a.Raw)
+			}
+			if !slices.Contains(a.Flags, "aa") {
+				t.Errorf("flags: got %v, want aa among them", a.Flags)
+			}
+		})
+	}
+	if got, want := up.Queries.Load(), int64(len(cases)); got != want {
+		t.Errorf("upstream query count: got %d, want %d", got, want)
+	}
+
+	fwd := forwardTCP(t, node, env.api.URL[len("https://"):])
+	cfg := env.api.restConfig(env.api.AdminToken)
+	cfg.Host = "https://" + fwd
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := node.do(func() (err error) {
+			var d net.Dialer
+			c, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CoreV1().Namespaces().Get(apiCtx(t), "kube-system", metav1.GetOptions{}); err != nil {
+		t.Errorf("apiserver through the forwarder in %s: %v", node.Name, err)
+	}
+}
