@@ -1,0 +1,178 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// Source says where an answer came from.
+type Source uint8
+
+// Sources of answers, in metric label order.
+const (
+	SourceLocal    Source = iota // built by the server: errors, ANY, refusals
+	SourceZone                   // the cluster zone
+	SourceCache                  // a fresh cache hit
+	SourceStale                  // an expired cache entry served per RFC 8767
+	SourceUpstream               // forwarded to an upstream resolver
+	numSources
+)
+
+var sourceNames = [numSources]string{"local", "zone", "cache", "stale", "upstream"}
+
+func (s Source) String() string {
+	if s < numSources {
+		return sourceNames[s]
+	}
+	return "unknown"
+}
+
+// ErrOverloaded is what a Resolver returns (wrapped) when it sheds load;
+// the server answers REFUSED. Main maps the upstream package's sentinel to it.
+var ErrOverloaded = errors.New("overloaded")
+
+// Resolver answers names outside the cluster zone: the cache in front of the
+// upstream forwarder.
+type Resolver interface {
+	// Lookup returns a fresh cached reply for q, without allocating.
+	Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool)
+	// Resolve answers a miss: from upstream, or stale from the cache.
+	Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (Resolution, error)
+}
+
+// Resolution is a Resolver's answer on the slow path.
+type Resolution struct {
+	Packed *wire.Packed
+	Mode   wire.TTLMode
+	Source Source         // SourceCache, SourceStale or SourceUpstream
+	Server netip.AddrPort // the upstream asked, when Source is SourceUpstream
+}
+
+// Result describes one answered query, for metrics, the admin API and the
+// per-client accounting.
+type Result struct {
+	Rcode  int
+	Source Source
+	Server netip.AddrPort
+}
+
+// fast tries to answer q without leaving the read loop: validation errors,
+// local answers, memoized zone answers and fresh cache hits. It returns the
+// reply appended to out and ok, or ok false when the slow path must answer.
+func (s *Server) fast(pkt []byte, q *wire.Query, perr error, out []byte, maxSize int, now time.Time) ([]byte, Result, bool) {
+	if perr != nil {
+		return s.validationError(pkt, q, perr, out), Result{Rcode: rcodeOf(perr), Source: SourceLocal}, true
+	}
+	if rcode, refuse := s.refuse(q); refuse {
+		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: SourceLocal}, true
+	}
+	if q.Type == dns.TypeANY {
+		return nil, Result{}, false // RFC 8482 answer is built on the slow path
+	}
+	if s.inZoneSuffix(q.LowerName()) {
+		if p, ok := s.memo.get(q, s.zone.Generation()); ok {
+			return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: p.Rcode(), Source: SourceZone}, true
+		}
+		return nil, Result{}, false
+	}
+	if p, mode, ok := s.resolver.Lookup(q, now); ok {
+		return p.AppendReply(out, q, mode, maxSize), Result{Rcode: p.Rcode(), Source: SourceCache}, true
+	}
+	return nil, Result{}, false
+}
+
+// slow answers q on a goroutine of its own: ANY, zone lookups that are not
+// memoized yet, ExternalName chases, and cache misses.
+func (s *Server) slow(ctx context.Context, pkt []byte, q *wire.Query, out []byte, maxSize int) ([]byte, Result) {
+	if q.Type == dns.TypeANY {
+		return s.packAndAppend(rfc8482(q), q, out, maxSize, Result{Rcode: dns.RcodeSuccess, Source: SourceLocal})
+	}
+	if s.inZoneSuffix(q.LowerName()) {
+		if out, res, ok := s.answerZone(ctx, pkt, q, out, maxSize); ok {
+			return out, res
+		}
+	}
+	res, err := s.resolver.Resolve(ctx, q.Key(), q.Request())
+	if err != nil {
+		rcode := dns.RcodeServerFailure
+		if errors.Is(err, ErrOverloaded) {
+			rcode = dns.RcodeRefused
+		}
+		s.logRated("upstream", "answering from upstream failed", "name", keyName(q), "err", err)
+		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: SourceUpstream}
+	}
+	return res.Packed.AppendReply(out, q, res.Mode, maxSize), Result{Rcode: res.Packed.Rcode(), Source: res.Source, Server: res.Server}
+}
+
+// validationError maps a parse error to its reply. ErrNoReply never gets here
+// with a reply: the caller drops the packet when this returns nil.
+func (s *Server) validationError(pkt []byte, q *wire.Query, perr error, out []byte) []byte {
+	if errors.Is(perr, wire.ErrNoReply) {
+		s.metrics.dropped("unparseable")
+		return nil
+	}
+	s.logRated("malformed", "answering malformed query", "err", perr)
+	return wire.AppendError(out, pkt, q, rcodeOf(perr))
+}
+
+func rcodeOf(perr error) int {
+	switch {
+	case errors.Is(perr, wire.ErrNotImp):
+		return dns.RcodeNotImplemented
+	case errors.Is(perr, wire.ErrBadVers):
+		return dns.RcodeBadVers
+	default:
+		return dns.RcodeFormatError
+	}
+}
+
+// refuse returns the rcode for questions the agent does not serve: classes
+// other than IN, zone transfers, and meta types.
+func (s *Server) refuse(q *wire.Query) (int, bool) {
+	switch {
+	case q.Class != dns.ClassINET:
+		return dns.RcodeRefused, true
+	case q.Type == dns.TypeAXFR || q.Type == dns.TypeIXFR:
+		return dns.RcodeRefused, true
+	case q.Type == dns.TypeOPT:
+		return dns.RcodeFormatError, true
+	}
+	return 0, false
+}
+
+// rfc8482 builds the minimal answer to an ANY query (RFC 8482 4.2): one
+// synthesized HINFO record.
+func rfc8482(q *wire.Query) *dns.Msg {
+	m := q.Request()
+	m.Response = true
+	m.RecursionAvailable = true
+	m.Answer = []dns.RR{&dns.HINFO{
+		Hdr: dns.RR_Header{Name: m.Question[0].Name, Rrtype: dns.TypeHINFO, Class: dns.ClassINET, Ttl: 3600},
+		Cpu: "RFC8482",
+	}}
+	return m
+}
+
+// packAndAppend packs m and writes it for q; a packing failure is SERVFAIL.
+func (s *Server) packAndAppend(m *dns.Msg, q *wire.Query, out []byte, maxSize int, res Result) ([]byte, Result) {
+	p, err := wire.Pack(m)
+	if err != nil {
+		s.logRated("pack", "packing reply failed", "err", err)
+		return wire.AppendError(out, nil, &wire.Query{ID: q.ID, Flags: q.Flags}, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: res.Source}
+	}
+	return p.AppendReply(out, q, wire.TTLMode{}, maxSize), res
+}
+
+func keyName(q *wire.Query) string {
+	name, _, err := dns.UnpackDomainName(q.LowerName(), 0)
+	if err != nil {
+		return "?"
+	}
+	return name
+}

@@ -1,0 +1,89 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"time"
+)
+
+// Config configures a Server. The zero value of every field but Addrs means
+// the documented default.
+type Config struct {
+	// Addrs are the IP:port pairs to serve on, UDP and TCP. Required.
+	Addrs []netip.AddrPort
+	// UDPSockets is the number of SO_REUSEPORT UDP sockets per address.
+	// Default: runtime.NumCPU().
+	UDPSockets int
+	// MaxTCPConns caps open TCP connections; beyond it new ones are closed at
+	// once. Default 1000.
+	MaxTCPConns int
+	// TCPIdleTimeout closes a TCP connection with no query for this long.
+	// Default 10s (RFC 7766 6.2.3).
+	TCPIdleTimeout time.Duration
+	// TCPPipeline is how many queries of one TCP connection may be in flight
+	// at once. Default 16.
+	TCPPipeline int
+	// MaxInFlight caps queries on the slow path (cache miss, zone chase)
+	// across the server; beyond it queries are answered REFUSED. Default 2000.
+	MaxInFlight int
+	// QueryTimeout is the deadline for answering one query on the slow path.
+	// Default 5s.
+	QueryTimeout time.Duration
+	// Domain is the cluster domain, e.g. "cluster.local." Default that.
+	Domain string
+	// MaxUDPSize caps the UDP reply size whatever the client advertises.
+	// Default 1232.
+	MaxUDPSize int
+}
+
+func (c *Config) setDefaults() {
+	if c.UDPSockets == 0 {
+		c.UDPSockets = runtime.NumCPU()
+	}
+	if c.MaxTCPConns == 0 {
+		c.MaxTCPConns = 1000
+	}
+	if c.TCPIdleTimeout == 0 {
+		c.TCPIdleTimeout = 10 * time.Second
+	}
+	if c.TCPPipeline == 0 {
+		c.TCPPipeline = 16
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = 2000
+	}
+	if c.QueryTimeout == 0 {
+		c.QueryTimeout = 5 * time.Second
+	}
+	if c.Domain == "" {
+		c.Domain = "cluster.local."
+	}
+	if c.MaxUDPSize == 0 {
+		c.MaxUDPSize = 1232
+	}
+}
+
+// Validate reports the first setting that cannot work, saying what to fix.
+func (c *Config) Validate() error {
+	if len(c.Addrs) == 0 {
+		return errors.New("no listen address: set --local-ip and --port")
+	}
+	for _, a := range c.Addrs {
+		if !a.IsValid() || a.Port() == 0 {
+			return fmt.Errorf("listen address %v is not a valid IP:port", a)
+		}
+	}
+	switch {
+	case c.UDPSockets < 0 || c.UDPSockets > 1024:
+		return fmt.Errorf("UDP sockets per address %d: want 1 to 1024", c.UDPSockets)
+	case c.MaxTCPConns < 0, c.TCPPipeline < 0, c.MaxInFlight < 0:
+		return errors.New("connection and in-flight caps must not be negative")
+	case c.TCPIdleTimeout < 0, c.QueryTimeout < 0:
+		return errors.New("timeouts must not be negative")
+	case c.MaxUDPSize != 0 && (c.MaxUDPSize < 512 || c.MaxUDPSize > 65535):
+		return fmt.Errorf("max UDP size %d: want 512 to 65535", c.MaxUDPSize)
+	}
+	return nil
+}

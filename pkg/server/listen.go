@@ -1,0 +1,147 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// Listeners are the sockets a Server reads from. They are made by Listen, or
+// rebuilt by FromFiles from descriptors a predecessor handed over.
+type Listeners struct {
+	UDP []*net.UDPConn
+	TCP []*net.TCPListener
+}
+
+// Listen opens UDP sockets (perAddr each, SO_REUSEPORT) and one TCP listener
+// for every address. On error nothing stays open.
+func Listen(ctx context.Context, addrs []netip.AddrPort, perAddr int) (*Listeners, error) {
+	lc := net.ListenConfig{Control: reusePort}
+	l := &Listeners{}
+	for _, a := range addrs {
+		network := "4"
+		if a.Addr().Is6() && !a.Addr().Is4In6() {
+			network = "6"
+		}
+		for i := 0; i < max(perAddr, 1); i++ {
+			pc, err := lc.ListenPacket(ctx, "udp"+network, a.String())
+			if err != nil {
+				l.Close()
+				return nil, fmt.Errorf("listening on udp %s: %w", a, err)
+			}
+			l.UDP = append(l.UDP, pc.(*net.UDPConn))
+		}
+		ln, err := lc.Listen(ctx, "tcp"+network, a.String())
+		if err != nil {
+			l.Close()
+			return nil, fmt.Errorf("listening on tcp %s: %w", a, err)
+		}
+		l.TCP = append(l.TCP, ln.(*net.TCPListener))
+	}
+	return l, nil
+}
+
+func reusePort(_, _ string, c syscall.RawConn) error {
+	var serr error
+	err := c.Control(func(fd uintptr) {
+		serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_REUSEPORT, 1)
+		if serr == nil {
+			// Replies may leave before the address is configured on the
+			// interface during start-up ordering; binding must not need it.
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_IP, unix.IP_FREEBIND, 1)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return serr
+}
+
+// Close closes every socket. It is safe to call more than once.
+func (l *Listeners) Close() {
+	for _, c := range l.UDP {
+		_ = c.Close()
+	}
+	for _, c := range l.TCP {
+		_ = c.Close()
+	}
+}
+
+// Files duplicates every socket's descriptor, UDP first then TCP, for a
+// handover to a successor process. The caller closes the files.
+func (l *Listeners) Files() ([]*os.File, error) {
+	var files []*os.File
+	fail := func(err error) ([]*os.File, error) {
+		for _, f := range files {
+			_ = f.Close()
+		}
+		return nil, err
+	}
+	for _, c := range l.UDP {
+		f, err := c.File()
+		if err != nil {
+			return fail(fmt.Errorf("duplicating udp socket %s: %w", c.LocalAddr(), err))
+		}
+		files = append(files, f)
+	}
+	for _, c := range l.TCP {
+		f, err := c.File()
+		if err != nil {
+			return fail(fmt.Errorf("duplicating tcp socket %s: %w", c.Addr(), err))
+		}
+		files = append(files, f)
+	}
+	return files, nil
+}
+
+// FromFiles rebuilds listeners from descriptors received from a predecessor.
+// It takes ownership of files and closes them (the net package dups them).
+func FromFiles(files []*os.File) (*Listeners, error) {
+	l := &Listeners{}
+	var errs []error
+	for _, f := range files {
+		if c, err := net.FilePacketConn(f); err == nil {
+			if u, ok := c.(*net.UDPConn); ok {
+				l.UDP = append(l.UDP, u)
+			} else {
+				_ = c.Close()
+				errs = append(errs, fmt.Errorf("descriptor %s is not a UDP socket", f.Name()))
+			}
+		} else if ln, err := net.FileListener(f); err == nil {
+			if t, ok := ln.(*net.TCPListener); ok {
+				l.TCP = append(l.TCP, t)
+			} else {
+				_ = ln.Close()
+				errs = append(errs, fmt.Errorf("descriptor %s is not a TCP listener", f.Name()))
+			}
+		} else {
+			errs = append(errs, fmt.Errorf("descriptor %s is neither UDP nor TCP listener: %w", f.Name(), err))
+		}
+		_ = f.Close()
+	}
+	if err := errors.Join(errs...); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("rebuilding handed-over listeners: %w", err)
+	}
+	return l, nil
+}
+
+// Addrs returns the distinct addresses the listeners serve.
+func (l *Listeners) Addrs() []netip.AddrPort {
+	seen := map[netip.AddrPort]bool{}
+	var out []netip.AddrPort
+	for _, c := range l.UDP {
+		a := c.LocalAddr().(*net.UDPAddr).AddrPort()
+		if !seen[a] {
+			seen[a] = true
+			out = append(out, a)
+		}
+	}
+	return out
+}

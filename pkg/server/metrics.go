@@ -1,0 +1,90 @@
+package server
+
+import (
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// qtypes with their own label value; the rest count as "other".
+var metricQtypes = []uint16{dns.TypeA, dns.TypeAAAA, dns.TypePTR, dns.TypeSRV, dns.TypeCNAME, dns.TypeTXT,
+	dns.TypeMX, dns.TypeNS, dns.TypeSOA, dns.TypeHTTPS, dns.TypeSVCB, dns.TypeANY}
+
+const numRcodes = 24 // rcodes 0..23 get their own label; beyond counts as 23
+
+// metrics holds pre-resolved counters so the hot path only does atomic adds.
+type metrics struct {
+	requests  [2][]prometheus.Counter // [proto][qtype index]
+	qtypeIdx  map[uint16]int
+	responses [numSources][numRcodes]prometheus.Counter
+	duration  [numSources]prometheus.Observer
+	drops     *prometheus.CounterVec
+	tcpConns  prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodecache_server_requests_total", Help: "Queries received, by transport and query type.",
+	}, []string{"proto", "qtype"})
+	resps := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "nodecache_server_responses_total", Help: "Replies sent, by where the answer came from and rcode.",
+	}, []string{"source", "rcode"})
+	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "nodecache_server_request_duration_seconds",
+		Help:    "Time from receiving a query to sending its reply, by source.",
+		Buckets: []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+	}, []string{"source"})
+	m := &metrics{
+		qtypeIdx: make(map[uint16]int),
+		drops: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodecache_server_dropped_total", Help: "Queries dropped or refused at the edge, by reason.",
+		}, []string{"reason"}),
+		tcpConns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodecache_server_tcp_connections", Help: "Open TCP client connections.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{reqs, resps, dur, m.drops, m.tcpConns} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering server metrics: %w", err)
+		}
+	}
+	for i, t := range metricQtypes {
+		m.qtypeIdx[t] = i
+	}
+	for p, proto := range []string{"udp", "tcp"} {
+		for _, t := range metricQtypes {
+			m.requests[p] = append(m.requests[p], reqs.WithLabelValues(proto, dns.TypeToString[t]))
+		}
+		m.requests[p] = append(m.requests[p], reqs.WithLabelValues(proto, "other"))
+	}
+	for s := Source(0); s < numSources; s++ {
+		for r := 0; r < numRcodes; r++ {
+			name, ok := dns.RcodeToString[r]
+			if !ok {
+				name = strconv.Itoa(r)
+			}
+			m.responses[s][r] = resps.WithLabelValues(s.String(), name)
+		}
+		m.duration[s] = dur.WithLabelValues(s.String())
+	}
+	return m, nil
+}
+
+func (m *metrics) observe(proto int, qtype uint16, res Result, took time.Duration) {
+	i, ok := m.qtypeIdx[qtype]
+	if !ok {
+		i = len(metricQtypes)
+	}
+	m.requests[proto][i].Inc()
+	src := res.Source
+	if src >= numSources {
+		src = SourceLocal
+	}
+	m.responses[src][min(max(res.Rcode, 0), numRcodes-1)].Inc()
+	m.duration[src].Observe(took.Seconds())
+}
+
+func (m *metrics) dropped(reason string) { m.drops.WithLabelValues(reason).Inc() }

@@ -1,0 +1,233 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// Observer sees every answered query; the per-client accounting hangs here.
+// It is called on the hot path and must not block.
+type Observer interface {
+	Observe(client netip.Addr, q *wire.Query, res Result, took time.Duration)
+}
+
+// Server answers DNS queries on a set of listeners.
+type Server struct {
+	cfg        Config
+	log        *slog.Logger
+	zone       Zone // nil: no cluster zone
+	resolver   Resolver
+	observer   Observer // may be nil
+	domainWire []byte
+	memo       *zoneMemo
+	metrics    *metrics
+	inflight   *semaphore.Weighted
+	tcpConns   *semaphore.Weighted
+	logLimiter rateLimiter
+
+	ctx    context.Context // cancelled by Shutdown's deadline to abort the slow path
+	cancel context.CancelFunc
+
+	mu        sync.Mutex // guards following
+	listeners *Listeners
+	conns     map[net.Conn]struct{}
+	closing   bool
+
+	wg      sync.WaitGroup // read loops and accept loops
+	queries sync.WaitGroup // slow-path goroutines and TCP connections
+	serving atomic.Bool
+}
+
+// New builds a server. zone may be nil (no cluster zone); resolver is required.
+func New(cfg Config, zone Zone, resolver Resolver, obs Observer, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	if resolver == nil {
+		return nil, errors.New("server needs a resolver")
+	}
+	dw := make([]byte, wire.MaxNameLen)
+	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(cfg.Domain)), dw, 0, nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("cluster domain %q: %w", cfg.Domain, err)
+	}
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		cfg: cfg, log: log, zone: zone, resolver: resolver, observer: obs,
+		domainWire: dw[:n],
+		memo:       newZoneMemo(100_000),
+		metrics:    m,
+		inflight:   semaphore.NewWeighted(int64(cfg.MaxInFlight)),
+		tcpConns:   semaphore.NewWeighted(int64(cfg.MaxTCPConns)),
+		ctx:        ctx, cancel: cancel,
+		conns: make(map[net.Conn]struct{}),
+	}, nil
+}
+
+// Serve starts reading from l and returns at once; the server owns l until
+// Shutdown (or Detach for a handover).
+func (s *Server) Serve(l *Listeners) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.listeners != nil {
+		return errors.New("server already serving")
+	}
+	if s.closing {
+		return errors.New("server is shut down")
+	}
+	s.listeners = l
+	for _, c := range l.UDP {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveUDP(c)
+		}()
+	}
+	for _, ln := range l.TCP {
+		s.wg.Add(1)
+		go func() {
+			defer s.wg.Done()
+			s.serveTCP(ln)
+		}()
+	}
+	s.serving.Store(true)
+	return nil
+}
+
+// Serving reports whether the read loops are running.
+func (s *Server) Serving() bool { return s.serving.Load() }
+
+// Listeners returns what the server reads from (nil before Serve).
+func (s *Server) Listeners() *Listeners {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listeners
+}
+
+// StopReading makes every read loop return without closing the sockets, so
+// that a successor holding duplicates keeps them open, then waits for the
+// queries in flight (up to ctx). Used by the handover: the kernel queues new
+// packets on the shared sockets for the successor.
+func (s *Server) StopReading(ctx context.Context) error {
+	return s.stop(ctx, false)
+}
+
+// Shutdown stops reading, closes the sockets, and waits for in-flight queries
+// until ctx ends; then it aborts them. Safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	return s.stop(ctx, true)
+}
+
+func (s *Server) stop(ctx context.Context, closeSockets bool) error {
+	s.mu.Lock()
+	already := s.closing
+	s.closing = true
+	l := s.listeners
+	s.mu.Unlock()
+	if !already && l != nil {
+		past := time.Unix(1, 0)
+		for _, c := range l.UDP {
+			_ = c.SetReadDeadline(past)
+		}
+		for _, ln := range l.TCP {
+			_ = ln.SetDeadline(past)
+		}
+	}
+	s.wg.Wait()
+	s.serving.Store(false)
+	// Idle TCP connections are closed now; busy ones finish their queries.
+	s.mu.Lock()
+	for c := range s.conns {
+		_ = c.SetReadDeadline(time.Unix(1, 0))
+	}
+	s.mu.Unlock()
+	done := make(chan struct{})
+	go func() { s.queries.Wait(); close(done) }()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.cancel()
+		<-done
+		err = fmt.Errorf("waiting for in-flight queries: %w", ctx.Err())
+	}
+	s.cancel()
+	if closeSockets && l != nil {
+		l.Close()
+	}
+	return err
+}
+
+// Query answers one packet as if it had arrived over UDP from client, for
+// the admin API and health checks. It returns the reply and where it came from.
+func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]byte, Result, error) {
+	var q wire.Query
+	perr := wire.Parse(pkt, &q)
+	maxSize := 65535
+	out, res, ok := s.fast(pkt, &q, perr, make([]byte, 0, 512), maxSize, time.Now())
+	if !ok {
+		if perr != nil {
+			return nil, res, perr
+		}
+		out, res = s.slow(ctx, pkt, &q, nil, maxSize)
+	}
+	if out == nil {
+		return nil, res, fmt.Errorf("query: %w", wire.ErrNoReply)
+	}
+	return out, res, nil
+}
+
+// record accounts one answered query.
+func (s *Server) record(client netip.Addr, q *wire.Query, res Result, start time.Time, proto int) {
+	took := time.Since(start)
+	s.metrics.observe(proto, q.Type, res, took)
+	if s.observer != nil {
+		s.observer.Observe(client, q, res, took)
+	}
+}
+
+// logRated logs at Warn at most once per interval per kind, so a flood of
+// bad packets costs one line, not one per packet.
+func (s *Server) logRated(kind, msg string, args ...any) {
+	if s.logLimiter.allow(kind, time.Now()) {
+		s.log.Warn(msg, args...)
+	}
+}
+
+// rateLimiter allows one event per kind per 10 seconds.
+type rateLimiter struct {
+	mu   sync.Mutex // guards last
+	last map[string]time.Time
+}
+
+func (r *rateLimiter) allow(kind string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last == nil {
+		r.last = make(map[string]time.Time)
+	}
+	if now.Sub(r.last[kind]) < 10*time.Second {
+		return false
+	}
+	r.last[kind] = now
+	return true
+}

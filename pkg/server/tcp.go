@@ -1,0 +1,128 @@
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+func contextWithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(parent, d)
+}
+
+// serveTCP accepts connections until the listener is stopped.
+func (s *Server) serveTCP(ln *net.TCPListener) {
+	for {
+		c, err := ln.AcceptTCP()
+		if err != nil {
+			if s.isClosing() || errors.Is(err, net.ErrClosed) {
+				return
+			}
+			s.logRated("tcp-accept", "accepting tcp connection", "addr", ln.Addr(), "err", err)
+			time.Sleep(5 * time.Millisecond) // EMFILE and friends: do not spin
+			continue
+		}
+		if !s.tcpConns.TryAcquire(1) {
+			s.metrics.dropped("tcp_conn_limit")
+			_ = c.Close()
+			continue
+		}
+		s.mu.Lock()
+		if s.closing {
+			s.mu.Unlock()
+			s.tcpConns.Release(1)
+			_ = c.Close()
+			return
+		}
+		s.conns[c] = struct{}{}
+		s.mu.Unlock()
+		s.queries.Add(1)
+		s.metrics.tcpConns.Inc()
+		go func() {
+			defer s.queries.Done()
+			defer s.tcpConns.Release(1)
+			defer s.metrics.tcpConns.Dec()
+			s.serveConn(c)
+			s.mu.Lock()
+			delete(s.conns, c)
+			s.mu.Unlock()
+			_ = c.Close()
+		}()
+	}
+}
+
+// serveConn reads length-prefixed queries from one connection. Up to
+// TCPPipeline queries run at once; replies are written as they complete,
+// each whole under the write lock.
+func (s *Server) serveConn(c *net.TCPConn) {
+	client := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
+	r := bufio.NewReaderSize(c, 4096)
+	var wmu sync.Mutex // guards writes to c
+	slots := make(chan struct{}, s.cfg.TCPPipeline)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	write := func(reply []byte) {
+		wmu.Lock()
+		defer wmu.Unlock()
+		_ = c.SetWriteDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
+		var hdr [2]byte
+		binary.BigEndian.PutUint16(hdr[:], uint16(len(reply)))
+		if _, err := (&net.Buffers{hdr[:], reply}).WriteTo(c); err != nil {
+			s.metrics.dropped("write_error")
+		}
+	}
+	out := make([]byte, 0, 4096)
+	var q wire.Query
+	for {
+		if s.isClosing() {
+			return
+		}
+		_ = c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
+		var hdr [2]byte
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			return // EOF, idle timeout, shutdown
+		}
+		pkt := make([]byte, binary.BigEndian.Uint16(hdr[:]))
+		if _, err := io.ReadFull(r, pkt); err != nil {
+			return
+		}
+		start := time.Now()
+		perr := wire.Parse(pkt, &q)
+		reply, res, ok := s.fast(pkt, &q, perr, out[:0], 65535, start)
+		if ok {
+			if reply == nil {
+				return // garbage on a stream: the framing cannot be trusted
+			}
+			write(reply)
+			s.record(client, &q, res, start, protoTCP)
+			continue
+		}
+		slots <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			s.slowTCP(pkt, client, start, write)
+		}()
+	}
+}
+
+func (s *Server) slowTCP(pkt []byte, client netip.Addr, start time.Time, write func([]byte)) {
+	var q wire.Query
+	if err := wire.Parse(pkt, &q); err != nil {
+		return
+	}
+	ctx, cancel := contextWithTimeout(s.ctx, s.cfg.QueryTimeout)
+	defer cancel()
+	reply, res := s.slow(ctx, pkt, &q, make([]byte, 0, 512), 65535)
+	write(reply)
+	s.record(client, &q, res, start, protoTCP)
+}
