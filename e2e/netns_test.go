@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -132,6 +133,17 @@ func (n *netNS) listenPacket(network, addr string) (net.PacketConn, error) {
 		return err
 	})
 	return pc, err
+}
+
+// dial connects from inside n; the connection stays in n.
+func (n *netNS) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	err := n.do(func() (err error) {
+		var d net.Dialer
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
 }
 
 // vethSeq numbers pod links so each gets its own /24.

@@ -132,15 +132,7 @@ func TestNetnsRig(t *testing.T) {
 	fwd := forwardTCP(t, node, env.api.URL[len("https://"):])
 	cfg := env.api.restConfig(env.api.AdminToken)
 	cfg.Host = "https://" + fwd
-	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		err := node.do(func() (err error) {
-			var d net.Dialer
-			c, err = d.DialContext(ctx, network, addr)
-			return err
-		})
-		return c, err
-	}
+	cfg.Dial = node.dial
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
