@@ -1,0 +1,56 @@
+// Package upstream forwards the queries nodecache cannot answer from its
+// zone or cache to the node's upstream resolvers, and to the servers of
+// stub domains.
+//
+// # Behaviour
+//
+// Forwarder.Exchange packs the caller's request once (without modifying
+// it) and tries the servers of the matching set: the stub domain that is
+// the longest suffix of the query name, else the default servers. Each
+// attempt uses a new connected UDP socket, so the kernel picks a random
+// source port and drops datagrams from any other address, and a new random
+// query ID. A reply is taken only if it has that ID, QR set and the same
+// question (name compared case-insensitively, type and class); anything
+// else is counted as spoofed or malformed and the read goes on until the
+// per-try timeout. A truncated reply is retried over TCP on a connection
+// from a small per-server pool (idle expiry, bounded, one owner at a
+// time). A server that answers REFUSED is skipped in favour of the next;
+// its reply is returned only if no other server answers.
+//
+// Servers are ordered per query by Config.Policy (sequential, random,
+// round_robin); servers marked down go last but are still tried, so a
+// query never fails without reaching some server. A server is marked down
+// after Config.FailThreshold consecutive timeouts or socket errors; one
+// goroutine per down server then probes it with ". NS" queries, backing
+// off from Config.ProbeInterval to 30 times it, until any valid reply
+// brings it back (a successful real query does too).
+//
+// Exchange admits at most Config.MaxInFlight concurrent queries; beyond
+// that it fails fast with ErrOverloaded, which the server edge maps to
+// REFUSED. When no server answers before the deadline it returns
+// ErrNoAnswer wrapping the last *AttemptError (SERVFAIL at the edge).
+//
+// # Configuration
+//
+// Config lists the servers (ParseServers parses "IP[:port],..." or a
+// resolv.conf path), stub domains (ParseStubDomain parses
+// "domain=IP[:port],..."; LoadKubeDNSConfig reads a kube-dns ConfigMap
+// directory with stubDomains and upstreamNameservers), the policy, the
+// per-try timeout (2s) and overall deadline (5s), the in-flight cap (1000),
+// the fail threshold (3), the probe interval (1s), the TCP idle timeout
+// (10s) and pool bound (8), and the agent's own listen addresses. New
+// refuses an upstream that is one of those addresses, or a loopback
+// address on the port of a wildcard listener: that would be a forwarding
+// loop.
+//
+// # Metrics
+//
+//	nodecache_upstream_requests_total{server,proto}  attempts sent (proto udp|tcp), probes included
+//	nodecache_upstream_errors_total{server,kind}     kind: timeout, refused, conn_refused, spoofed,
+//	                                                 malformed, network, truncated, canceled
+//	nodecache_upstream_duration_seconds{server}      round-trip time of successful attempts
+//	nodecache_upstream_healthy{server}               1 up, 0 marked down
+//	nodecache_upstream_overloaded_total              queries refused by the in-flight cap
+//
+// The server label is the IP:port of a configured upstream, a bounded set.
+package upstream

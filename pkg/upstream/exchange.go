@@ -1,0 +1,227 @@
+package upstream
+
+import (
+	"context"
+	"encoding/binary"
+	"io"
+	"math/rand/v2"
+	"net"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+const (
+	// bufSize is the size of pooled read buffers: at least the 1232 bytes
+	// of the DNS flag day advice, enough for common EDNS sizes.
+	bufSize    = 4096
+	headerSize = 12
+	qrBit      = 0x80 // in the third header byte
+	tcBit      = 0x02 // in the third header byte
+)
+
+// aLongTimeAgo is a deadline in the past; setting it unblocks a pending
+// read at once.
+var aLongTimeAgo = time.Unix(1, 0) //nolint:gochecknoglobals // never mutated
+
+type bufPool struct{ p sync.Pool }
+
+func (b *bufPool) get() *[]byte {
+	if v, ok := b.p.Get().(*[]byte); ok {
+		return v
+	}
+	buf := make([]byte, bufSize)
+	return &buf
+}
+
+func (b *bufPool) put(buf *[]byte) { b.p.Put(buf) }
+
+// verdict is what parseReply makes of a datagram or TCP message.
+type verdict int
+
+const (
+	replyOK        verdict = iota
+	replyTruncated         // valid, but TC is set: retry over TCP
+	replySpoofed           // wrong ID, QR clear or another question: ignore
+	replyMalformed         // does not unpack: ignore
+)
+
+// parseReply checks that buf answers the query with the given ID and
+// question before trusting it. The header is checked on the raw bytes so
+// that a spoofed datagram costs no allocation.
+func parseReply(buf []byte, id uint16, q *dns.Question) (*dns.Msg, verdict) {
+	if len(buf) < headerSize {
+		return nil, replyMalformed
+	}
+	if binary.BigEndian.Uint16(buf) != id || buf[2]&qrBit == 0 {
+		return nil, replySpoofed
+	}
+	resp := new(dns.Msg)
+	err := resp.Unpack(buf)
+	if !sameQuestion(resp, q) {
+		if err != nil && len(resp.Question) == 0 {
+			return nil, replyMalformed
+		}
+		return nil, replySpoofed
+	}
+	truncated := buf[2]&tcBit != 0
+	switch {
+	case err != nil && truncated:
+		// A truncated reply may be cut anywhere after the question.
+		return nil, replyTruncated
+	case err != nil:
+		return nil, replyMalformed
+	case truncated:
+		return resp, replyTruncated
+	}
+	return resp, replyOK
+}
+
+func sameQuestion(m *dns.Msg, q *dns.Question) bool {
+	return len(m.Question) == 1 && m.Question[0].Qtype == q.Qtype &&
+		m.Question[0].Qclass == q.Qclass && strings.EqualFold(m.Question[0].Name, q.Name)
+}
+
+// watch sets a past deadline on c when ctx is cancelled, unblocking any
+// read or write. The returned func stops watching.
+func watch(ctx context.Context, c net.Conn) (stop func() bool) {
+	if ctx.Done() == nil {
+		return func() bool { return true }
+	}
+	return context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
+}
+
+// newID writes a fresh random query ID into the packed message.
+func newID(wire []byte) uint16 {
+	id := uint16(rand.Uint32()) //nolint:gosec // math/rand/v2 is ChaCha8-seeded per thread
+	binary.BigEndian.PutUint16(wire, id)
+	return id
+}
+
+// tryServer makes one attempt at s: UDP from a fresh socket, then TCP if
+// the reply is truncated. wire is the packed request; its ID is rewritten.
+func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (*dns.Msg, error) {
+	resp, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline)
+	if err != nil || !truncated {
+		return resp, err
+	}
+	s.countError(kindTruncated)
+	return f.tryTCP(ctx, s, q, wire, deadline)
+}
+
+func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (*dns.Msg, bool, error) {
+	// A connected socket per query: the kernel picks a random ephemeral
+	// port and drops datagrams from any address but the server's.
+	conn, err := net.DialUDP("udp", nil, s.udpAddr)
+	if err != nil {
+		return nil, false, classify(ctx, s.addr, protoUDP, err)
+	}
+	defer conn.Close()
+	defer watch(ctx, conn)()
+	_ = conn.SetDeadline(deadline)
+
+	id := newID(wire)
+	s.countRequest(protoUDP)
+	if _, err := conn.Write(wire); err != nil {
+		return nil, false, classify(ctx, s.addr, protoUDP, err)
+	}
+	bufp := f.bufs.get()
+	defer f.bufs.put(bufp)
+	buf := *bufp
+	if readSize > len(buf) {
+		buf = make([]byte, readSize)
+	}
+	for {
+		n, err := conn.Read(buf)
+		if err != nil {
+			return nil, false, classify(ctx, s.addr, protoUDP, err)
+		}
+		resp, v := parseReply(buf[:n], id, q)
+		switch v {
+		case replyOK:
+			return resp, false, nil
+		case replyTruncated:
+			return nil, true, nil
+		case replySpoofed:
+			s.countError(kindSpoofed)
+		case replyMalformed:
+			s.countError(kindMalformed)
+		}
+	}
+}
+
+// tryTCP sends the query over a pooled or new TCP connection. A reused
+// connection that turns out closed by the server is replaced by a fresh
+// one within the same deadline.
+func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire []byte, deadline time.Time) (*dns.Msg, error) {
+	for {
+		conn := s.pool.get(time.Now())
+		reused := conn != nil
+		if !reused {
+			d := net.Dialer{Deadline: deadline}
+			c, err := d.DialContext(ctx, "tcp", s.addr.String())
+			if err != nil {
+				return nil, classify(ctx, s.addr, protoTCP, err)
+			}
+			conn = c
+		}
+		resp, err := f.roundTripTCP(ctx, s, conn, q, wire, deadline)
+		if err == nil {
+			s.pool.put(conn, time.Now())
+			return resp, nil
+		}
+		_ = conn.Close()
+		if !reused || !staleConn(err) || ctx.Err() != nil {
+			return nil, classify(ctx, s.addr, protoTCP, err)
+		}
+	}
+}
+
+// roundTripTCP writes one length-prefixed query on conn and reads replies
+// until one matches it. The returned error is the raw socket error.
+func (f *Forwarder) roundTripTCP(ctx context.Context, s *server, conn net.Conn, q *dns.Question, wire []byte, deadline time.Time) (*dns.Msg, error) {
+	defer watch(ctx, conn)()
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, err
+	}
+	id := newID(wire)
+	bufp := f.bufs.get()
+	defer f.bufs.put(bufp)
+	out := binary.BigEndian.AppendUint16((*bufp)[:0], uint16(len(wire)))
+	out = append(out, wire...)
+	s.countRequest(protoTCP)
+	if _, err := conn.Write(out); err != nil {
+		return nil, err
+	}
+	var lenBuf [2]byte
+	for {
+		if _, err := io.ReadFull(conn, lenBuf[:]); err != nil {
+			return nil, err
+		}
+		n := int(binary.BigEndian.Uint16(lenBuf[:]))
+		in := (*bufp)[:cap(*bufp)]
+		if n > len(in) {
+			in = make([]byte, n)
+		}
+		if _, err := io.ReadFull(conn, in[:n]); err != nil {
+			return nil, err
+		}
+		resp, v := parseReply(in[:n], id, q)
+		switch v {
+		case replyOK:
+			return resp, nil
+		case replyTruncated:
+			// TC over TCP is the server's final word; hand it back.
+			if resp != nil {
+				return resp, nil
+			}
+			s.countError(kindMalformed)
+		case replySpoofed:
+			s.countError(kindSpoofed)
+		case replyMalformed:
+			s.countError(kindMalformed)
+		}
+	}
+}

@@ -1,0 +1,219 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net"
+	"sync/atomic"
+	"testing"
+
+	"github.com/miekg/dns"
+)
+
+func TestExchangeUDP(t *testing.T) {
+	var seenID atomic.Uint32
+	ts := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		seenID.Store(uint32(r.Id))
+		answerA("192.0.2.1")(w, r)
+	})
+	f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+
+	req := query("Example.COM.", dns.TypeA)
+	req.SetEdns0(1232, true)
+	before := req.String()
+	resp, from, err := f.Exchange(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Exchange: %v", err)
+	}
+	if got, want := resp.Answer[0].(*dns.A).A.String(), "192.0.2.1"; got != want {
+		t.Errorf("answer: got %s, want %s", got, want)
+	}
+	if from != ts.addr {
+		t.Errorf("from: got %v, want %v", from, ts.addr)
+	}
+	if resp.Id != uint16(seenID.Load()) {
+		t.Errorf("reply ID: got %d, want the ID the server saw, %d", resp.Id, seenID.Load())
+	}
+	if after := req.String(); after != before {
+		t.Errorf("request modified:\ngot  %s\nwant %s", after, before)
+	}
+	if got := counterValue(t, f, "requests", ts.addr.String(), protoUDP); got != 1 {
+		t.Errorf("udp requests: got %v, want 1", got)
+	}
+	if got := counterValue(t, f, "requests", ts.addr.String(), protoTCP); got != 0 {
+		t.Errorf("tcp requests: got %v, want 0", got)
+	}
+}
+
+func TestExchangeTruncatedRetriesOverTCP(t *testing.T) {
+	ts := startServer(t, truncateUDP("192.0.2.7"))
+	f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+
+	got, _ := exchangeA(t, f, "big.example.")
+	if want := "192.0.2.7"; got != want {
+		t.Errorf("answer: got %s, want %s", got, want)
+	}
+	if got, want := ts.udpQueries.Load(), int64(1); got != want {
+		t.Errorf("udp queries: got %d, want %d", got, want)
+	}
+	if got, want := ts.tcpQueries.Load(), int64(1); got != want {
+		t.Errorf("tcp queries: got %d, want %d", got, want)
+	}
+	if got := counterValue(t, f, "errors", ts.addr.String(), kindTruncated); got != 1 {
+		t.Errorf("truncated errors: got %v, want 1", got)
+	}
+}
+
+func TestTCPConnectionReuse(t *testing.T) {
+	ts := startServer(t, truncateUDP("192.0.2.8"))
+	f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+
+	const n = 5
+	for i := 0; i < n; i++ {
+		exchangeA(t, f, "big.example.")
+	}
+	if got, want := ts.tcpQueries.Load(), int64(n); got != want {
+		t.Errorf("tcp queries: got %d, want %d", got, want)
+	}
+	if got, want := ts.accepts.Load(), int64(1); got != want {
+		t.Errorf("tcp connections accepted: got %d, want %d", got, want)
+	}
+	if got, want := f.all[0].pool.size(), 1; got != want {
+		t.Errorf("idle pooled connections: got %d, want %d", got, want)
+	}
+}
+
+// oneShotTCP serves one query per TCP connection and then closes it, as a
+// server whose idle timeout has passed would.
+func oneShotTCP(ip string) func(net.Listener) {
+	return func(ln net.Listener) {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			dc := &dns.Conn{Conn: c}
+			if r, err := dc.ReadMsg(); err == nil {
+				_ = dc.WriteMsg(replyA(r, ip))
+			}
+			_ = c.Close()
+		}
+	}
+}
+
+func TestStalePooledConnectionIsReplaced(t *testing.T) {
+	ts := startServerWith(t, truncateUDP("192.0.2.9"), oneShotTCP("192.0.2.9"))
+	f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+
+	for i := 0; i < 3; i++ {
+		if got, _ := exchangeA(t, f, "big.example."); got != "192.0.2.9" {
+			t.Fatalf("query %d: got %s, want 192.0.2.9", i, got)
+		}
+	}
+	// Each query after the first found its pooled connection closed by the
+	// server and dialled again without failing the query.
+	if got, want := ts.accepts.Load(), int64(3); got != want {
+		t.Errorf("tcp connections accepted: got %d, want %d", got, want)
+	}
+	if got := counterValue(t, f, "errors", ts.addr.String(), kindNetwork); got != 0 {
+		t.Errorf("network errors: got %v, want 0", got)
+	}
+}
+
+func TestSpoofedRepliesIgnored(t *testing.T) {
+	tests := []struct {
+		name  string
+		spoof func(r *dns.Msg) []byte
+		kind  string
+	}{
+		{"wrong ID", func(r *dns.Msg) []byte {
+			m := replyA(r, "203.0.113.66")
+			m.Id = r.Id + 1
+			return pack(t, m)
+		}, kindSpoofed},
+		{"wrong name", func(r *dns.Msg) []byte {
+			m := replyA(r, "203.0.113.66")
+			m.Question[0].Name = "evil.example."
+			return pack(t, m)
+		}, kindSpoofed},
+		{"wrong type", func(r *dns.Msg) []byte {
+			m := replyA(r, "203.0.113.66")
+			m.Question[0].Qtype = dns.TypeAAAA
+			return pack(t, m)
+		}, kindSpoofed},
+		{"wrong class", func(r *dns.Msg) []byte {
+			m := replyA(r, "203.0.113.66")
+			m.Question[0].Qclass = dns.ClassCHAOS
+			return pack(t, m)
+		}, kindSpoofed},
+		{"QR clear", func(r *dns.Msg) []byte {
+			m := replyA(r, "203.0.113.66")
+			m.Response = false
+			return pack(t, m)
+		}, kindSpoofed},
+		{"short datagram", func(r *dns.Msg) []byte {
+			return []byte{byte(r.Id >> 8), byte(r.Id), 0x80}
+		}, kindMalformed},
+		{"garbage after question", func(r *dns.Msg) []byte {
+			return append(pack(t, replyA(r, "203.0.113.66"))[:40], 0xff, 0xff)
+		}, kindMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ts := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
+				_, _ = w.Write(tt.spoof(r))
+				_ = w.WriteMsg(replyA(r, "192.0.2.1"))
+			})
+			f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+			got, _ := exchangeA(t, f, "www.example.")
+			if want := "192.0.2.1"; got != want {
+				t.Errorf("answer: got %s, want %s", got, want)
+			}
+			if got := counterValue(t, f, "errors", ts.addr.String(), tt.kind); got != 1 {
+				t.Errorf("%s errors: got %v, want 1", tt.kind, got)
+			}
+		})
+	}
+}
+
+// A reply with the right ID and question from another port of the same
+// host must not be taken.
+func TestReplyFromOtherAddressIgnored(t *testing.T) {
+	spoofer, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = spoofer.Close() })
+	ts := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		if _, err := spoofer.WriteTo(pack(t, replyA(r, "203.0.113.66")), w.RemoteAddr()); err != nil {
+			t.Errorf("spoofing: %v", err)
+		}
+		_ = w.WriteMsg(replyA(r, "192.0.2.1"))
+	})
+	f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+	got, _ := exchangeA(t, f, "www.example.")
+	if want := "192.0.2.1"; got != want {
+		t.Errorf("answer: got %s, want %s", got, want)
+	}
+}
+
+func pack(tb testing.TB, m *dns.Msg) []byte {
+	tb.Helper()
+	b, err := m.Pack()
+	if err != nil {
+		tb.Fatalf("packing: %v", err)
+	}
+	return b
+}
+
+func TestExchangeBadRequest(t *testing.T) {
+	ts := startServer(t, answerA("192.0.2.1"))
+	f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+	two := query("a.example.", dns.TypeA)
+	two.Question = append(two.Question, two.Question[0])
+	for name, req := range map[string]*dns.Msg{"nil": nil, "no question": new(dns.Msg), "two questions": two} {
+		if _, _, err := f.Exchange(context.Background(), req); !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: got %v, want ErrBadRequest", name, err)
+		}
+	}
+}

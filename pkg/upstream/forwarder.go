@@ -1,0 +1,274 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
+)
+
+// maxPasses is how many times Exchange walks a server set before giving up
+// (the overall deadline usually ends it first). A second pass covers a lost
+// datagram when there is a single upstream.
+const maxPasses = 2
+
+// Forwarder sends queries to upstream resolvers. It is safe for concurrent
+// use; Close stops its background goroutines.
+type Forwarder struct {
+	cfg   Config // defaults applied, validated
+	log   *slog.Logger
+	m     *metrics
+	sem   *semaphore.Weighted
+	def   *serverSet            // the default servers
+	stubs map[string]*serverSet // lowercased FQDN -> set; read-only
+	all   []*server             // every distinct server, default ones first
+	bufs  bufPool
+	hooks hooks
+
+	ctx    context.Context // ends on Close; probes and the sweeper run under it
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background goroutines
+
+	mu     sync.Mutex // guards following
+	closed bool       // no new goroutine may start once set
+
+	closeOnce sync.Once
+}
+
+// hooks let tests observe internal events.
+type hooks struct {
+	healthChanged func(addr netip.AddrPort, up bool) // nil means none
+}
+
+// New validates cfg, applies its defaults and returns a Forwarder whose
+// metrics are registered on reg. reg and log must not be nil.
+func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Forwarder, error) {
+	return newForwarder(cfg, reg, log, hooks{})
+}
+
+func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hooks) (*Forwarder, error) {
+	if reg == nil || log == nil {
+		return nil, errors.New("creating upstream forwarder: registerer and logger are required")
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("creating upstream forwarder: %w", err)
+	}
+	cfg = cfg.withDefaults()
+	m, err := newMetrics(reg)
+	if err != nil {
+		return nil, err
+	}
+	f := &Forwarder{
+		cfg:   cfg,
+		log:   log,
+		m:     m,
+		sem:   semaphore.NewWeighted(int64(cfg.MaxInFlight)),
+		stubs: make(map[string]*serverSet, len(cfg.StubDomains)),
+		hooks: h,
+	}
+	byAddr := make(map[netip.AddrPort]*server)
+	newSet := func(addrs []netip.AddrPort) *serverSet {
+		ss := &serverSet{}
+		for _, a := range addrs {
+			s, ok := byAddr[a]
+			if !ok {
+				s = newServer(a, &f.cfg, m)
+				byAddr[a] = s
+				f.all = append(f.all, s)
+			}
+			ss.servers = append(ss.servers, s)
+		}
+		return ss
+	}
+	f.def = newSet(cfg.Servers)
+	for _, domain := range sortedDomains(cfg.StubDomains) {
+		f.stubs[domain] = newSet(cfg.StubDomains[domain])
+	}
+	f.ctx, f.cancel = context.WithCancel(context.Background())
+	f.wg.Add(1)
+	go f.sweepLoop()
+	return f, nil
+}
+
+// Exchange forwards req and returns the first valid reply and the server
+// that gave it. req is not modified. The reply keeps whatever OPT record
+// the upstream sent; the caller strips it before caching. A REFUSED answer
+// makes Exchange try the next server, and is returned only if no server
+// answers otherwise. Errors: ErrBadRequest, ErrClosed, ErrOverloaded, or
+// ErrNoAnswer wrapping the last *AttemptError (and the context's error
+// when the caller gave up).
+func (f *Forwarder) Exchange(ctx context.Context, req *dns.Msg) (resp *dns.Msg, from netip.AddrPort, err error) {
+	if req == nil || len(req.Question) != 1 {
+		return nil, netip.AddrPort{}, ErrBadRequest
+	}
+	if f.ctx.Err() != nil {
+		return nil, netip.AddrPort{}, ErrClosed
+	}
+	if !f.sem.TryAcquire(1) {
+		f.m.overloaded.Inc()
+		return nil, netip.AddrPort{}, ErrOverloaded
+	}
+	defer f.sem.Release(1)
+
+	bufp := f.bufs.get()
+	defer f.bufs.put(bufp)
+	wire, readSize, err := packRequest(req, *bufp)
+	if err != nil {
+		return nil, netip.AddrPort{}, fmt.Errorf("packing request: %w", err)
+	}
+	deadline := time.Now().Add(f.cfg.Deadline)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	q := &req.Question[0]
+	var stack [8]*server
+	servers := f.route(q.Name).order(stack[:0], f.cfg.Policy)
+
+	var lastErr error
+	var refused *dns.Msg
+	var refusedBy netip.AddrPort
+	for pass := 0; pass < maxPasses && refused == nil; pass++ {
+		for _, s := range servers {
+			start := time.Now()
+			if ctx.Err() != nil || !start.Before(deadline) {
+				break
+			}
+			from = s.addr
+			tryDeadline := start.Add(f.cfg.TryTimeout)
+			if deadline.Before(tryDeadline) {
+				tryDeadline = deadline
+			}
+			reply, tryErr := f.tryServer(ctx, s, q, wire, readSize, tryDeadline)
+			if tryErr != nil {
+				lastErr = tryErr
+				f.recordFailure(s, errorKind(tryErr))
+				continue
+			}
+			f.recordSuccess(s, time.Since(start))
+			if reply.Rcode == dns.RcodeRefused {
+				s.countError(kindRefused)
+				refused, refusedBy = reply, s.addr
+				continue
+			}
+			return reply, s.addr, nil
+		}
+	}
+	if refused != nil {
+		return refused, refusedBy, nil
+	}
+	return nil, from, noAnswer(ctx, lastErr)
+}
+
+func noAnswer(ctx context.Context, lastErr error) error {
+	ctxErr := ctx.Err()
+	switch {
+	case lastErr == nil && ctxErr == nil:
+		return fmt.Errorf("%w: %w", ErrNoAnswer, context.DeadlineExceeded)
+	case lastErr == nil:
+		return fmt.Errorf("%w: %w", ErrNoAnswer, ctxErr)
+	case ctxErr != nil && !errors.Is(lastErr, ctxErr):
+		return fmt.Errorf("%w: %w (%w)", ErrNoAnswer, ctxErr, lastErr)
+	}
+	return fmt.Errorf("%w: %w", ErrNoAnswer, lastErr)
+}
+
+// packRequest packs req into buf without touching req (miekg/dns writes
+// the extended rcode into the OPT record while packing, so a request with
+// OPT is packed from a copy of it). It also returns the UDP read size: the
+// larger of the pooled buffer and the client's EDNS size.
+func packRequest(req *dns.Msg, buf []byte) (wire []byte, readSize int, err error) {
+	m := *req
+	readSize = bufSize
+	for i, rr := range req.Extra {
+		opt, ok := rr.(*dns.OPT)
+		if !ok {
+			continue
+		}
+		readSize = max(readSize, int(opt.UDPSize()))
+		extra := make([]dns.RR, len(req.Extra))
+		copy(extra, req.Extra)
+		optCopy := *opt
+		extra[i] = &optCopy
+		m.Extra = extra
+		break
+	}
+	wire, err = m.PackBuffer(buf)
+	return wire, readSize, err
+}
+
+// route picks the server set for qname: the stub domain that is its
+// longest suffix on label boundaries, else the default set.
+func (f *Forwarder) route(qname string) *serverSet {
+	if len(f.stubs) == 0 {
+		return f.def
+	}
+	name := dns.Fqdn(strings.ToLower(qname))
+	for off, end := 0, false; !end; off, end = dns.NextLabel(name, off) {
+		if ss, ok := f.stubs[name[off:]]; ok {
+			return ss
+		}
+	}
+	return f.def
+}
+
+// sweepLoop closes expired pooled TCP connections until Close.
+func (f *Forwarder) sweepLoop() {
+	defer f.wg.Done()
+	t := time.NewTicker(max(f.cfg.TCPIdleTimeout/2, 10*time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case now := <-t.C:
+			for _, s := range f.all {
+				s.pool.sweep(now)
+			}
+		}
+	}
+}
+
+// Healthy reports whether at least one default server is not marked down.
+func (f *Forwarder) Healthy() bool {
+	for _, s := range f.def.servers {
+		if !s.down.Load() {
+			return true
+		}
+	}
+	return false
+}
+
+// Status returns a snapshot of every distinct server, default ones first
+// in configured order, then those only in stub domains.
+func (f *Forwarder) Status() []ServerStatus {
+	out := make([]ServerStatus, 0, len(f.all))
+	for _, s := range f.all {
+		out = append(out, s.status())
+	}
+	return out
+}
+
+// Close stops the probes and the pool sweeper, waits for them and closes
+// the pooled connections. Exchange calls still running finish on their own
+// deadline. Close is idempotent and always returns nil.
+func (f *Forwarder) Close() error {
+	f.closeOnce.Do(func() {
+		f.mu.Lock()
+		f.closed = true
+		f.mu.Unlock()
+		f.cancel()
+		f.wg.Wait()
+		for _, s := range f.all {
+			s.pool.close()
+		}
+	})
+	return nil
+}

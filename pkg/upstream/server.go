@@ -1,0 +1,206 @@
+package upstream
+
+import (
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// maxProbeBackoff is how many times ProbeInterval the wait between probes
+// of a down server may grow to.
+const maxProbeBackoff = 30
+
+// server is one upstream resolver, shared by every set that lists it.
+type server struct {
+	addr    netip.AddrPort // always valid
+	udpAddr *net.UDPAddr   // addr, converted once
+	pool    *tcpPool       // always non-nil
+	m       serverMetrics
+
+	fails    atomic.Int64 // consecutive failed attempts
+	down     atomic.Bool  // marked down after FailThreshold fails
+	probing  atomic.Bool  // a probe goroutine runs for this server
+	lastRTT  atomic.Int64 // nanoseconds of the last successful attempt
+	requests atomic.Uint64
+	errors   atomic.Uint64
+}
+
+func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
+	return &server{
+		addr:    addr,
+		udpAddr: net.UDPAddrFromAddrPort(addr),
+		pool:    newTCPPool(cfg.TCPMaxIdle, cfg.TCPIdleTimeout),
+		m:       m.forServer(addr.String()),
+	}
+}
+
+func (s *server) countRequest(proto string) {
+	s.requests.Add(1)
+	if proto == protoTCP {
+		s.m.reqTCP.Inc()
+		return
+	}
+	s.m.reqUDP.Inc()
+}
+
+func (s *server) countError(kind string) {
+	s.errors.Add(1)
+	s.m.errs[kind].Inc()
+}
+
+// ServerStatus is a snapshot of one upstream server for the CLI and readyz.
+type ServerStatus struct {
+	Addr             netip.AddrPort
+	Up               bool
+	ConsecutiveFails int64
+	LastRTT          time.Duration // zero until the first success
+	Requests         uint64        // attempts sent, UDP and TCP, probes included
+	Errors           uint64        // failures and ignored replies of every kind
+}
+
+func (s *server) status() ServerStatus {
+	return ServerStatus{
+		Addr:             s.addr,
+		Up:               !s.down.Load(),
+		ConsecutiveFails: s.fails.Load(),
+		LastRTT:          time.Duration(s.lastRTT.Load()),
+		Requests:         s.requests.Load(),
+		Errors:           s.errors.Load(),
+	}
+}
+
+// serverSet is the ordered servers of the default set or of a stub domain.
+type serverSet struct {
+	servers []*server     // non-empty, in configured order
+	next    atomic.Uint64 // round_robin rotation
+}
+
+// order appends the servers to dst in the order policy gives, then moves
+// down servers behind the up ones, keeping their relative order.
+func (ss *serverSet) order(dst []*server, policy string) []*server {
+	n := len(ss.servers)
+	switch policy {
+	case PolicySequential:
+		dst = append(dst, ss.servers...)
+	case PolicyRoundRobin:
+		start := int((ss.next.Add(1) - 1) % uint64(n))
+		dst = append(dst, ss.servers[start:]...)
+		dst = append(dst, ss.servers[:start]...)
+	default:
+		dst = append(dst, ss.servers...)
+		rand.Shuffle(n, func(i, j int) { dst[i], dst[j] = dst[j], dst[i] })
+	}
+	// Stable insertion sort on the down flag; sets are a handful long.
+	for i := 1; i < len(dst); i++ {
+		for j := i; j > 0 && dst[j-1].down.Load() && !dst[j].down.Load(); j-- {
+			dst[j-1], dst[j] = dst[j], dst[j-1]
+		}
+	}
+	return dst
+}
+
+// recordSuccess notes a valid reply from s after rtt.
+func (f *Forwarder) recordSuccess(s *server, rtt time.Duration) {
+	s.fails.Store(0)
+	s.lastRTT.Store(int64(rtt))
+	s.m.duration.Observe(rtt.Seconds())
+	f.markUp(s)
+}
+
+// recordFailure notes a failed attempt at s and marks it down after
+// FailThreshold consecutive health failures.
+func (f *Forwarder) recordFailure(s *server, kind string) {
+	s.countError(kind)
+	if !healthFailure(kind) {
+		return
+	}
+	if s.fails.Add(1) < int64(f.cfg.FailThreshold) {
+		return
+	}
+	if s.down.CompareAndSwap(false, true) {
+		s.m.healthy.Set(healthyGaugeDown)
+		f.log.Warn("upstream marked down", "server", s.addr, "consecutive_fails", s.fails.Load(), "kind", kind)
+		f.notify(s, false)
+	}
+	f.startProbe(s)
+}
+
+func (f *Forwarder) markUp(s *server) {
+	if s.down.CompareAndSwap(true, false) {
+		s.m.healthy.Set(healthyGaugeUp)
+		f.log.Info("upstream back up", "server", s.addr)
+		f.notify(s, true)
+	}
+}
+
+func (f *Forwarder) notify(s *server, up bool) {
+	if f.hooks.healthChanged != nil {
+		f.hooks.healthChanged(s.addr, up)
+	}
+}
+
+// startProbe starts the probe goroutine of s unless one runs or the
+// Forwarder is closing. At most one probe per server is ever in flight.
+func (f *Forwarder) startProbe(s *server) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed || !s.probing.CompareAndSwap(false, true) {
+		return
+	}
+	f.wg.Add(1)
+	go f.probeLoop(s)
+}
+
+// probeLoop probes a down server with ". NS" queries, backing off, until
+// it answers, a real query brings it back, or the Forwarder closes.
+func (f *Forwarder) probeLoop(s *server) {
+	defer func() {
+		s.probing.Store(false)
+		// A failure may have marked it down again while we were leaving.
+		if s.down.Load() && f.ctx.Err() == nil {
+			f.startProbe(s)
+		}
+		f.wg.Done()
+	}()
+	wait := f.cfg.ProbeInterval
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-timer.C:
+		}
+		if !s.down.Load() {
+			return
+		}
+		if err := f.probe(s); err == nil {
+			return
+		}
+		wait = min(2*wait, maxProbeBackoff*f.cfg.ProbeInterval)
+		timer.Reset(wait)
+	}
+}
+
+// probe sends one ". NS" query to s over UDP. Any valid reply, whatever
+// its rcode, brings the server back up.
+func (f *Forwarder) probe(s *server) error {
+	q := dns.Question{Name: ".", Qtype: dns.TypeNS, Qclass: dns.ClassINET}
+	wire, err := (&dns.Msg{Question: []dns.Question{q}}).Pack()
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout))
+	if err != nil {
+		f.log.Debug("upstream probe failed", "server", s.addr, "err", err)
+		s.countError(errorKind(err))
+		return err
+	}
+	f.recordSuccess(s, time.Since(start))
+	return nil
+}
