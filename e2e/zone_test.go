@@ -1,0 +1,112 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+)
+
+// zoneCase is one question to the agent and the answer the cluster zone
+// contract (docs DNS-BEHAVIOUR) asks for.
+type zoneCase struct {
+	qname, qtype string
+	rcode        string
+	check        uint16   // the record type whose data is compared; 0 = the qtype
+	want         []string // rdata of the answer records of type check; nil = none
+}
+
+// TestClusterZone creates Services of every kind, EndpointSlices and Pods
+// through the API and checks the agent's answers against the zone contract.
+func TestClusterZone(t *testing.T) {
+	requireSuite(t)
+	r := newAgentRig(t, agentOpts{NodeName: "node-1"})
+	ns := newNamespace(t, "zone")
+	sfx := "." + ns + ".svc." + clusterDomain + "."
+	httpPort := svcPort("http", corev1.ProtocolTCP, 80)
+	dnsPort := svcPort("dns", corev1.ProtocolUDP, 53)
+
+	start := time.Now()
+	cip := createService(t, serviceSpec(ns, "cip", corev1.ServiceTypeClusterIP, false, httpPort, dnsPort))
+	dual := createService(t, serviceSpec(ns, "dual", corev1.ServiceTypeClusterIP, true))
+	np := createService(t, serviceSpec(ns, "np", corev1.ServiceTypeNodePort, false))
+	lb := createService(t, serviceSpec(ns, "lb", corev1.ServiceTypeLoadBalancer, true))
+	createService(t, headlessSpec(ns, "hl", httpPort))
+	createEndpointSlice(t, ns, "hl", discoveryv1.AddressTypeIPv4, []endpoint{
+		{IP: "10.244.1.5", Hostname: "web-0", NodeName: "node-1"},
+		{IP: "10.244.1.6", NodeName: "node-1"},
+		{IP: "10.244.1.7", NotReady: true},
+	}, httpPort)
+	createEndpointSlice(t, ns, "hl", discoveryv1.AddressTypeIPv6, []endpoint{{IP: "fd00:10:244::5"}}, httpPort)
+	createService(t, headlessSpec(ns, "empty"))
+	createService(t, externalNameSpec(ns, "ext", "www.example.com"))
+	createPod(t, ns, "p1", "node-1", "host1", "sub", "10.244.1.20")
+	createService(t, headlessSpec(ns, "sub"))
+	createEndpointSlice(t, ns, "sub", discoveryv1.AddressTypeIPv4, []endpoint{{IP: "10.244.1.20", Hostname: "host1", NodeName: "node-1"}})
+	// The last write is in the zone: everything before it is too.
+	d := r.await(t, query{Name: "host1.sub" + sfx}, start, hasData(dns.TypeA, "10.244.1.20"))
+	t.Logf("10 API writes → last one answered: %v", d.Round(time.Millisecond))
+
+	ptr := func(ip string) string { s, _ := dns.ReverseAddr(ip); return s }
+	cases := []zoneCase{
+		{qname: "dns-version." + clusterDomain + ".", qtype: "TXT", rcode: "NOERROR", want: []string{`"1.1.0"`}},
+		{qname: "cip" + sfx, qtype: "A", rcode: "NOERROR", want: cip.Spec.ClusterIPs},
+		{qname: "CIP" + sfx, qtype: "A", rcode: "NOERROR", want: cip.Spec.ClusterIPs},
+		{qname: "cip" + sfx, qtype: "AAAA", rcode: "NOERROR"},
+		{qname: "cip" + sfx, qtype: "TXT", rcode: "NOERROR"},
+		{qname: "_http._tcp.cip" + sfx, qtype: "SRV", rcode: "NOERROR", want: []string{"0 100 80 cip" + sfx}},
+		{qname: "_dns._udp.cip" + sfx, qtype: "SRV", rcode: "NOERROR", want: []string{"0 100 53 cip" + sfx}},
+		{qname: "_http._udp.cip" + sfx, qtype: "SRV", rcode: "NXDOMAIN"},
+		{qname: ptr(cip.Spec.ClusterIP), qtype: "PTR", rcode: "NOERROR", want: []string{"cip" + sfx}},
+		{qname: "dual" + sfx, qtype: "A", rcode: "NOERROR", want: dual.Spec.ClusterIPs[:1]},
+		{qname: "dual" + sfx, qtype: "AAAA", rcode: "NOERROR", want: dual.Spec.ClusterIPs[1:]},
+		{qname: ptr(dual.Spec.ClusterIPs[1]), qtype: "PTR", rcode: "NOERROR", want: []string{"dual" + sfx}},
+		{qname: "np" + sfx, qtype: "A", rcode: "NOERROR", want: np.Spec.ClusterIPs},
+		{qname: "lb" + sfx, qtype: "AAAA", rcode: "NOERROR", want: lb.Spec.ClusterIPs[1:]},
+		{qname: "hl" + sfx, qtype: "A", rcode: "NOERROR", want: []string{"10.244.1.5", "10.244.1.6"}},
+		{qname: "hl" + sfx, qtype: "AAAA", rcode: "NOERROR", want: []string{"fd00:10:244::5"}},
+		{qname: "web-0.hl" + sfx, qtype: "A", rcode: "NOERROR", want: []string{"10.244.1.5"}},
+		{qname: "10-244-1-6.hl" + sfx, qtype: "A", rcode: "NOERROR", want: []string{"10.244.1.6"}},
+		{qname: "fd00-10-244--5.hl" + sfx, qtype: "AAAA", rcode: "NOERROR", want: []string{"fd00:10:244::5"}},
+		{qname: "10-244-1-7.hl" + sfx, qtype: "A", rcode: "NXDOMAIN"},
+		{qname: "_http._tcp.hl" + sfx, qtype: "SRV", rcode: "NOERROR", want: []string{
+			"0 33 80 10-244-1-6.hl" + sfx, "0 33 80 fd00-10-244--5.hl" + sfx, "0 33 80 web-0.hl" + sfx}},
+		{qname: ptr("10.244.1.5"), qtype: "PTR", rcode: "NOERROR", want: []string{"web-0.hl" + sfx}},
+		{qname: "empty" + sfx, qtype: "A", rcode: "NXDOMAIN"},
+		{qname: "ext" + sfx, qtype: "A", rcode: "NOERROR", check: dns.TypeCNAME, want: []string{"www.example.com."}},
+		{qname: "ext" + sfx, qtype: "A", rcode: "NOERROR", want: []string{"192.0.2.10"}},
+		{qname: "ext" + sfx, qtype: "SRV", rcode: "NOERROR"},
+		{qname: "x.ext" + sfx, qtype: "A", rcode: "NXDOMAIN"},
+		{qname: "10-244-1-9." + ns + ".pod." + clusterDomain + ".", qtype: "A", rcode: "NOERROR", want: []string{"10.244.1.9"}},
+		{qname: "host1.sub" + sfx, qtype: "A", rcode: "NOERROR", want: []string{"10.244.1.20"}},
+		{qname: ns + ".svc." + clusterDomain + ".", qtype: "A", rcode: "NOERROR"},
+		{qname: "svc." + clusterDomain + ".", qtype: "TXT", rcode: "NOERROR"},
+		{qname: clusterDomain + ".", qtype: "A", rcode: "NOERROR"},
+		{qname: "nope" + sfx, qtype: "A", rcode: "NXDOMAIN"},
+		{qname: "cip.nope-ns.svc." + clusterDomain + ".", qtype: "A", rcode: "NXDOMAIN"},
+		{qname: "a.b.cip" + sfx, qtype: "A", rcode: "NXDOMAIN"},
+		{qname: "cip." + ns + ".other." + clusterDomain + ".", qtype: "A", rcode: "NXDOMAIN"},
+	}
+	for _, c := range cases {
+		t.Run(c.qname+"/"+c.qtype, func(t *testing.T) {
+			a := r.ask(t, query{Name: c.qname, Type: c.qtype})
+			check := c.check
+			if check == 0 {
+				check = dnsType(t, c.qtype)
+			}
+			want := slices.Sorted(slices.Values(c.want))
+			if got := a.Data(check); a.Rcode != c.rcode || !slices.Equal(got, want) {
+				t.Errorf("got %s %v, want %s %v\n%s", a.Rcode, got, c.rcode, want, a.Raw)
+			}
+			inZone := dns.IsSubDomain(clusterDomain+".", c.qname) && c.qname != "ext"+sfx
+			if inZone && !slices.Contains(a.Flags, "aa") {
+				t.Errorf("flags: got %v, want aa among them", a.Flags)
+			}
+		})
+	}
+}
