@@ -1,0 +1,139 @@
+package iface
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Defaults applied to zero fields of Config.
+const (
+	DefaultInterfaceName = "nodelocaldns"
+	DefaultPort          = 53
+	DefaultSyncInterval  = 10 * time.Second
+)
+
+// IPTables backends accepted in Config.IPTablesMode.
+const (
+	ModeAuto   = "auto"
+	ModeNFT    = "nft"
+	ModeLegacy = "legacy"
+)
+
+// maxIfNameLen is IFNAMSIZ-1, the longest interface name Linux accepts.
+const maxIfNameLen = 15
+
+// Config describes the interface and the iptables rules the Manager keeps in place.
+type Config struct {
+	// InterfaceName is the link that carries LocalIPs. Zero value: "nodelocaldns".
+	InterfaceName string
+	// LocalIPs are the addresses the agent listens on (the link-local IP, optionally the kube-dns
+	// ClusterIP). Required; v4 and v6 may be mixed. IPv4-mapped IPv6 addresses are rejected.
+	LocalIPs []netip.Addr
+	// Port is the DNS port the NOTRACK/ACCEPT rules cover for udp and tcp. Zero value: 53.
+	Port uint16
+	// ExtraTCPPorts get the same rules as Port but for tcp only (health/metrics when they bind a local
+	// IP). Zero value: none.
+	ExtraTCPPorts []uint16
+	// SetupInterface creates and keeps the link and its addresses. Zero value: false (the part is a no-op).
+	SetupInterface bool
+	// SetupIPTables installs and keeps the rules. Zero value: false (the part is a no-op).
+	SetupIPTables bool
+	// IPTablesMode picks the iptables flavour: "auto", "nft" or "legacy". Zero value: "auto".
+	IPTablesMode string
+	// SyncInterval is the period of the full reconcile in Run. Zero value: 10s.
+	SyncInterval time.Duration
+}
+
+// Validate reports the first problem with c. Zero values are valid and mean the documented default.
+func (c *Config) Validate() error {
+	if err := validateIfName(c.InterfaceName); err != nil {
+		return err
+	}
+	if len(c.LocalIPs) == 0 {
+		return errors.New("iface: at least one local IP is required")
+	}
+	for _, ip := range c.LocalIPs {
+		switch {
+		case !ip.IsValid():
+			return errors.New("iface: invalid local IP")
+		case ip.Is4In6():
+			return fmt.Errorf("iface: local IP %s is IPv4-mapped, give it as IPv4", ip)
+		case ip.Zone() != "":
+			return fmt.Errorf("iface: local IP %s has a zone", ip)
+		case ip.IsUnspecified(), ip.IsMulticast(), ip.IsLoopback():
+			return fmt.Errorf("iface: local IP %s is not a unicast address", ip)
+		}
+	}
+	if slices.Contains(c.ExtraTCPPorts, 0) {
+		return errors.New("iface: extra TCP port 0 is not a port")
+	}
+	switch c.IPTablesMode {
+	case "", ModeAuto, ModeNFT, ModeLegacy:
+	default:
+		return fmt.Errorf("iface: iptables mode %q, want auto, nft or legacy", c.IPTablesMode)
+	}
+	if c.SyncInterval < 0 {
+		return fmt.Errorf("iface: sync interval %v is negative", c.SyncInterval)
+	}
+	return nil
+}
+
+func validateIfName(name string) error {
+	if len(name) > maxIfNameLen {
+		return fmt.Errorf("iface: interface name %q is longer than %d bytes", name, maxIfNameLen)
+	}
+	if name == "." || name == ".." || strings.ContainsAny(name, "/: \t\n") {
+		return fmt.Errorf("iface: interface name %q is not a valid Linux link name", name)
+	}
+	return nil
+}
+
+// withDefaults returns a copy of c with zero values replaced and lists deduplicated and sorted.
+func (c Config) withDefaults() Config {
+	if c.InterfaceName == "" {
+		c.InterfaceName = DefaultInterfaceName
+	}
+	if c.Port == 0 {
+		c.Port = DefaultPort
+	}
+	if c.IPTablesMode == "" {
+		c.IPTablesMode = ModeAuto
+	}
+	if c.SyncInterval == 0 {
+		c.SyncInterval = DefaultSyncInterval
+	}
+	ips := slices.Clone(c.LocalIPs)
+	slices.SortFunc(ips, func(a, b netip.Addr) int { return a.Compare(b) })
+	c.LocalIPs = slices.Compact(ips)
+	ports := slices.Clone(c.ExtraTCPPorts)
+	slices.Sort(ports)
+	c.ExtraTCPPorts = slices.DeleteFunc(slices.Compact(ports), func(p uint16) bool { return p == c.Port })
+	return c
+}
+
+// families returns the address families present in c.LocalIPs, v4 first.
+func (c Config) families() []Family {
+	var out []Family
+	if slices.ContainsFunc(c.LocalIPs, netip.Addr.Is4) {
+		out = append(out, FamilyV4)
+	}
+	if slices.ContainsFunc(c.LocalIPs, netip.Addr.Is6) {
+		out = append(out, FamilyV6)
+	}
+	return out
+}
+
+// ipsOf returns the local IPs of family fam.
+func (c Config) ipsOf(fam Family) []netip.Addr {
+	var out []netip.Addr
+	for _, ip := range c.LocalIPs {
+		if familyOf(ip) == fam {
+			out = append(out, ip)
+		}
+	}
+	return out
+}

@@ -1,0 +1,46 @@
+// Package iface keeps the node-local DNS address reachable: a link (default "nodelocaldns") that
+// carries every local IP, and iptables rules that exempt DNS to and from those IPs from connection
+// tracking (raw NOTRACK) and let it through the filter table (ACCEPT).
+//
+// It is a reconciler. The desired state is data (Config → addresses and per-chain rule lists); Setup
+// converges the kernel to it (link and addresses first, then rules) and adopts whatever a killed
+// predecessor left, Run re-converges every Config.SyncInterval and at once on any netlink link or
+// address event, Teardown removes everything (jumps, chains, addresses, link), Check inspects without
+// changing anything.
+//
+// # Link
+//
+// A dummy link, or an empty bridge when the kernel has no dummy driver (one warning is logged). An
+// existing link of either kind with the configured name is adopted; a link of another kind is an
+// error (ErrForeignLink) and is never touched. Addresses are host prefixes (/32, /128 with
+// IFA_F_NODAD) added with AddrReplace; other addresses on our link, except IPv6 link-local ones, are
+// removed as stale.
+//
+// # Rules
+//
+// Our rules live in chains of our own, each jumped to from position 1 of a built-in chain:
+//
+//	raw    PREROUTING -> NODECACHE-PREROUTING  -d IP --dport P -j NOTRACK
+//	raw    OUTPUT     -> NODECACHE-OUTPUT      -d IP --dport P -j NOTRACK; -s IP --sport P -j NOTRACK
+//	filter INPUT      -> NODECACHE-INPUT       -d IP --dport P -j ACCEPT
+//	filter OUTPUT     -> NODECACHE-OUTPUT      -s IP --sport P -j ACCEPT
+//
+// for every local IP, for udp and tcp on Config.Port and tcp on each Config.ExtraTCPPorts, in iptables
+// (v4) and ip6tables (v6) for the families that have local IPs. Every rule and jump carries
+// "-m comment --comment nodecache". A chain whose content differs from the desired set is flushed and
+// rewritten; the jump is kept exactly once and first. The iptables flavour is Config.IPTablesMode
+// ("auto" picks nft or legacy with kube-proxy's heuristic over iptables-{legacy,nft}-save).
+//
+// # Config
+//
+// See Config: InterfaceName ("nodelocaldns"), LocalIPs (required), Port (53), ExtraTCPPorts,
+// SetupInterface and SetupIPTables (false: that part is a no-op and reported "disabled"),
+// IPTablesMode ("auto"), SyncInterval (10s).
+//
+// # Metrics
+//
+//	nodecache_iface_reconciles_total{result="ok|error"}
+//	nodecache_iface_readds_total{kind="link|address|rule|jump"}   things put back after the first success
+//	nodecache_iface_errors_total{kind="link|address|rule|jump|watch"}
+//	nodecache_iface_rules                                         rules in our chains plus jumps
+package iface

@@ -1,0 +1,204 @@
+package iface
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+)
+
+// ErrForeignLink is returned (wrapped) when a link of the configured name exists with a kind the
+// Manager does not own (anything but dummy or bridge); it is neither adopted nor deleted.
+var ErrForeignLink = errors.New("link of another kind has the interface name")
+
+// ifaFNoDAD is IFA_F_NODAD: skip duplicate address detection for our v6 addresses.
+const ifaFNoDAD = 0x02
+
+// linkView is what inspectLink saw.
+type linkView struct {
+	link  netlink.Link // nil when absent
+	st    InterfaceStatus
+	stale []netlink.Addr // non-link-local addresses on our link that are not desired
+}
+
+func adoptable(kind string) bool { return kind == "dummy" || kind == "bridge" }
+
+// addrPrefix returns the address of a as a netip.Prefix, unmapped.
+func addrPrefix(a netlink.Addr) (netip.Prefix, bool) {
+	if a.IPNet == nil {
+		return netip.Prefix{}, false
+	}
+	ip, ok := netip.AddrFromSlice(a.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := a.Mask.Size()
+	return netip.PrefixFrom(ip.Unmap(), ones), true
+}
+
+// desiredAddr is the netlink form of a local IP: a host prefix, NODAD for v6.
+func desiredAddr(ip netip.Addr) *netlink.Addr {
+	bits := ip.BitLen()
+	a := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(ip.AsSlice()), Mask: net.CIDRMask(bits, bits)}}
+	if ip.Is6() {
+		a.Flags = ifaFNoDAD
+	}
+	return a
+}
+
+// inspectLink reads the link and its addresses without changing anything.
+func (m *Manager) inspectLink() (linkView, error) {
+	name := m.cfg.InterfaceName
+	v := linkView{st: InterfaceStatus{State: StateUnknown, Name: name}}
+	l, err := m.links.LinkByName(name)
+	if err != nil {
+		return v, fmt.Errorf("looking up link %s: %w", name, err)
+	}
+	if l == nil {
+		v.st.State = StateDrift
+		v.st.Missing = append(v.st.Missing, m.cfg.LocalIPs...)
+		return v, nil
+	}
+	v.st.Present, v.st.Kind, v.st.Up = true, l.Type(), l.Attrs().Flags&net.FlagUp != 0
+	if !adoptable(v.st.Kind) {
+		return v, fmt.Errorf("link %s has kind %s, want dummy or bridge: %w", name, v.st.Kind, ErrForeignLink)
+	}
+	v.link = l
+	addrs, err := m.links.AddrList(l)
+	if err != nil {
+		return v, fmt.Errorf("listing addresses of %s: %w", name, err)
+	}
+	want := make(map[netip.Addr]bool, len(m.cfg.LocalIPs))
+	for _, ip := range m.cfg.LocalIPs {
+		want[ip] = true
+	}
+	have := make(map[netip.Addr]bool, len(addrs))
+	for _, a := range addrs {
+		p, ok := addrPrefix(a)
+		switch {
+		case !ok || p.Addr().Is6() && p.Addr().IsLinkLocalUnicast() && !want[p.Addr()]:
+			// the kernel's own fe80::/64 on a bridge; not ours to manage
+		case want[p.Addr()] && p.Bits() == p.Addr().BitLen():
+			have[p.Addr()] = true
+		default:
+			v.stale = append(v.stale, a)
+		}
+	}
+	for _, ip := range m.cfg.LocalIPs {
+		if have[ip] {
+			v.st.Addresses = append(v.st.Addresses, ip)
+		} else {
+			v.st.Missing = append(v.st.Missing, ip)
+		}
+	}
+	v.st.State = StateOK
+	if !v.st.Up || len(v.st.Missing) > 0 || len(v.stale) > 0 {
+		v.st.State = StateDrift
+	}
+	return v, nil
+}
+
+// syncLink creates or adopts the link, sets it up and converges its addresses. Caller holds applyMu.
+func (m *Manager) syncLink() (InterfaceStatus, error) {
+	v, err := m.inspectLink()
+	if err != nil {
+		m.countErr(kindLink)
+		return v.st, err
+	}
+	if v.st.State == StateOK {
+		return v.st, nil
+	}
+	if v.link == nil {
+		if v.link, err = m.createLink(); err != nil {
+			m.countErr(kindLink)
+			return v.st, err
+		}
+		m.countReadd(kindLink, 1)
+	}
+	if v.link.Attrs().Flags&net.FlagUp == 0 {
+		if err := m.links.LinkSetUp(v.link); err != nil {
+			m.countErr(kindLink)
+			return v.st, fmt.Errorf("setting link %s up: %w", m.cfg.InterfaceName, err)
+		}
+	}
+	var errs []error
+	for _, ip := range v.st.Missing {
+		if err := m.links.AddrReplace(v.link, desiredAddr(ip)); err != nil {
+			m.countErr(kindAddress)
+			errs = append(errs, fmt.Errorf("adding %s to %s: %w", ip, m.cfg.InterfaceName, err))
+			continue
+		}
+		m.countReadd(kindAddress, 1)
+	}
+	for _, a := range v.stale {
+		m.log.Info("removing stale address", "interface", m.cfg.InterfaceName, "address", a.IPNet.String())
+		if err := m.links.AddrDel(v.link, &a); err != nil {
+			m.countErr(kindAddress)
+			errs = append(errs, fmt.Errorf("removing stale %s from %s: %w", a.IPNet, m.cfg.InterfaceName, err))
+		}
+	}
+	after, err := m.inspectLink()
+	if err != nil {
+		m.countErr(kindLink)
+		errs = append(errs, err)
+	}
+	return after.st, errors.Join(errs...)
+}
+
+// createLink adds a dummy link, or an empty bridge when the kernel has no dummy driver (warning once).
+func (m *Manager) createLink() (netlink.Link, error) {
+	name := m.cfg.InterfaceName
+	attrs := netlink.NewLinkAttrs()
+	attrs.Name = name
+	if !m.dummyUnsupported {
+		err := m.links.LinkAdd(&netlink.Dummy{LinkAttrs: attrs})
+		switch {
+		case err == nil:
+			return m.lookupCreated()
+		case !errors.Is(err, ErrLinkKindUnsupported):
+			return nil, fmt.Errorf("adding dummy link %s: %w", name, err)
+		}
+		m.dummyUnsupported = true
+		m.log.Warn("kernel has no dummy link driver, using an empty bridge instead",
+			"interface", name, "error", err)
+	}
+	if err := m.links.LinkAdd(&netlink.Bridge{LinkAttrs: attrs}); err != nil {
+		return nil, fmt.Errorf("adding bridge link %s: %w", name, err)
+	}
+	return m.lookupCreated()
+}
+
+func (m *Manager) lookupCreated() (netlink.Link, error) {
+	l, err := m.links.LinkByName(m.cfg.InterfaceName)
+	if err == nil && l == nil {
+		err = errors.New("not found after adding it")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up new link %s: %w", m.cfg.InterfaceName, err)
+	}
+	return l, nil
+}
+
+// teardownLink removes our addresses, then the link. A foreign link is left alone.
+func (m *Manager) teardownLink(ctx context.Context) error {
+	v, err := m.inspectLink()
+	if err != nil || v.link == nil {
+		return err
+	}
+	var errs []error
+	for _, ip := range v.st.Addresses {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := m.links.AddrDel(v.link, desiredAddr(ip)); err != nil {
+			errs = append(errs, fmt.Errorf("removing %s from %s: %w", ip, m.cfg.InterfaceName, err))
+		}
+	}
+	if err := m.links.LinkDel(v.link); err != nil {
+		errs = append(errs, fmt.Errorf("deleting link %s: %w", m.cfg.InterfaceName, err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,81 @@
+package iface
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Label values of the kind label.
+const (
+	kindLink    = "link"
+	kindAddress = "address"
+	kindRule    = "rule"
+	kindJump    = "jump"
+	kindWatch   = "watch" // errors only: the netlink subscription failed
+)
+
+type metrics struct {
+	reconciles *prometheus.CounterVec // result = ok | error
+	readds     *prometheus.CounterVec // kind = link | address | rule | jump
+	errors     *prometheus.CounterVec // kind = link | address | rule | jump | watch
+	rules      prometheus.Gauge
+}
+
+// newMetrics registers the collectors on reg; reg may be nil (metrics are then kept but not exported).
+// A collector already registered by an earlier Manager on the same registry is reused.
+func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+	m := &metrics{
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodecache_iface_reconciles_total",
+			Help: "Reconciles of the interface and rules, by result (ok, error).",
+		}, []string{"result"}),
+		readds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodecache_iface_readds_total",
+			Help: "Objects found missing after the first Setup and put back, by kind (link, address, rule, jump).",
+		}, []string{"kind"}),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodecache_iface_errors_total",
+			Help: "Failed netlink or iptables operations, by kind (link, address, rule, jump, watch).",
+		}, []string{"kind"}),
+		rules: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodecache_iface_rules",
+			Help: "Our iptables rules (including jumps) present after the last rule reconcile, all families.",
+		}),
+	}
+	if reg != nil {
+		var err error
+		if m.reconciles, err = register(reg, m.reconciles); err != nil {
+			return nil, err
+		}
+		if m.readds, err = register(reg, m.readds); err != nil {
+			return nil, err
+		}
+		if m.errors, err = register(reg, m.errors); err != nil {
+			return nil, err
+		}
+		if m.rules, err = register(reg, m.rules); err != nil {
+			return nil, err
+		}
+	}
+	for _, r := range []string{"ok", "error"} {
+		m.reconciles.WithLabelValues(r)
+	}
+	for _, k := range []string{kindLink, kindAddress, kindRule, kindJump} {
+		m.readds.WithLabelValues(k)
+		m.errors.WithLabelValues(k)
+	}
+	m.errors.WithLabelValues(kindWatch)
+	return m, nil
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, err
+}
