@@ -1,0 +1,76 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// nsCommand runs argv inside ns and returns its combined output.
+func nsCommand(t testing.TB, ns *netNS, argv ...string) string {
+	t.Helper()
+	out, err := exec.CommandContext(t.Context(), "ip", append([]string{"netns", "exec", ns.Name}, argv...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s in %s: %v\n%s", strings.Join(argv, " "), ns.Name, err, out)
+	}
+	return string(out)
+}
+
+// rawRules is the raw table of ns from both iptables back ends (the agent
+// may pick either in auto mode).
+func rawRules(t testing.TB, ns *netNS) string {
+	t.Helper()
+	var b strings.Builder
+	for _, save := range []string{"iptables-nft-save", "iptables-legacy-save"} {
+		if _, err := exec.LookPath(save); err != nil {
+			continue
+		}
+		b.WriteString(nsCommand(t, ns, save, "-t", "raw"))
+	}
+	return b.String()
+}
+
+// TestNotrack checks that the agent's raw-table rules keep DNS to the
+// link-local IP out of conntrack, with conntrack active in the node netns
+// (as kube-proxy makes it) and a tracked flow as the control.
+func TestNotrack(t *testing.T) {
+	requireSuite(t)
+	if _, err := exec.LookPath("conntrack"); err != nil {
+		t.Fatalf("conntrack(8) is needed: %v", err)
+	}
+	r := newAgentRig(t, agentOpts{})
+	rules := rawRules(t, r.node)
+	for _, proto := range []string{"udp", "tcp"} {
+		found := false
+		for _, line := range strings.Split(rules, "\n") {
+			if strings.Contains(line, linkLocalIP) && strings.Contains(line, "-p "+proto) &&
+				strings.Contains(line, "--dport 53") && strings.Contains(line, "nodecache") &&
+				(strings.Contains(line, "NOTRACK") || strings.Contains(line, "--notrack")) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("raw table of the node: got no nodecache NOTRACK rule for %s dport 53 to %s, want one\n%s", proto, linkLocalIP, rules)
+		}
+	}
+	// A conntrack match makes the kernel track this netns.
+	nsCommand(t, r.node, "iptables", "-A", "INPUT", "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
+	nsCommand(t, r.node, "conntrack", "-F")
+	for _, tcp := range []bool{false, true} {
+		if a := r.ask(t, query{Name: "www.example.com.", TCP: tcp}); a.Rcode != "NOERROR" {
+			t.Fatalf("www.example.com via the agent (tcp=%v): got %v, want NOERROR", tcp, a)
+		}
+	}
+	// Control: DNS to the node's veth address is tracked (nothing answers;
+	// the entry is there all the same).
+	_, _ = runQuery(t.Context(), r.pod.NS, query{Server: r.pod.Gateway, Name: "control."})
+	tracked := nsCommand(t, r.node, "conntrack", "-L")
+	if strings.Contains(tracked, "dst="+linkLocalIP) {
+		t.Errorf("conntrack in the node: got entries to %s, want none\n%s", linkLocalIP, tracked)
+	}
+	if !strings.Contains(tracked, "dst="+r.pod.Gateway) {
+		t.Errorf("conntrack in the node: got no entry for the control query to %s, want one (is conntrack active?)\n%s", r.pod.Gateway, tracked)
+	}
+}
