@@ -64,23 +64,29 @@ func startAgent(t testing.TB, node *netNS, up *dnsUpstream, o agentOpts) *runnin
 	if o.NodeName == "" {
 		o.NodeName = "node-1"
 	}
-	setupIface := "true"
 	if err := dummySupported(); err != nil {
-		// Without CONFIG_DUMMY the agent cannot create its interface;
-		// give the address to lo, which accepts it just the same.
-		t.Logf("kernel has no dummy links (%v): putting %s on lo, --setup-interface=false", err, linkLocalIP)
-		mustIP(t, "-n", node.Name, "addr", "add", linkLocalIP+"/32", "dev", "lo")
-		setupIface = "false"
+		// The agent falls back to a bridge link; say why it will.
+		t.Logf("kernel has no dummy links (%v): expect the agent's fallback", err)
 	}
+	// The admin and handover sockets live in the host's file system, shared
+	// by every agent: each run gets its own, or one agent would hand its
+	// listeners to the next. Unix socket paths are short: not t.TempDir().
+	sockDir, err := os.MkdirTemp("", "nc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	fwd := forwardTCP(t, node, strings.TrimPrefix(env.api.URL, "https://"))
 	kubeconfig := agentKubeconfig(t, "https://"+fwd)
 	args := []string{"netns", "exec", node.Name, bin, "run",
 		"--local-ip=" + linkLocalIP, "--port=53", "--upstream=" + up.Addr,
-		"--setup-interface=" + setupIface, "--setup-iptables=true", "--iptables-mode=auto",
+		"--setup-interface=true", "--setup-iptables=true", "--iptables-mode=auto",
 		"--interface-name=nodelocaldns", "--cluster-domain=" + clusterDomain,
 		"--kubeconfig=" + kubeconfig, "--node-name=" + o.NodeName,
 		"--metrics-addr=" + metricsAddr, "--health-addr=" + healthAddr,
-		"--ttl=5s", "--negative-ttl=5s"}
+		"--ttl=5s", "--negative-ttl=5s", "--log-level=debug",
+		"--admin-socket=" + filepath.Join(sockDir, "admin.sock"),
+		"--handover-socket=" + filepath.Join(sockDir, "handover.sock")}
 	args = append(args, o.Flags...)
 	logPath := filepath.Join(t.TempDir(), "agent.log")
 	p, err := startProc("nodecache", logPath, append([]string{"ip"}, args...)...)
@@ -112,6 +118,14 @@ func startAgent(t testing.TB, node *netNS, up *dnsUpstream, o agentOpts) *runnin
 // nsHTTPClient is an HTTP client whose connections are opened inside ns.
 func nsHTTPClient(ns *netNS) *http.Client {
 	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{DialContext: ns.dial, DisableKeepAlives: true}}
+}
+
+// stop stops the agent now (SIGTERM) and fails t unless it exits cleanly.
+func (a *runningAgent) stop(t testing.TB) {
+	t.Helper()
+	if err := a.proc.Stop(15 * time.Second); err != nil {
+		t.Errorf("stopping the agent: got %v, want a clean exit on SIGTERM", err)
+	}
 }
 
 // metrics returns the agent's /metrics text.

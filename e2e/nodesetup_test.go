@@ -32,15 +32,19 @@ func rawRules(t testing.TB, ns *netNS) string {
 	return b.String()
 }
 
-// TestNotrack checks that the agent's raw-table rules keep DNS to the
-// link-local IP out of conntrack, with conntrack active in the node netns
-// (as kube-proxy makes it) and a tracked flow as the control.
-func TestNotrack(t *testing.T) {
+// TestNodeSetup checks what the agent does to the node's kernel: the link
+// carrying the link-local IP, raw-table rules that keep DNS to it out of
+// conntrack (with conntrack active in the node netns, as kube-proxy makes
+// it, and a tracked flow as the control), and that both go on exit.
+func TestNodeSetup(t *testing.T) {
 	requireSuite(t)
 	if _, err := exec.LookPath("conntrack"); err != nil {
 		t.Fatalf("conntrack(8) is needed: %v", err)
 	}
 	r := newAgentRig(t, agentOpts{})
+	if out := mustIP(t, "-n", r.node.Name, "addr", "show", "dev", "nodelocaldns"); !strings.Contains(out, linkLocalIP+"/32") {
+		t.Errorf("link nodelocaldns in the node: got\n%s\nwant %s/32 on it", out, linkLocalIP)
+	}
 	rules := rawRules(t, r.node)
 	for _, proto := range []string{"udp", "tcp"} {
 		found := false
@@ -72,5 +76,13 @@ func TestNotrack(t *testing.T) {
 	}
 	if !strings.Contains(tracked, "dst="+r.pod.Gateway) {
 		t.Errorf("conntrack in the node: got no entry for the control query to %s, want one (is conntrack active?)\n%s", r.pod.Gateway, tracked)
+	}
+
+	r.agent.stop(t)
+	if out, err := ipCmd("-n", r.node.Name, "link", "show", "dev", "nodelocaldns"); err == nil {
+		t.Errorf("link nodelocaldns after the agent exited: got\n%s\nwant it removed", out)
+	}
+	if rules := rawRules(t, r.node); strings.Contains(rules, "nodecache") {
+		t.Errorf("raw table after the agent exited: got nodecache rules, want none\n%s", rules)
 	}
 }
