@@ -1,0 +1,202 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// Exchanger sends one query upstream. *upstream.Forwarder implements it.
+type Exchanger interface {
+	Exchange(ctx context.Context, req *dns.Msg) (*dns.Msg, netip.AddrPort, error)
+}
+
+// ErrClosed is returned by Resolve after Close.
+var ErrClosed = errors.New("cache: closed")
+
+// errBusy means a background refresh was skipped: MaxPrefetches are running.
+var errBusy = errors.New("cache: background refreshes at their limit")
+
+// Source says where a Result came from.
+type Source int
+
+// Sources of a Result.
+const (
+	SourceCache    Source = iota // a fresh entry
+	SourceUpstream               // the upstream's reply, cached or not
+	SourceStale                  // an expired entry, served per RFC 8767
+)
+
+func (s Source) String() string {
+	switch s {
+	case SourceCache:
+		return "cache"
+	case SourceUpstream:
+		return "upstream"
+	case SourceStale:
+		return "stale"
+	}
+	return "unknown"
+}
+
+// Result is Resolve's answer. Packed and Msg are shared: do not modify them.
+type Result struct {
+	Packed *wire.Packed   // always non-nil when err is nil
+	Mode   wire.TTLMode   // how to write TTLs: elapsed time, or fixed for stale
+	Source Source         // where the answer came from
+	Server netip.AddrPort // the upstream that answered, for SourceUpstream
+	Msg    *dns.Msg       // the upstream reply for SourceUpstream; nil otherwise
+}
+
+// Cache is a byte-bounded, sharded LRU of upstream replies in front of an
+// Exchanger. All methods are safe for concurrent use.
+type Cache struct {
+	cfg    Config // defaults filled in; immutable
+	lim    limits
+	up     Exchanger
+	log    *slog.Logger
+	seed   maphash.Seed
+	shards []*shard // len a power of two; immutable
+	mask   uint64
+	met    *metrics
+	sem    chan struct{} // one token per running background refresh
+
+	ctx    context.Context // cancelled by Close; parent of every upstream query
+	cancel context.CancelFunc
+
+	mu      sync.Mutex           // guards following
+	flights map[wire.Key]*flight // upstream queries in flight, by key
+	closed  bool                 // set by Close; no goroutine starts after
+	wg      sync.WaitGroup       // flight goroutines; Add only under mu
+	once    sync.Once            // Close
+}
+
+// New builds a Cache in front of up. reg may be nil (no metrics registered);
+// log may be nil (discarded).
+func New(cfg Config, up Exchanger, reg prometheus.Registerer, log *slog.Logger) (*Cache, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if up == nil {
+		return nil, errors.New("cache: nil Exchanger")
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg = cfg.withDefaults()
+	c := &Cache{
+		cfg:     cfg,
+		lim:     limits{maxTTL: cfg.MaxTTL, maxNegativeTTL: cfg.MaxNegativeTTL, servfailTTL: cfg.ServfailTTL},
+		up:      up,
+		log:     log,
+		seed:    maphash.MakeSeed(),
+		shards:  make([]*shard, cfg.Shards),
+		mask:    uint64(cfg.Shards - 1),
+		sem:     make(chan struct{}, cfg.MaxPrefetches),
+		flights: make(map[wire.Key]*flight),
+	}
+	for i := range c.shards {
+		c.shards[i] = newShard(cfg.MaxBytes / int64(cfg.Shards))
+	}
+	c.met = newMetrics(c)
+	if reg != nil {
+		if err := reg.Register(c.met); err != nil {
+			return nil, fmt.Errorf("registering cache metrics: %w", err)
+		}
+	}
+	c.ctx, c.cancel = context.WithCancel(context.Background())
+	return c, nil
+}
+
+func (c *Cache) shardOf(h uint64) *shard { return c.shards[h&c.mask] }
+
+// Lookup returns a fresh cached reply for q and how to write its TTLs. It
+// does not allocate. A hit on a popular entry near its expiry starts a
+// prefetch in the background.
+func (c *Cache) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
+	h := q.Hash(c.seed)
+	s := c.shardOf(h)
+	s.mu.Lock()
+	e, ok := s.lru.Get(h)
+	if !ok || !q.Matches(&e.key) || !e.fresh(now) {
+		s.mu.Unlock()
+		return nil, wire.TTLMode{}, false
+	}
+	s.hits++
+	e.hits++
+	pf := c.wantPrefetchLocked(e, now)
+	s.mu.Unlock()
+	if pf {
+		c.prefetch(s, e)
+	}
+	return e.packed, wire.TTLMode{Elapsed: e.elapsed(now)}, true
+}
+
+// wantPrefetchLocked reports whether e should be prefetched now, and marks
+// it so it is prefetched once.
+func (c *Cache) wantPrefetchLocked(e *entry, now time.Time) bool {
+	if c.cfg.PrefetchPercent < 0 || e.prefetching || int(e.hits) < c.cfg.PrefetchMinHits {
+		return false
+	}
+	if e.expire.Sub(now)*100 >= e.ttl*time.Duration(c.cfg.PrefetchPercent) {
+		return false
+	}
+	e.prefetching = true
+	return true
+}
+
+// prefetch refreshes e in the background; when no slot is free the mark
+// is cleared so a later hit tries again.
+func (c *Cache) prefetch(s *shard, e *entry) {
+	started, err := c.refresh(e.key)
+	switch {
+	case started:
+		c.met.prefetches.Add(1)
+	case errors.Is(err, errBusy):
+		s.mu.Lock()
+		e.prefetching = false
+		s.mu.Unlock()
+	}
+}
+
+// refresh starts a background upstream query for key unless one is in
+// flight already.
+func (c *Cache) refresh(key wire.Key) (bool, error) {
+	_, started, err := c.join(key, key.Hash(c.seed), requestFor(key), c.cfg.Now(), true, time.Time{})
+	return started, err
+}
+
+// requestFor builds the upstream query for a key.
+func requestFor(key wire.Key) *dns.Msg {
+	m := new(dns.Msg)
+	m.Id = dns.Id()
+	m.RecursionDesired = true
+	m.CheckingDisabled = key.CD
+	m.Question = []dns.Question{{Name: key.PresentationName(), Qtype: key.Type, Qclass: key.Class}}
+	m.SetEdns0(wire.DefaultUDPSize, key.DO)
+	return m
+}
+
+// Close stops background refreshes and upstream queries started by the
+// cache and waits for them. It is idempotent; the cache still answers
+// Lookup afterwards, and Resolve returns ErrClosed for misses.
+func (c *Cache) Close() error {
+	c.once.Do(func() {
+		c.mu.Lock()
+		c.closed = true
+		c.mu.Unlock()
+		c.cancel()
+		c.wg.Wait()
+	})
+	return nil
+}

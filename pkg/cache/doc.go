@@ -1,0 +1,44 @@
+// Package cache is nodecache's reply cache for names outside the cluster
+// zone: a byte-bounded LRU of upstream replies kept as wire.Packed, sharded
+// by key hash (one simplelru.LRU and mutex per shard), in front of an
+// Exchanger (the upstream forwarder).
+//
+// The hit path, Lookup, hashes the parsed query with a seeded maphash,
+// checks the entry's key against the question (a hash collision is a miss)
+// and returns the Packed reply with the seconds elapsed since it was stored,
+// rounded up so a served TTL never outlives the entry. It does not allocate.
+//
+// The miss path, Resolve, folds concurrent misses for a key into one
+// upstream query (a flight), except that a flight older than FlightMaxAge
+// is not joined: a client's retry starts a fresh query. Replies are stored
+// per RFC 2308 (policy.go): positive for the smallest answer TTL, negative
+// (NXDOMAIN, NODATA) for min(SOA TTL, SOA MINIMUM), SERVFAIL for
+// ServfailTTL, each capped; never truncated replies, replies to another
+// question, negatives without SOA, other rcodes, or TTL 0. Record TTLs are
+// clamped to the entry's lifetime before packing.
+//
+// Popular entries (PrefetchMinHits hits) are refreshed once in the
+// background when under PrefetchPercent of their TTL is left. When the
+// upstream fails (any error but Config.Overloaded, or SERVFAIL), an entry
+// expired no longer than StaleMaxAge ago is served with TTL StaleTTL
+// (RFC 8767) and refreshed in the background; for StaleTTL after such a
+// failure the name is answered stale without asking the upstream. Expired
+// entries therefore stay, charged to the byte budget, until the LRU evicts
+// them or they are found past StaleMaxAge.
+//
+// Export and Import hand the warm cache to a successor process over a
+// versioned, length-prefixed stream.
+//
+// Config (zero values select defaults): MaxBytes 64 MiB, MaxTTL 1h,
+// MaxNegativeTTL 1h, ServfailTTL 5s, StaleMaxAge 1h (negative disables),
+// StaleTTL 30s, FlightMaxAge 2s, RefreshTimeout 5s, PrefetchPercent 10
+// (negative disables), PrefetchMinHits 2, MaxPrefetches 16, Shards
+// automatic, Overloaded nil, Now time.Now.
+//
+// Metrics: nodecache_cache_entries and nodecache_cache_bytes (gauges),
+// nodecache_cache_hits_total, nodecache_cache_misses_total,
+// nodecache_cache_evictions_total, nodecache_cache_prefetches_total,
+// nodecache_cache_stale_answers_total, nodecache_cache_inserts_total{kind}
+// (positive|negative|servfail) and nodecache_cache_uncacheable_total{reason}
+// (truncated|question_mismatch|no_soa|rcode|zero_ttl|too_large|bad_reply).
+package cache

@@ -1,0 +1,136 @@
+package cache
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// The handover stream: the 8-byte header dumpMagic+dumpVersion, then
+// records, each a big-endian uint32 length and that many bytes, then a
+// zero length marking a complete stream. A record is
+//
+//	u8 name length, name (wire form, lowercased), u16 type, u16 class,
+//	u8 flags (1 DO, 2 CD), u8 kind, i64 stored (Unix ns), i64 TTL (ns),
+//	the reply in wire form (the rest).
+const (
+	dumpMagic      = "NCCACHE"
+	dumpVersion    = 1
+	recordFixedLen = 1 + 2 + 2 + 1 + 1 + 8 + 8
+	maxRecordLen   = recordFixedLen + wire.MaxNameLen + dns.MaxMsgSize
+)
+
+// ErrBadDump is wrapped by Import's errors for input that is not a
+// complete dump of a version it reads.
+var ErrBadDump = errors.New("cache: malformed dump")
+
+// Export writes the fresh entries, most recently used first, for a
+// successor's Import. It stops before the stream would exceed maxBytes
+// (zero or less: no bound) and at deadline (by the cache clock; also set on
+// w when it has SetWriteDeadline), still ending the stream properly, and
+// returns the number of entries written. Reaching the deadline is reported
+// as an error wrapping os.ErrDeadlineExceeded.
+func (c *Cache) Export(w io.Writer, maxBytes int64, deadline time.Time) (int, error) {
+	if d, ok := w.(interface{ SetWriteDeadline(time.Time) error }); ok {
+		if err := d.SetWriteDeadline(deadline); err != nil {
+			return 0, fmt.Errorf("setting export deadline: %w", err)
+		}
+	}
+	bw := bufio.NewWriter(w)
+	written := int64(len(dumpMagic) + 1 + 4) // header and end marker
+	bw.WriteString(dumpMagic)                //nolint:errcheck // bufio keeps the first error for Flush
+	bw.WriteByte(dumpVersion)                //nolint:errcheck
+	n, stopErr := c.exportEntries(bw, maxBytes, written, deadline)
+	if stopErr != nil && !errors.Is(stopErr, os.ErrDeadlineExceeded) {
+		return n, stopErr
+	}
+	if err := binary.Write(bw, binary.BigEndian, uint32(0)); err != nil {
+		return n, fmt.Errorf("ending cache dump: %w", err)
+	}
+	if err := bw.Flush(); err != nil {
+		return n, fmt.Errorf("flushing cache dump: %w", err)
+	}
+	return n, stopErr
+}
+
+// exportEntries writes the records, shards interleaved so that the most
+// recently used entries of every shard come first. It stops cleanly at
+// maxBytes, and with an error wrapping os.ErrDeadlineExceeded at deadline.
+func (c *Cache) exportEntries(bw *bufio.Writer, maxBytes, written int64, deadline time.Time) (int, error) {
+	snaps := make([][]*entry, len(c.shards))
+	for i, s := range c.shards {
+		snaps[i] = s.snapshot()
+	}
+	n := 0
+	for i := 0; ; i++ {
+		more := false
+		for _, snap := range snaps {
+			if i >= len(snap) {
+				continue
+			}
+			more = true
+			now := c.cfg.Now()
+			if !deadline.IsZero() && !now.Before(deadline) {
+				return n, fmt.Errorf("exporting cache: %w", os.ErrDeadlineExceeded)
+			}
+			e := snap[i]
+			if !e.fresh(now) {
+				continue
+			}
+			rec, err := encodeRecord(e)
+			if err != nil {
+				c.log.Debug("skipping entry in cache export", "name", e.key.PresentationName(), "err", err)
+				continue
+			}
+			if maxBytes > 0 && written+int64(4+len(rec)) > maxBytes {
+				return n, nil
+			}
+			if err := binary.Write(bw, binary.BigEndian, uint32(len(rec))); err != nil {
+				return n, fmt.Errorf("writing cache dump: %w", err)
+			}
+			if _, err := bw.Write(rec); err != nil {
+				return n, fmt.Errorf("writing cache dump: %w", err)
+			}
+			written += int64(4 + len(rec))
+			n++
+		}
+		if !more {
+			return n, nil
+		}
+	}
+}
+
+func encodeRecord(e *entry) ([]byte, error) {
+	m, err := e.packed.Msg()
+	if err != nil {
+		return nil, err
+	}
+	msg, err := m.Pack()
+	if err != nil {
+		return nil, fmt.Errorf("packing %s: %w", e.key.PresentationName(), err)
+	}
+	b := make([]byte, 0, recordFixedLen+len(e.key.Name)+len(msg))
+	b = append(b, byte(len(e.key.Name)))
+	b = append(b, e.key.Name...)
+	var flags byte
+	if e.key.DO {
+		flags |= 1
+	}
+	if e.key.CD {
+		flags |= 2
+	}
+	b = binary.BigEndian.AppendUint16(b, e.key.Type)
+	b = binary.BigEndian.AppendUint16(b, e.key.Class)
+	b = append(b, flags, byte(e.kind))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.stored.UnixNano()))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.ttl))
+	return append(b, msg...), nil
+}

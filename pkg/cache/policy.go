@@ -1,0 +1,141 @@
+package cache
+
+import (
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// kind is the class of a cached reply, the label of inserts_total.
+type kind uint8
+
+const (
+	kindPositive kind = iota
+	kindNegative      // NXDOMAIN or NODATA (RFC 2308)
+	kindServfail      // SERVFAIL (RFC 2308 7.1)
+	numKinds
+)
+
+var kindNames = [numKinds]string{"positive", "negative", "servfail"}
+
+func (k kind) String() string { return kindNames[k] }
+
+// reason says why a reply is not cached, the label of uncacheable_total.
+type reason uint8
+
+const (
+	reasonNone      reason = iota
+	reasonTruncated        // TC set: the full answer is larger
+	reasonQuestion         // the reply answers another question
+	reasonNoSOA            // a negative reply without SOA has no negative TTL (RFC 2308 5)
+	reasonRcode            // REFUSED, NOTIMP, FORMERR and the rest say nothing about the name
+	reasonZeroTTL          // TTL 0 means "use once" (RFC 1035 3.2.1)
+	reasonTooLarge         // larger than a shard's whole byte budget
+	reasonBadReply         // the reply could not be packed
+	numReasons
+)
+
+var reasonNames = [numReasons]string{"", "truncated", "question_mismatch", "no_soa", "rcode", "zero_ttl", "too_large", "bad_reply"}
+
+func (r reason) String() string { return reasonNames[r] }
+
+// limits holds the TTL caps the policy applies.
+type limits struct {
+	maxTTL, maxNegativeTTL, servfailTTL time.Duration
+}
+
+// decide applies RFC 2308 to an upstream reply for key: whether to cache it,
+// as what, and for how long (whole seconds, never zero when cached).
+func decide(l limits, key *wire.Key, reply *dns.Msg) (time.Duration, kind, reason) {
+	if reply.Truncated {
+		return 0, 0, reasonTruncated
+	}
+	if !questionMatches(key, reply) {
+		return 0, 0, reasonQuestion
+	}
+	switch reply.Rcode {
+	case dns.RcodeSuccess:
+		if len(reply.Answer) == 0 { // NODATA
+			return negativeTTL(l, reply)
+		}
+		return capTTL(seconds(minTTL(reply.Answer)), l.maxTTL, kindPositive)
+	case dns.RcodeNameError:
+		return negativeTTL(l, reply)
+	case dns.RcodeServerFailure:
+		return capTTL(l.servfailTTL, l.servfailTTL, kindServfail)
+	default:
+		return 0, 0, reasonRcode
+	}
+}
+
+// negativeTTL is min(SOA TTL, SOA MINIMUM) of the authority section's SOA,
+// capped (RFC 2308 5).
+func negativeTTL(l limits, reply *dns.Msg) (time.Duration, kind, reason) {
+	soa := findSOA(reply.Ns)
+	if soa == nil {
+		return 0, 0, reasonNoSOA
+	}
+	return capTTL(seconds(min(soa.Hdr.Ttl, soa.Minttl)), l.maxNegativeTTL, kindNegative)
+}
+
+// capTTL caps ttl and truncates it to whole seconds, the unit TTLs are
+// served in, so a served TTL never outlives the entry.
+func capTTL(ttl, limit time.Duration, k kind) (time.Duration, kind, reason) {
+	ttl = min(ttl, limit).Truncate(time.Second)
+	if ttl <= 0 {
+		return 0, 0, reasonZeroTTL
+	}
+	return ttl, k, reasonNone
+}
+
+func seconds(s uint32) time.Duration { return time.Duration(s) * time.Second }
+
+// questionMatches reports whether reply carries exactly key's question
+// (name compared case-insensitively).
+func questionMatches(key *wire.Key, reply *dns.Msg) bool {
+	if len(reply.Question) != 1 {
+		return false
+	}
+	q := reply.Question[0]
+	if q.Qtype != key.Type || q.Qclass != key.Class {
+		return false
+	}
+	k, err := wire.NewKey(q.Name, q.Qtype, q.Qclass, key.DO, key.CD)
+	return err == nil && k.Name == key.Name
+}
+
+// minTTL is the smallest TTL among rrs; rrs must not be empty.
+func minTTL(rrs []dns.RR) uint32 {
+	m := rrs[0].Header().Ttl
+	for _, rr := range rrs[1:] {
+		m = min(m, rr.Header().Ttl)
+	}
+	return m
+}
+
+func findSOA(rrs []dns.RR) *dns.SOA {
+	for _, rr := range rrs {
+		if soa, ok := rr.(*dns.SOA); ok {
+			return soa
+		}
+	}
+	return nil
+}
+
+// clampTTLs returns a copy of m whose records' TTLs are at most ttl, so
+// that what a hit serves never outlives the entry (and a negative reply's
+// SOA carries the negative TTL, RFC 2308 3). m is not modified.
+func clampTTLs(m *dns.Msg, ttl time.Duration) *dns.Msg {
+	c := m.Copy()
+	s := uint32(ttl / time.Second)
+	for _, sec := range [][]dns.RR{c.Answer, c.Ns, c.Extra} {
+		for _, rr := range sec {
+			if h := rr.Header(); h.Rrtype != dns.TypeOPT {
+				h.Ttl = min(h.Ttl, s)
+			}
+		}
+	}
+	return c
+}

@@ -1,0 +1,223 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// flight is one upstream query that concurrent misses for a key share.
+type flight struct {
+	key     wire.Key
+	hash    uint64
+	started time.Time // by the cache clock
+	bg      bool      // holds a slot of Cache.sem until done
+	done    chan struct{}
+
+	// Set before done is closed, read-only after.
+	packed *wire.Packed
+	msg    *dns.Msg
+	server netip.AddrPort
+	err    error
+}
+
+// Resolve answers a miss for key, req being the query to send upstream: a
+// fresh entry if one arrived meanwhile, else the answer of an upstream
+// query shared with concurrent misses for the same key (stored per the
+// cache policy, and returned even when not cacheable), else, when the
+// upstream fails, an expired entry served stale. Errors wrap the
+// Exchanger's.
+func (c *Cache) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (Result, error) {
+	now := c.cfg.Now()
+	h := key.Hash(c.seed)
+	if r, ok := c.cached(&key, h, now); ok {
+		return r, nil
+	}
+	c.met.misses.Add(1)
+	deadline, _ := ctx.Deadline()
+	f, _, err := c.join(key, h, req, now, false, deadline)
+	if err != nil {
+		return Result{}, err
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		if r, ok := c.stale(&key, h, c.cfg.Now(), false); ok {
+			return r, nil
+		}
+		return Result{}, fmt.Errorf("waiting for the upstream answer to %s: %w", key.PresentationName(), ctx.Err())
+	}
+	failed := f.err != nil || f.packed.Rcode() == dns.RcodeServerFailure
+	if failed && !c.overloaded(f.err) {
+		if r, ok := c.stale(&key, h, c.cfg.Now(), true); ok {
+			return r, nil
+		}
+	}
+	if f.err != nil {
+		return Result{}, f.err
+	}
+	return Result{Packed: f.packed, Source: SourceUpstream, Server: f.server, Msg: f.msg}, nil
+}
+
+func (c *Cache) overloaded(err error) bool {
+	return err != nil && c.cfg.Overloaded != nil && errors.Is(err, c.cfg.Overloaded)
+}
+
+// cached returns a fresh entry for key, or a stale one while the upstream
+// failed for it within the last StaleTTL (RFC 8767 failure recheck).
+func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (Result, bool) {
+	s := c.shardOf(h)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.lru.Get(h)
+	switch {
+	case !ok || e.key != *key:
+		return Result{}, false
+	case e.fresh(now):
+		s.hits++
+		e.hits++
+		return Result{Packed: e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
+	case !e.failedAt.IsZero() && now.Sub(e.failedAt) < c.cfg.StaleTTL && !dead(e, now, c.cfg.StaleMaxAge):
+		c.met.stale.Add(1)
+		return c.staleResult(e), true
+	}
+	return Result{}, false
+}
+
+// stale returns key's entry after an upstream failure: fresh when one was
+// stored meanwhile, else expired but within StaleMaxAge, marked as failed.
+// With kick, a background refresh of the entry is started.
+func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result, bool) {
+	s := c.shardOf(h)
+	s.mu.Lock()
+	e, ok := s.lru.Peek(h)
+	switch {
+	case !ok || e.key != *key:
+		s.mu.Unlock()
+		return Result{}, false
+	case e.fresh(now):
+		s.hits++
+		s.mu.Unlock()
+		return Result{Packed: e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
+	case dead(e, now, c.cfg.StaleMaxAge):
+		s.mu.Unlock()
+		return Result{}, false
+	}
+	e.failedAt = now
+	s.mu.Unlock()
+	c.met.stale.Add(1)
+	if kick {
+		if _, err := c.refresh(*key); err != nil && !errors.Is(err, errBusy) {
+			c.log.Debug("refreshing stale entry", "name", key.PresentationName(), "err", err)
+		}
+	}
+	return c.staleResult(e), true
+}
+
+func (c *Cache) staleResult(e *entry) Result {
+	return Result{Packed: e.packed, Mode: wire.TTLMode{Fixed: uint32(c.cfg.StaleTTL / time.Second)}, Source: SourceStale}
+}
+
+// join returns the flight for key, starting one unless a flight younger
+// than FlightMaxAge is running. A background flight (bg) needs a free
+// slot, else errBusy. deadline bounds the upstream query; zero means
+// RefreshTimeout.
+func (c *Cache) join(key wire.Key, h uint64, req *dns.Msg, now time.Time, bg bool, deadline time.Time) (*flight, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, false, ErrClosed
+	}
+	if f := c.flights[key]; f != nil && now.Sub(f.started) < c.cfg.FlightMaxAge {
+		return f, false, nil
+	}
+	if bg {
+		select {
+		case c.sem <- struct{}{}:
+		default:
+			return nil, false, errBusy
+		}
+	}
+	f := &flight{key: key, hash: h, started: now, bg: bg, done: make(chan struct{})}
+	c.flights[key] = f
+	c.wg.Add(1)
+	go c.run(f, req, deadline)
+	return f, true, nil
+}
+
+// run sends f's query, stores the reply per policy and wakes the waiters.
+func (c *Cache) run(f *flight, req *dns.Msg, deadline time.Time) {
+	defer c.wg.Done()
+	if deadline.IsZero() {
+		deadline = time.Now().Add(c.cfg.RefreshTimeout) // the real clock, like every context deadline
+	}
+	ctx, cancel := context.WithDeadline(c.ctx, deadline)
+	msg, server, err := c.up.Exchange(ctx, req)
+	cancel()
+	if err != nil {
+		f.err = fmt.Errorf("resolving %s %s upstream: %w", f.key.PresentationName(), dns.TypeToString[f.key.Type], err)
+	} else {
+		f.msg, f.server = msg, server
+		f.packed, f.err = c.store(f.key, f.hash, msg, c.cfg.Now())
+	}
+	c.mu.Lock()
+	if c.flights[f.key] == f {
+		delete(c.flights, f.key)
+	}
+	c.mu.Unlock()
+	if f.bg {
+		<-c.sem
+	}
+	close(f.done)
+}
+
+// store caches reply for key when the policy allows, and returns the reply
+// packed either way.
+func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*wire.Packed, error) {
+	ttl, k, why := decide(c.lim, &key, reply)
+	if why != reasonNone {
+		c.met.uncacheable[why].Add(1)
+		return packReply(reply)
+	}
+	p, err := wire.Pack(clampTTLs(reply, ttl))
+	if err != nil {
+		c.met.uncacheable[reasonBadReply].Add(1)
+		return nil, fmt.Errorf("packing upstream reply for %s: %w", key.PresentationName(), err)
+	}
+	c.insert(h, newEntry(key, p, k, now, ttl), now)
+	return p, nil
+}
+
+func packReply(reply *dns.Msg) (*wire.Packed, error) {
+	p, err := wire.Pack(reply)
+	if err != nil {
+		return nil, fmt.Errorf("packing upstream reply: %w", err)
+	}
+	return p, nil
+}
+
+// insert adds e unless it is too large for a shard, or it is a SERVFAIL
+// that would displace an entry still usable (fresh or stale).
+func (c *Cache) insert(h uint64, e *entry, now time.Time) bool {
+	s := c.shardOf(h)
+	if e.size > s.budget {
+		c.met.uncacheable[reasonTooLarge].Add(1)
+		return false
+	}
+	s.mu.Lock()
+	if old, ok := s.lru.Peek(h); ok && e.kind == kindServfail && old.key == e.key && usable(old, now, c.cfg.StaleMaxAge) {
+		s.mu.Unlock()
+		return false
+	}
+	evicted := s.insertLocked(h, e, now, c.cfg.StaleMaxAge)
+	s.mu.Unlock()
+	c.met.evictions.Add(uint64(evicted))
+	c.met.inserts[e.kind].Add(1)
+	return true
+}
