@@ -246,3 +246,14 @@ func cidrList(s ...string) []string {
 }
 
 func joinLines(lines []string) string { return strings.Join(lines, "\n") }
+
+func newLinkOfKind(kind, name string) netlink.Link {
+	attrs := netlink.LinkAttrs{Name: name}
+	switch kind {
+	case "dummy":
+		return &netlink.Dummy{LinkAttrs: attrs}
+	case "bridge":
+		return &netlink.Bridge{LinkAttrs: attrs}
+	}
+	return &netlink.GenericLink{LinkAttrs: attrs, LinkType: kind}
+}
