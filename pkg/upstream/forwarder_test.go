@@ -1,0 +1,318 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestSilentUpstreamFailsOverToNext(t *testing.T) {
+	dead := startServer(t, silent)
+	alive := startServer(t, answerA("192.0.2.2"))
+	cfg := testConfig(dead, alive)
+	cfg.TryTimeout = 50 * time.Millisecond
+	f, _ := newTestForwarder(t, cfg, hooks{})
+
+	got, from := exchangeA(t, f, "www.example.")
+	if got != "192.0.2.2" || from != alive.addr {
+		t.Errorf("got %s from %v, want 192.0.2.2 from %v", got, from, alive.addr)
+	}
+	if got := dead.udpQueries.Load(); got != 1 {
+		t.Errorf("queries at the silent server: got %d, want 1", got)
+	}
+	if got := counterValue(t, f, "errors", dead.addr.String(), kindTimeout); got != 1 {
+		t.Errorf("timeouts of the silent server: got %v, want 1", got)
+	}
+}
+
+func TestAllSilentReturnsErrNoAnswer(t *testing.T) {
+	a, b := startServer(t, silent), startServer(t, silent)
+	cfg := testConfig(a, b)
+	cfg.TryTimeout = 20 * time.Millisecond
+	cfg.Deadline = time.Second
+	f, _ := newTestForwarder(t, cfg, hooks{})
+
+	_, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA))
+	if !errors.Is(err, ErrNoAnswer) {
+		t.Fatalf("got %v, want ErrNoAnswer", err)
+	}
+	if got := attemptKind(err); got != kindTimeout {
+		t.Errorf("last attempt kind: got %q, want %q (err %v)", got, kindTimeout, err)
+	}
+	// Two passes over both servers fit in the deadline.
+	for _, s := range []*testServer{a, b} {
+		if got := s.udpQueries.Load(); got != maxPasses {
+			t.Errorf("queries at %v: got %d, want %d", s.addr, got, maxPasses)
+		}
+	}
+}
+
+func TestOverallDeadlineEndsExchange(t *testing.T) {
+	a := startServer(t, silent)
+	cfg := testConfig(a)
+	cfg.TryTimeout = time.Hour
+	cfg.Deadline = 30 * time.Millisecond
+	f, _ := newTestForwarder(t, cfg, hooks{})
+
+	_, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA))
+	if !errors.Is(err, ErrNoAnswer) || attemptKind(err) != kindTimeout {
+		t.Fatalf("got %v, want ErrNoAnswer after a timeout", err)
+	}
+	if got := a.udpQueries.Load(); got != 1 {
+		t.Errorf("queries: got %d, want 1 (the deadline leaves no second try)", got)
+	}
+}
+
+func TestCallerCancelStopsExchange(t *testing.T) {
+	seen := make(chan struct{}, 1)
+	a := startServer(t, func(dns.ResponseWriter, *dns.Msg) {
+		select {
+		case seen <- struct{}{}:
+		default:
+		}
+	})
+	cfg := testConfig(a)
+	cfg.TryTimeout, cfg.Deadline, cfg.FailThreshold = time.Hour, time.Hour, 1
+	f, _ := newTestForwarder(t, cfg, hooks{})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-seen; cancel() }()
+	_, _, err := f.Exchange(ctx, query("www.example.", dns.TypeA))
+	if !errors.Is(err, ErrNoAnswer) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("got %v, want ErrNoAnswer wrapping context.Canceled", err)
+	}
+	if st := f.Status()[0]; !st.Up || st.ConsecutiveFails != 0 {
+		t.Errorf("status after a cancelled query: got %+v, want up with no fails", st)
+	}
+}
+
+func TestMarkDownAndProbeBack(t *testing.T) {
+	var answering atomic.Bool
+	flaky := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		if answering.Load() {
+			answerA("192.0.2.3")(w, r)
+		}
+	})
+	good := startServer(t, answerA("192.0.2.4"))
+	cfg := testConfig(flaky, good)
+	cfg.TryTimeout, cfg.FailThreshold = 20*time.Millisecond, 2
+	h, events := healthEvents()
+	f, _ := newTestForwarder(t, cfg, h)
+
+	for i := 0; i < cfg.FailThreshold; i++ {
+		if got, _ := exchangeA(t, f, "www.example."); got != "192.0.2.4" {
+			t.Fatalf("query %d: got %s, want 192.0.2.4", i, got)
+		}
+	}
+	if st := f.Status()[0]; st.Up || st.ConsecutiveFails != int64(cfg.FailThreshold) {
+		t.Fatalf("flaky status: got %+v, want down after %d fails", st, cfg.FailThreshold)
+	}
+	if got := counterValue(t, f, "healthy", flaky.addr.String()); got != 0 {
+		t.Errorf("healthy gauge of the down server: got %v, want 0", got)
+	}
+	if !f.Healthy() {
+		t.Errorf("Healthy: got false, want true while one default server is up")
+	}
+	// Sequential order now puts the down server last.
+	exchangeA(t, f, "www.example.")
+	if got, want := flaky.udpQueries.Load(), int64(cfg.FailThreshold); got != want {
+		t.Errorf("queries at the down server: got %d, want %d", got, want)
+	}
+
+	answering.Store(true)
+	waitEvent(t, events, healthEvent{flaky.addr, true})
+	if st := f.Status()[0]; !st.Up || st.ConsecutiveFails != 0 {
+		t.Errorf("flaky status after probe: got %+v, want up", st)
+	}
+	if flaky.probes.Load() == 0 {
+		t.Errorf("probes: got 0, want at least 1")
+	}
+	if got, _ := exchangeA(t, f, "www.example."); got != "192.0.2.3" {
+		t.Errorf("after recovery: got %s, want 192.0.2.3 from the first server", got)
+	}
+}
+
+func TestAllDownStillTried(t *testing.T) {
+	var answering atomic.Bool
+	only := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		if answering.Load() && r.Question[0].Name != "." {
+			answerA("192.0.2.5")(w, r)
+		}
+	})
+	cfg := testConfig(only)
+	cfg.TryTimeout, cfg.Deadline, cfg.FailThreshold = 20*time.Millisecond, time.Second, 1
+	cfg.ProbeInterval = time.Hour // no probe interferes
+	h, events := healthEvents()
+	f, _ := newTestForwarder(t, cfg, h)
+
+	if _, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA)); !errors.Is(err, ErrNoAnswer) {
+		t.Fatalf("got %v, want ErrNoAnswer", err)
+	}
+	if f.Healthy() {
+		t.Errorf("Healthy: got true, want false with the only server down")
+	}
+	answering.Store(true)
+	if got, _ := exchangeA(t, f, "www.example."); got != "192.0.2.5" {
+		t.Errorf("got %s, want 192.0.2.5 from the down server", got)
+	}
+	waitEvent(t, events, healthEvent{only.addr, true})
+	if !f.Healthy() {
+		t.Errorf("Healthy: got false, want true after a real answer")
+	}
+}
+
+func TestInFlightCapReturnsErrOverloaded(t *testing.T) {
+	entered, release := make(chan struct{}), make(chan struct{})
+	ts := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		close(entered)
+		<-release
+		answerA("192.0.2.6")(w, r)
+	})
+	cfg := testConfig(ts)
+	cfg.MaxInFlight = 1
+	cfg.TryTimeout, cfg.Deadline = time.Hour, time.Hour
+	f, _ := newTestForwarder(t, cfg, hooks{})
+
+	first := make(chan error, 1)
+	go func() {
+		_, _, err := f.Exchange(context.Background(), query("a.example.", dns.TypeA))
+		first <- err
+	}()
+	<-entered
+	_, _, err := f.Exchange(context.Background(), query("b.example.", dns.TypeA))
+	if !errors.Is(err, ErrOverloaded) {
+		t.Errorf("second query: got %v, want ErrOverloaded", err)
+	}
+	if got := testutil.ToFloat64(f.m.overloaded); got != 1 {
+		t.Errorf("overloaded counter: got %v, want 1", got)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Errorf("first query: got %v, want success", err)
+	}
+}
+
+func TestRefusedTriesNextServer(t *testing.T) {
+	refuse := func(w dns.ResponseWriter, r *dns.Msg) {
+		m := new(dns.Msg)
+		m.SetRcode(r, dns.RcodeRefused)
+		_ = w.WriteMsg(m)
+	}
+	refuser := startServer(t, refuse)
+	good := startServer(t, answerA("192.0.2.10"))
+	f, _ := newTestForwarder(t, testConfig(refuser, good), hooks{})
+	if got, from := exchangeA(t, f, "www.example."); got != "192.0.2.10" || from != good.addr {
+		t.Errorf("got %s from %v, want 192.0.2.10 from %v", got, from, good.addr)
+	}
+
+	lone, _ := newTestForwarder(t, testConfig(startServer(t, refuse)), hooks{})
+	resp, _, err := lone.Exchange(context.Background(), query("www.example.", dns.TypeA))
+	if err != nil || resp.Rcode != dns.RcodeRefused {
+		t.Errorf("only a refusing server: got %v, %v; want its REFUSED reply", resp, err)
+	}
+	if st := lone.Status()[0]; !st.Up {
+		t.Errorf("refusing server status: got %+v, want up (it answers)", st)
+	}
+}
+
+func TestPolicies(t *testing.T) {
+	ips := []string{"192.0.2.21", "192.0.2.22", "192.0.2.23"}
+	var servers []*testServer
+	for _, ip := range ips {
+		servers = append(servers, startServer(t, answerA(ip)))
+	}
+	tests := []struct {
+		policy string
+		want   []string // nil: each server at least once in 60 queries
+	}{
+		{PolicySequential, []string{ips[0], ips[0], ips[0], ips[0]}},
+		{PolicyRoundRobin, []string{ips[0], ips[1], ips[2], ips[0], ips[1], ips[2]}},
+		{PolicyRandom, nil},
+		{"", nil},
+	}
+	for _, tt := range tests {
+		t.Run("policy="+tt.policy, func(t *testing.T) {
+			cfg := testConfig(servers...)
+			cfg.Policy = tt.policy
+			f, _ := newTestForwarder(t, cfg, hooks{})
+			if tt.want != nil {
+				for i, want := range tt.want {
+					if got, _ := exchangeA(t, f, "www.example."); got != want {
+						t.Errorf("query %d: got %s, want %s", i, got, want)
+					}
+				}
+				return
+			}
+			seen := map[string]int{}
+			for i := 0; i < 60; i++ {
+				got, _ := exchangeA(t, f, "www.example.")
+				seen[got]++
+			}
+			for _, ip := range ips {
+				if seen[ip] == 0 {
+					t.Errorf("server %s: got 0 of 60 queries, want some (%v)", ip, seen)
+				}
+			}
+		})
+	}
+}
+
+func TestStubDomainRouting(t *testing.T) {
+	def := startServer(t, answerA("192.0.2.31"))
+	corp := startServer(t, answerA("192.0.2.32"))
+	lab := startServer(t, answerA("192.0.2.33"))
+	cfg := testConfig(def)
+	cfg.StubDomains = map[string][]netip.AddrPort{
+		"corp.example.":     {corp.addr},
+		"lab.corp.example.": {lab.addr},
+	}
+	f, _ := newTestForwarder(t, cfg, hooks{})
+	tests := []struct{ name, want string }{
+		{"www.example.", "192.0.2.31"},
+		{"corp.example.", "192.0.2.32"},
+		{"host.CORP.Example.", "192.0.2.32"},
+		{"a.b.corp.example.", "192.0.2.32"},
+		{"lab.corp.example.", "192.0.2.33"},
+		{"x.lab.corp.example.", "192.0.2.33"},
+		{"notcorp.example.", "192.0.2.31"},
+		{"corp.example.org.", "192.0.2.31"},
+	}
+	for _, tt := range tests {
+		if got, _ := exchangeA(t, f, tt.name); got != tt.want {
+			t.Errorf("%s: got %s, want %s", tt.name, got, tt.want)
+		}
+	}
+	if got, want := len(f.Status()), 3; got != want {
+		t.Errorf("status entries: got %d, want %d", got, want)
+	}
+}
+
+func TestCloseIsIdempotentAndStopsProbes(t *testing.T) {
+	ts := startServer(t, silent)
+	cfg := testConfig(ts)
+	cfg.TryTimeout, cfg.FailThreshold, cfg.ProbeInterval = 10*time.Millisecond, 1, time.Millisecond
+	f, _ := newTestForwarder(t, cfg, hooks{})
+	if _, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA)); !errors.Is(err, ErrNoAnswer) {
+		t.Fatalf("got %v, want ErrNoAnswer", err)
+	}
+	if !f.all[0].probing.Load() {
+		t.Fatalf("probing: got false, want a probe running for the down server")
+	}
+	for i := 0; i < 2; i++ {
+		if err := f.Close(); err != nil {
+			t.Errorf("Close #%d: %v", i+1, err)
+		}
+	}
+	if f.all[0].probing.Load() {
+		t.Errorf("probing after Close: got true, want false")
+	}
+	if _, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA)); !errors.Is(err, ErrClosed) {
+		t.Errorf("Exchange after Close: got %v, want ErrClosed", err)
+	}
+}
