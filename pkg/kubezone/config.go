@@ -1,0 +1,115 @@
+package kubezone
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// Pod record modes (Config.Pods).
+const (
+	// PodsInsecure answers <a-b-c-d>.<ns>.pod.<zone> for any IP as long as
+	// the namespace exists (kubeadm's default, "pods insecure" in CoreDNS).
+	PodsInsecure = "insecure"
+	// PodsVerified answers only for IPs of pods that exist in that
+	// namespace. It needs a cluster-wide pod watch (see doc.go for the cost).
+	PodsVerified = "verified"
+	// PodsDisabled answers NXDOMAIN for every pod name.
+	PodsDisabled = "disabled"
+)
+
+// Sources reported by Zone.Source.
+const (
+	SourceNone     = "none"
+	SourceSnapshot = "snapshot"
+	SourceAPI      = "api"
+)
+
+// Defaults applied by Validate to zero fields.
+const (
+	DefaultDomain           = "cluster.local."
+	DefaultTTL              = 5 * time.Second
+	DefaultNegativeTTL      = 5 * time.Second
+	DefaultSnapshotInterval = 10 * time.Second
+)
+
+// Config configures a Zone. The zero value is usable after Validate, which
+// fills in the documented defaults.
+type Config struct {
+	// Domain is the cluster domain, an FQDN. Zero means "cluster.local.".
+	// It is lowercased and given a trailing dot.
+	Domain string
+	// TTL of positive answers. Zero means 5s. Must be whole seconds.
+	TTL time.Duration
+	// NegativeTTL is the SOA minimum and SOA TTL carried by negative
+	// answers. Zero means 5s.
+	NegativeTTL time.Duration
+	// Pods is the pod record mode: PodsInsecure (zero value), PodsVerified
+	// or PodsDisabled.
+	Pods string
+	// NodeName selects the pods watched for PodByIP (field selector
+	// spec.nodeName). Empty means no node-local pods are watched.
+	NodeName string
+	// LocalIPs are the agent's own addresses, served as glue for the NS
+	// record at the apex and as ns.dns.<zone>. May be empty.
+	LocalIPs []netip.Addr
+	// SnapshotPath is where the zone's source objects are persisted so that
+	// a restart without an API server can still answer. Empty disables
+	// snapshots.
+	SnapshotPath string
+	// SnapshotInterval is the minimum time between two snapshot writes.
+	// Zero means 10s.
+	SnapshotInterval time.Duration
+}
+
+// Validate fills in defaults and checks the configuration.
+func (c *Config) Validate() error {
+	if c.Domain == "" {
+		c.Domain = DefaultDomain
+	}
+	c.Domain = strings.ToLower(dns.Fqdn(c.Domain))
+	if _, ok := dns.IsDomainName(c.Domain); !ok || c.Domain == "." {
+		return fmt.Errorf("validating domain %q: not a valid domain name", c.Domain)
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	if c.NegativeTTL == 0 {
+		c.NegativeTTL = DefaultNegativeTTL
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = DefaultSnapshotInterval
+	}
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"ttl", c.TTL}, {"negative ttl", c.NegativeTTL}} {
+		if d.v < time.Second || d.v%time.Second != 0 || d.v > 24*time.Hour {
+			errs = append(errs, fmt.Errorf("validating %s %s: want whole seconds between 1s and 24h", d.name, d.v))
+		}
+	}
+	if c.SnapshotInterval < 0 {
+		errs = append(errs, fmt.Errorf("validating snapshot interval %s: negative", c.SnapshotInterval))
+	}
+	switch c.Pods {
+	case "":
+		c.Pods = PodsInsecure
+	case PodsInsecure, PodsVerified, PodsDisabled:
+	default:
+		errs = append(errs, fmt.Errorf("validating pods mode %q: want insecure, verified or disabled", c.Pods))
+	}
+	for _, ip := range c.LocalIPs {
+		if !ip.IsValid() {
+			errs = append(errs, errors.New("validating local IPs: invalid address"))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Config) ttlSeconds() uint32    { return uint32(c.TTL / time.Second) }
+func (c *Config) negTTLSeconds() uint32 { return uint32(c.NegativeTTL / time.Second) }

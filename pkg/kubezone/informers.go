@@ -1,0 +1,209 @@
+package kubezone
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// apiErrorLogEvery bounds the "API server unreachable" log line.
+const apiErrorLogEvery = time.Minute
+
+// Run watches the cluster through client and keeps the zone up to date
+// until ctx is done. It returns after every goroutine it started has
+// stopped. Informers retry a dead API server on their own; the zone keeps
+// answering from what it last knew (or from a snapshot). The caller sets
+// the protobuf content type on the client's rest config.
+func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
+	if client == nil {
+		return errors.New("running zone: nil client")
+	}
+	var wg sync.WaitGroup
+	ctx, cancel := context.WithCancel(ctx)
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim))
+	var podFactory informers.SharedInformerFactory
+	defer func() { // signal, then wait for every goroutine started here
+		cancel()
+		factory.Shutdown()
+		if podFactory != nil {
+			podFactory.Shutdown()
+		}
+		wg.Wait()
+	}()
+	var syncs []cache.InformerSynced
+	add := func(inf cache.SharedIndexInformer, resource string, kind objKind) error {
+		if err := inf.SetWatchErrorHandlerWithContext(z.watchErrorHandler(resource)); err != nil {
+			return fmt.Errorf("setting watch error handler for %s: %w", resource, err)
+		}
+		reg, err := inf.AddEventHandler(z.handler(kind))
+		if err != nil {
+			return fmt.Errorf("adding %s handler: %w", resource, err)
+		}
+		syncs = append(syncs, reg.HasSynced)
+		return nil
+	}
+	errs := []error{
+		add(factory.Core().V1().Services().Informer(), "services", objService),
+		add(factory.Discovery().V1().EndpointSlices().Informer(), "endpointslices", objSlice),
+		add(factory.Core().V1().Namespaces().Informer(), "namespaces", objNamespace),
+	}
+	switch {
+	case z.cfg.Pods == PodsVerified:
+		errs = append(errs, add(factory.Core().V1().Pods().Informer(), "pods", objPod))
+	case z.cfg.NodeName != "":
+		sel := fields.OneTermEqualSelector("spec.nodeName", z.cfg.NodeName).String()
+		podFactory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim),
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
+		errs = append(errs, add(podFactory.Core().V1().Pods().Informer(), "pods", objPod))
+		podFactory.Start(ctx.Done())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("running zone: %w", err)
+	}
+	factory.Start(ctx.Done())
+
+	wg.Go(func() { z.applyLoop(ctx) })
+	if z.cfg.SnapshotPath != "" {
+		wg.Go(func() { z.snapshotLoop(ctx) })
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
+		return nil // ctx done before the first sync
+	}
+	z.finishSync()
+	z.log.Info("zone synced from the API server", "generation", z.Generation(), "names", z.Stats().Names)
+	<-ctx.Done()
+	return nil
+}
+
+// applyLoop applies queued events as they come.
+func (z *Zone) applyLoop(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-z.kick:
+			z.drain()
+		}
+	}
+}
+
+// finishSync applies the initial lists, drops whatever a snapshot held
+// that the API server no longer has, and marks the zone synced.
+func (z *Zone) finishSync() {
+	z.drain()
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	st, b := z.st, newBatch()
+	for k, s := range st.services {
+		if s.snap {
+			z.applyEventLocked(event{kind: objService, key: k}, b)
+		}
+	}
+	for k, s := range st.slices {
+		if s.snap {
+			z.applyEventLocked(event{kind: objSlice, key: k}, b)
+		}
+	}
+	for k, snap := range st.namespaces {
+		if snap {
+			z.applyEventLocked(event{kind: objNamespace, key: k}, b)
+		}
+	}
+	for k, p := range st.pods {
+		if p.snap {
+			z.applyEventLocked(event{kind: objPod, key: k}, b)
+		}
+	}
+	z.publishLocked(b)
+	z.synced.Store(true)
+	z.met.synced.Set(1)
+	z.setSource(SourceAPI)
+}
+
+// handler turns informer notifications into queued events.
+func (z *Zone) handler(kind objKind) cache.ResourceEventHandler {
+	push := func(obj any, deleted, initial bool) {
+		if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj, deleted = d.Obj, true
+		}
+		mo, ok := obj.(metav1.Object)
+		if !ok {
+			return
+		}
+		ev := event{kind: kind, key: nsKey(mo.GetNamespace(), mo.GetName()), arrived: z.now()}
+		if kind == objNamespace {
+			ev.key = mo.GetName()
+		}
+		if !initial {
+			ev.written = mo.GetCreationTimestamp().Time // trim stored the last write time here
+		}
+		if !deleted {
+			ev.obj = model(obj)
+		}
+		z.enqueue(ev)
+	}
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) { push(obj, false, initial) },
+		UpdateFunc: func(oldObj, newObj any) {
+			o, ok1 := oldObj.(metav1.Object)
+			n, ok2 := newObj.(metav1.Object)
+			if ok1 && ok2 && o.GetResourceVersion() == n.GetResourceVersion() {
+				return // relist of an unchanged object
+			}
+			push(newObj, false, false)
+		},
+		DeleteFunc: func(obj any) { push(obj, true, false) },
+	}
+}
+
+// model converts a trimmed object; nil (untyped) when it contributes
+// nothing, which the writer treats as a deletion.
+func model(obj any) any {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		return serviceFromAPI(o)
+	case *discoveryv1.EndpointSlice:
+		if m := sliceFromAPI(o); m != nil {
+			return m
+		}
+	case *corev1.Namespace:
+		return nsPresent{}
+	case *corev1.Pod:
+		return podFromAPI(o)
+	}
+	return nil
+}
+
+// watchErrorHandler logs a failing list/watch at most once a minute per
+// resource instead of client-go's line per retry.
+func (z *Zone) watchErrorHandler(resource string) cache.WatchErrorHandlerWithContext {
+	var mu sync.Mutex // guards last, suppressed
+	var last time.Time
+	suppressed := 0
+	return func(_ context.Context, _ *cache.Reflector, err error) {
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+			return // the watch was closed; the reflector re-establishes it
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		now := z.now()
+		if !last.IsZero() && now.Sub(last) < apiErrorLogEvery {
+			suppressed++
+			return
+		}
+		z.log.Warn("API server unreachable, serving the last-known zone; retrying", "resource", resource,
+			"err", err, "suppressed", suppressed, "source", z.Source())
+		last, suppressed = now, 0
+	}
+}

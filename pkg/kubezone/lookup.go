@@ -1,0 +1,167 @@
+package kubezone
+
+import (
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// maxChain is the longest ExternalName CNAME chain followed inside the zone.
+const maxChain = 8
+
+// Answer is the zone's reply to one question. Its slices are shared with
+// the zone and with other answers: treat them as read-only. The server sets
+// AA on every in-zone answer.
+type Answer struct {
+	Rcode             int // dns.RcodeSuccess, dns.RcodeNameError or dns.RcodeServerFailure
+	Answer, Ns, Extra []dns.RR
+	// Chase is non-empty when the answer ends in a CNAME to a name outside
+	// the zone: the server must resolve Chase (same qtype) through the
+	// cache and upstream, append its records and take its rcode (RFC 6604).
+	Chase string
+}
+
+// InZone reports whether the zone answers qname (a lowercased FQDN): the
+// cluster domain and every name below it, and the reverse names of the
+// ClusterIPs and ready endpoint IPs it knows. Other reverse names belong to
+// the upstream resolvers.
+func (z *Zone) InZone(qname string) bool {
+	qname = lower(qname)
+	if isReverse(qname) {
+		return z.tab.get(qname) != nil
+	}
+	return inDomain(qname, z.cfg.Domain)
+}
+
+// inDomain reports whether name is d or below d.
+func inDomain(name, d string) bool {
+	if len(name) == len(d) {
+		return name == d
+	}
+	return len(name) > len(d) && name[len(name)-len(d)-1] == '.' && strings.HasSuffix(name, d)
+}
+
+// Lookup answers qname (a lowercased FQDN; upper case costs an allocation)
+// for qtype. Answers for service, endpoint, SRV and PTR names are prebuilt
+// and returned without allocating. Names outside the zone get REFUSED.
+func (z *Zone) Lookup(qname string, qtype uint16) Answer {
+	qname = lower(qname)
+	m := z.meta.Load()
+	if !inDomain(qname, z.cfg.Domain) && !isReverse(qname) {
+		return Answer{Rcode: dns.RcodeRefused}
+	}
+	ans, target := z.lookupName(qname, qtype, m)
+	if target == "" {
+		return ans
+	}
+	chain := ans.Answer
+	for step := 1; ; step++ {
+		if !inDomain(target, z.cfg.Domain) {
+			return Answer{Answer: chain, Chase: target}
+		}
+		if step >= maxChain {
+			return Answer{Answer: chain} // chain cut: the client sees a dangling CNAME
+		}
+		next, nextTarget := z.lookupName(target, qtype, m)
+		chain = append(chain[:len(chain):len(chain)], next.Answer...)
+		if nextTarget == "" {
+			next.Answer = chain
+			return next
+		}
+		target = nextTarget
+	}
+}
+
+// lookupName answers one name without following CNAMEs; target is the
+// CNAME target when the answer is a CNAME that must be followed.
+func (z *Zone) lookupName(qname string, qtype uint16, m *meta) (ans Answer, target string) {
+	n := z.tab.get(qname)
+	if n == nil {
+		if z.cfg.Pods == PodsInsecure {
+			if a, ok := z.insecurePod(qname, qtype, m); ok {
+				return a, ""
+			}
+		}
+		return z.negative(qname, dns.RcodeNameError, m), ""
+	}
+	switch n.kind {
+	case kindApex:
+		switch qtype {
+		case dns.TypeSOA:
+			return Answer{Answer: m.soaRR}, ""
+		case dns.TypeNS:
+			return Answer{Answer: n.rrs, Extra: n.extra}, ""
+		}
+		return Answer{Ns: m.soaRR}, ""
+	case kindCNAME:
+		switch qtype {
+		case dns.TypeCNAME:
+			return Answer{Answer: n.rrs}, ""
+		case dns.TypeSRV: // DNS-BEHAVIOUR.md: SRV on an ExternalName service is NODATA
+			return z.negative(qname, dns.RcodeSuccess, m), ""
+		}
+		return Answer{Answer: n.rrs}, n.rrs[0].(*dns.CNAME).Target
+	}
+	rrs := n.rrs
+	if qtype != dns.TypeANY {
+		rrs = n.typed(qtype)
+	}
+	if len(rrs) == 0 {
+		if n.kind == kindStatic {
+			return Answer{Ns: m.soaRR}, ""
+		}
+		return z.negative(qname, dns.RcodeSuccess, m), ""
+	}
+	if qtype == dns.TypeSRV {
+		return Answer{Answer: rrs, Extra: n.extra}, ""
+	}
+	return Answer{Answer: rrs}, ""
+}
+
+// negative is NXDOMAIN or NODATA with the SOA, or SERVFAIL while the zone
+// has no complete view yet and the name could still turn out to exist.
+func (z *Zone) negative(qname string, rcode int, m *meta) Answer {
+	if !z.authoritative() && !z.impossible(qname) {
+		return Answer{Rcode: dns.RcodeServerFailure}
+	}
+	return Answer{Rcode: rcode, Ns: m.soaRR}
+}
+
+// impossible reports names that no cluster object can create: a label
+// under the zone other than svc and pod (dns is ours), or too many labels.
+func (z *Zone) impossible(qname string) bool {
+	if !inDomain(qname, z.cfg.Domain) || qname == z.cfg.Domain {
+		return false
+	}
+	rel := qname[:len(qname)-len(z.cfg.Domain)] // "a.b.svc."
+	labels := strings.Count(rel, ".")
+	top := rel[strings.LastIndexByte(rel[:len(rel)-1], '.')+1 : len(rel)-1]
+	switch top {
+	case "svc":
+		return labels > 5 // _port._proto.<svc>.<ns>.svc
+	case "pod":
+		return labels > 3 // <ip>.<ns>.pod
+	}
+	return true
+}
+
+// insecurePod answers <dashed-ip>.<ns>.pod.<zone> when the namespace
+// exists. ok is false for names that are not such a pod name.
+func (z *Zone) insecurePod(qname string, qtype uint16, m *meta) (ans Answer, ok bool) {
+	label, rest := firstLabel(qname)
+	suffix := z.podSuffix
+	if !strings.HasSuffix(rest, suffix) || strings.IndexByte(rest, '.') != len(rest)-len(suffix) {
+		return Answer{}, false
+	}
+	if ns := z.tab.get(rest); ns == nil {
+		return Answer{}, false
+	}
+	ip, valid := parseDashedIP(label)
+	if !valid {
+		return Answer{}, false
+	}
+	if (qtype == dns.TypeA && ip.Is4()) || (qtype == dns.TypeAAAA && ip.Is6()) || qtype == dns.TypeANY {
+		return Answer{Answer: []dns.RR{addrRR(qname, ip, z.cfg.ttlSeconds())}}, true
+	}
+	return Answer{Ns: m.soaRR}, true
+}

@@ -1,0 +1,227 @@
+package kubezone
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Snapshot file layout: magic (8 bytes) | version (uint32, big endian) |
+// payload length (uint64) | SHA-256 of the payload | payload, where the
+// payload is gzip-compressed JSON of snapshotData.
+const (
+	snapMagic   = "NCZONE\x00\x01"
+	snapVersion = 1
+	snapHeader  = 8 + 4 + 8 + sha256.Size
+	maxSnapSize = 1 << 30
+)
+
+// ErrSnapshotInvalid is wrapped by LoadSnapshot for a corrupt, truncated,
+// foreign (other domain or format) snapshot. Nothing of it is loaded.
+var ErrSnapshotInvalid = errors.New("invalid zone snapshot")
+
+// snapshotData is the persisted source of the zone.
+type snapshotData struct {
+	Domain     string        `json:"domain"`
+	Written    time.Time     `json:"written"`
+	Namespaces []string      `json:"namespaces"`
+	Services   []*svcModel   `json:"services"`
+	Slices     []*sliceModel `json:"slices"`
+	Pods       []*podModel   `json:"pods,omitempty"`
+}
+
+// LoadSnapshot loads Config.SnapshotPath into an unsynced zone, which then
+// answers from it (Source "snapshot") until the informers sync; objects the
+// API server no longer has are dropped then. A missing file returns an
+// error wrapping fs.ErrNotExist; a corrupt or foreign one is refused whole,
+// logged once and returned wrapping ErrSnapshotInvalid.
+func (z *Zone) LoadSnapshot() error {
+	if z.cfg.SnapshotPath == "" {
+		return errors.New("loading snapshot: no snapshot path configured")
+	}
+	raw, err := os.ReadFile(z.cfg.SnapshotPath)
+	if err != nil {
+		return fmt.Errorf("loading snapshot: %w", err)
+	}
+	data, err := decodeSnapshot(raw, z.cfg.Domain)
+	if err != nil {
+		z.log.Warn("refusing zone snapshot", "path", z.cfg.SnapshotPath, "err", err)
+		return fmt.Errorf("loading snapshot %s: %w", z.cfg.SnapshotPath, err)
+	}
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	if z.synced.Load() {
+		return errors.New("loading snapshot: zone already synced from the API server")
+	}
+	b := newBatch()
+	for _, ns := range data.Namespaces {
+		z.applyEventLocked(event{kind: objNamespace, key: ns, obj: nsPresent{snap: true}}, b)
+	}
+	for _, s := range data.Services {
+		s.snap = true
+		z.applyEventLocked(event{kind: objService, key: s.key(), obj: s}, b)
+	}
+	for _, s := range data.Slices {
+		s.snap = true
+		z.applyEventLocked(event{kind: objSlice, key: s.key(), obj: s}, b)
+	}
+	for _, p := range data.Pods {
+		p.snap = true
+		z.applyEventLocked(event{kind: objPod, key: p.key(), obj: p}, b)
+	}
+	z.publishLocked(b)
+	z.setSource(SourceSnapshot)
+	z.log.Info("serving zone from snapshot", "path", z.cfg.SnapshotPath, "written", data.Written,
+		"services", len(data.Services))
+	return nil
+}
+
+func decodeSnapshot(raw []byte, domain string) (*snapshotData, error) {
+	if len(raw) < snapHeader || string(raw[:8]) != snapMagic {
+		return nil, fmt.Errorf("%w: bad magic", ErrSnapshotInvalid)
+	}
+	if v := binary.BigEndian.Uint32(raw[8:12]); v != snapVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrSnapshotInvalid, v, snapVersion)
+	}
+	n := binary.BigEndian.Uint64(raw[12:20])
+	payload := raw[snapHeader:]
+	if uint64(len(payload)) != n {
+		return nil, fmt.Errorf("%w: payload is %d bytes, header says %d", ErrSnapshotInvalid, len(payload), n)
+	}
+	if sum := sha256.Sum256(payload); !bytes.Equal(sum[:], raw[20:snapHeader]) {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrSnapshotInvalid)
+	}
+	gz, err := gzip.NewReader(bytes.NewReader(payload))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSnapshotInvalid, err)
+	}
+	var data snapshotData
+	if err := json.NewDecoder(io.LimitReader(gz, maxSnapSize)).Decode(&data); err != nil {
+		return nil, fmt.Errorf("%w: decoding: %w", ErrSnapshotInvalid, err)
+	}
+	if data.Domain != domain {
+		return nil, fmt.Errorf("%w: domain %q, want %q", ErrSnapshotInvalid, data.Domain, domain)
+	}
+	return &data, nil
+}
+
+// encodeSnapshotLocked serializes the writer state. The caller holds mu.
+func (z *Zone) encodeSnapshotLocked() ([]byte, error) {
+	st := z.st
+	data := snapshotData{Domain: z.cfg.Domain, Written: z.now().UTC(), Namespaces: sortedKeys(st.namespaces)}
+	for _, k := range sortedKeys(st.services) {
+		data.Services = append(data.Services, st.services[k])
+	}
+	for _, k := range sortedKeys(st.slices) {
+		data.Slices = append(data.Slices, st.slices[k])
+	}
+	if z.cfg.Pods == PodsVerified {
+		for _, k := range sortedKeys(st.pods) {
+			data.Pods = append(data.Pods, st.pods[k])
+		}
+	}
+	var payload bytes.Buffer
+	gz := gzip.NewWriter(&payload)
+	if err := json.NewEncoder(gz).Encode(&data); err != nil {
+		return nil, fmt.Errorf("encoding snapshot: %w", err)
+	}
+	if err := gz.Close(); err != nil {
+		return nil, fmt.Errorf("compressing snapshot: %w", err)
+	}
+	out := make([]byte, snapHeader, snapHeader+payload.Len())
+	copy(out, snapMagic)
+	binary.BigEndian.PutUint32(out[8:], snapVersion)
+	binary.BigEndian.PutUint64(out[12:], uint64(payload.Len()))
+	sum := sha256.Sum256(payload.Bytes())
+	copy(out[20:], sum[:])
+	return append(out, payload.Bytes()...), nil
+}
+
+// writeFileAtomic writes data to path through a temporary file in the same
+// directory: write, fsync, rename, fsync the directory.
+func writeFileAtomic(path string, data []byte) error {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("creating temporary snapshot: %w", err)
+	}
+	tmp := f.Name()
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return fmt.Errorf("writing snapshot %s: %w", path, err)
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync() // best effort: the rename is already visible
+		_ = d.Close()
+	}
+	return nil
+}
+
+// writeSnapshot persists the zone if it changed since the last write and
+// its data comes from the API server. A failure (disk full) is logged once
+// until a write succeeds again; the zone keeps serving either way.
+func (z *Zone) writeSnapshot(failing *bool) {
+	z.mu.Lock()
+	if !z.snapDirty || !z.synced.Load() {
+		z.mu.Unlock()
+		return
+	}
+	raw, err := z.encodeSnapshotLocked()
+	z.snapDirty = false
+	z.mu.Unlock()
+	if err == nil {
+		err = writeFileAtomic(z.cfg.SnapshotPath, raw)
+	}
+	if err != nil {
+		z.met.snapWrites.WithLabelValues("error").Inc()
+		z.mu.Lock()
+		z.snapDirty = true // retry at the next tick
+		z.mu.Unlock()
+		if !*failing {
+			z.log.Error("writing zone snapshot failed; still serving, will retry", "err", err)
+			*failing = true
+		}
+		return
+	}
+	z.met.snapWrites.WithLabelValues("ok").Inc()
+	if *failing {
+		z.log.Info("writing zone snapshot works again", "path", z.cfg.SnapshotPath)
+		*failing = false
+	}
+}
+
+// snapshotLoop writes the snapshot at most once per SnapshotInterval, and
+// once more on shutdown.
+func (z *Zone) snapshotLoop(ctx context.Context) {
+	t := time.NewTicker(z.cfg.SnapshotInterval)
+	defer t.Stop()
+	failing := false
+	for {
+		select {
+		case <-ctx.Done():
+			z.writeSnapshot(&failing)
+			return
+		case <-t.C:
+			z.writeSnapshot(&failing)
+		}
+	}
+}

@@ -1,0 +1,118 @@
+package kubezone
+
+import (
+	"sync/atomic"
+
+	"github.com/miekg/dns"
+)
+
+// shardCount is the number of copy-on-write shards of the name table. An
+// update copies only the shards it touches; with 4096 shards a 250k-name
+// zone has ~60 names per shard, so one service update copies a few
+// kilobytes of map while readers keep reading the old shard.
+const shardCount = 4096
+
+// nodeKind tells Lookup how to read a node.
+type nodeKind uint8
+
+const (
+	kindData   nodeKind = iota // records of rrs (none: empty non-terminal)
+	kindCNAME                  // ExternalName service: rrs[0] is the CNAME
+	kindStatic                 // fixed names (dns-version, svc, pod): valid before sync
+	kindApex                   // the zone apex: SOA comes from meta
+)
+
+// node holds every record of one owner name. Nodes are immutable once
+// stored in the table; their slices are shared by answers and read-only.
+type node struct {
+	rrs   []dns.RR // sorted by Rrtype
+	extra []dns.RR // additional section of SRV answers (and NS glue at the apex)
+	kind  nodeKind
+}
+
+// typed returns the records of type t, a sub-slice of n.rrs (no allocation).
+func (n *node) typed(t uint16) []dns.RR {
+	rrs := n.rrs
+	lo, hi := 0, len(rrs)
+	for lo < hi { // first index with Rrtype >= t
+		m := int(uint(lo+hi) >> 1)
+		if rrs[m].Header().Rrtype < t {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	end := lo
+	for end < len(rrs) && rrs[end].Header().Rrtype == t {
+		end++
+	}
+	return rrs[lo:end:end]
+}
+
+// table is the name → node index read by Lookup. Readers never lock:
+// each shard is an atomic pointer to an immutable map, replaced whole by
+// the single writer (Zone.mu held).
+type table struct {
+	shards [shardCount]atomic.Pointer[map[string]*node]
+}
+
+// shardOf is FNV-1a of the name, reduced to a shard index.
+func shardOf(name string) uint32 {
+	h := uint32(2166136261)
+	for i := 0; i < len(name); i++ {
+		h ^= uint32(name[i])
+		h *= 16777619
+	}
+	return h % shardCount
+}
+
+func (t *table) get(name string) *node {
+	m := t.shards[shardOf(name)].Load()
+	if m == nil {
+		return nil
+	}
+	return (*m)[name]
+}
+
+// apply stores every change (a nil node deletes the name), copying each
+// touched shard once. The caller holds Zone.mu.
+func (t *table) apply(changes map[string]*node) {
+	if len(changes) == 0 {
+		return
+	}
+	byShard := make(map[uint32][]string, min(len(changes), shardCount))
+	for name := range changes {
+		s := shardOf(name)
+		byShard[s] = append(byShard[s], name)
+	}
+	for s, names := range byShard {
+		var old map[string]*node
+		if p := t.shards[s].Load(); p != nil {
+			old = *p
+		}
+		next := make(map[string]*node, len(old)+len(names))
+		for k, v := range old {
+			next[k] = v
+		}
+		for _, name := range names {
+			if n := changes[name]; n != nil {
+				next[name] = n
+			} else {
+				delete(next, name)
+			}
+		}
+		t.shards[s].Store(&next)
+	}
+}
+
+// each calls f for every name in the table (used by List and Stats, not
+// on the query path).
+func (t *table) each(f func(name string, n *node)) {
+	for i := range t.shards {
+		if p := t.shards[i].Load(); p != nil {
+			for k, v := range *p {
+				f(k, v)
+			}
+		}
+	}
+}

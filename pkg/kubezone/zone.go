@@ -1,0 +1,174 @@
+package kubezone
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Zone answers the cluster domain. Lookups never block: they read an
+// immutable snapshot of each name (see table). One writer at a time (mu)
+// applies queued object events and publishes the changed names.
+type Zone struct {
+	cfg Config
+	log *slog.Logger // always non-nil
+	met *metrics     // always non-nil
+	now func() time.Time
+
+	tab       table
+	meta      atomic.Pointer[meta]                   // always non-nil after New
+	synced    atomic.Bool                            // the informers synced once
+	source    atomic.Pointer[string]                 // SourceNone, SourceSnapshot or SourceAPI
+	localPods atomic.Pointer[map[netip.Addr]PodInfo] // node-local pods by IP; always non-nil
+	serial0   uint32                                 // SOA serial at generation 0
+	podSuffix string                                 // ".pod.<zone>"
+
+	qmu   sync.Mutex // guards queue
+	queue []event
+	kick  chan struct{} // capacity 1: the queue is not empty
+
+	mu        sync.Mutex // guards st and snapDirty; lock order: mu before qmu
+	st        *state
+	snapDirty bool // the zone changed since the last snapshot write
+}
+
+// meta is the per-generation data of the zone.
+type meta struct {
+	gen   uint64
+	soaRR []dns.RR // the single current SOA, for the apex answer and negative answers
+}
+
+// state is the writer's view of the cluster: the object models and what
+// each service contributed to the table. Guarded by Zone.mu.
+type state struct {
+	namespaces  map[string]bool                   // Namespace objects (value: from snapshot)
+	services    map[string]*svcModel              // by ns/name
+	slices      map[string]*sliceModel            // by ns/name of the slice
+	slicesBySvc map[string]map[string]*sliceModel // service ns/name → slice ns/name → slice
+	pods        map[string]*podModel              // by ns/name
+	contrib     map[string]built                  // service ns/name → its records
+	ptrOwners   map[string][]ptrEntry             // reverse name → PTR targets, sorted
+	nsRefs      map[string]int                    // namespace → number of services in it
+	podRecs     map[string]int                    // verified pod name → number of pods with that IP in that namespace
+	endpoints   int                               // distinct ready endpoint addresses, summed over services
+}
+
+func newState() *state {
+	return &state{
+		namespaces: map[string]bool{}, services: map[string]*svcModel{}, slices: map[string]*sliceModel{},
+		slicesBySvc: map[string]map[string]*sliceModel{}, pods: map[string]*podModel{}, contrib: map[string]built{},
+		ptrOwners: map[string][]ptrEntry{}, nsRefs: map[string]int{}, podRecs: map[string]int{},
+	}
+}
+
+// New validates cfg and returns an empty zone. reg may be nil (metrics are
+// then not exported); log may be nil (then discarded).
+func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("creating zone: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	met, err := newMetrics(reg)
+	if err != nil {
+		return nil, fmt.Errorf("creating zone: %w", err)
+	}
+	z := &Zone{cfg: cfg, log: log.With("component", "kubezone"), met: met, now: time.Now,
+		kick: make(chan struct{}, 1), st: newState(), serial0: uint32(time.Now().Unix()),
+		podSuffix: ".pod." + cfg.Domain}
+	empty := map[netip.Addr]PodInfo{}
+	z.localPods.Store(&empty)
+	src := SourceNone
+	z.source.Store(&src)
+	z.met.setSource(src)
+	z.meta.Store(&meta{soaRR: []dns.RR{z.soa(0)}})
+	z.tab.apply(z.staticNodes())
+	return z, nil
+}
+
+// soa is the SOA record of generation gen.
+func (z *Zone) soa(gen uint64) *dns.SOA {
+	d := z.cfg.Domain
+	neg := z.cfg.negTTLSeconds()
+	return &dns.SOA{Hdr: dns.RR_Header{Name: d, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: neg},
+		Ns: "ns.dns." + d, Mbox: "hostmaster." + d, Serial: z.serial0 + uint32(gen),
+		Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: neg}
+}
+
+// staticNodes are the names that exist whatever the cluster holds.
+func (z *Zone) staticNodes() map[string]*node {
+	d, ttl := z.cfg.Domain, z.cfg.ttlSeconds()
+	nsName := "ns.dns." + d
+	var glue []dns.RR
+	for _, ip := range z.cfg.LocalIPs {
+		glue = append(glue, addrRR(nsName, ip.Unmap(), ttl))
+	}
+	sortRRs(glue)
+	ns := &dns.NS{Hdr: dns.RR_Header{Name: d, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: ttl}, Ns: nsName}
+	txt := &dns.TXT{Hdr: dns.RR_Header{Name: "dns-version." + d, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 28800},
+		Txt: []string{"1.1.0"}}
+	return map[string]*node{
+		d:                  {rrs: []dns.RR{ns}, extra: glue, kind: kindApex},
+		"dns-version." + d: {rrs: []dns.RR{txt}, kind: kindStatic},
+		"svc." + d:         {kind: kindStatic},
+		"pod." + d:         {kind: kindStatic},
+		"dns." + d:         {kind: kindStatic},
+		nsName:             {rrs: glue, kind: kindStatic},
+	}
+}
+
+// Generation increments on every change of the zone. Read it before
+// Lookup: an answer is then at least as new as the generation.
+func (z *Zone) Generation() uint64 { return z.meta.Load().gen }
+
+// Synced reports whether the informers have synced once and their initial
+// objects are in the zone.
+func (z *Zone) Synced() bool { return z.synced.Load() }
+
+// Source is where the zone's data comes from: "none", "snapshot" or "api".
+func (z *Zone) Source() string { return *z.source.Load() }
+
+func (z *Zone) setSource(s string) {
+	z.source.Store(&s)
+	z.met.setSource(s)
+}
+
+// authoritative reports whether negative answers may be given: the zone
+// holds a complete view, from the API server or from a snapshot.
+func (z *Zone) authoritative() bool {
+	return z.synced.Load() || z.Source() == SourceSnapshot
+}
+
+// Stats are counts for status pages and metrics.
+type Stats struct {
+	Namespaces     int
+	Services       int
+	EndpointSlices int
+	Endpoints      int // distinct ready endpoint addresses, summed over services
+	Pods           int // pods watched (node-local, or cluster-wide in verified mode)
+	LocalPods      int // node-local pod IPs known to PodByIP
+	Names          int // owner names in the zone
+	Synced         bool
+	Source         string
+	Generation     uint64
+}
+
+// Stats returns current counts. It takes the writer lock briefly; do not
+// call it on the query path.
+func (z *Zone) Stats() Stats {
+	z.mu.Lock()
+	s := Stats{Namespaces: len(z.st.namespaces), Services: len(z.st.services), EndpointSlices: len(z.st.slices),
+		Endpoints: z.st.endpoints, Pods: len(z.st.pods)}
+	z.mu.Unlock()
+	s.LocalPods = len(*z.localPods.Load())
+	z.tab.each(func(string, *node) { s.Names++ })
+	s.Synced, s.Source, s.Generation = z.Synced(), z.Source(), z.Generation()
+	return s
+}
