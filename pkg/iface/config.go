@@ -64,8 +64,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("iface: local IP %s is IPv4-mapped, give it as IPv4", ip)
 		case ip.Zone() != "":
 			return fmt.Errorf("iface: local IP %s has a zone", ip)
-		case ip.IsUnspecified(), ip.IsMulticast(), ip.IsLoopback():
+		case ip.IsUnspecified(), ip.IsMulticast():
 			return fmt.Errorf("iface: local IP %s is not a unicast address", ip)
+		case ip.IsLoopback() && (c.SetupInterface || c.SetupIPTables):
+			// Serving on loopback is fine (make run); putting loopback on our
+			// link, or NOTRACK rules for it, is not.
+			return fmt.Errorf("iface: local IP %s is a loopback address: run with --setup-interface=false --setup-iptables=false", ip)
 		}
 	}
 	if slices.Contains(c.ExtraTCPPorts, 0) {

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/cache"
+	"github.com/nodecache/nodecache/pkg/kubezone"
+	"github.com/nodecache/nodecache/pkg/server"
+	"github.com/nodecache/nodecache/pkg/upstream"
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// zoneAdapter lets the server call the kubezone zone.
+type zoneAdapter struct{ z *kubezone.Zone }
+
+var _ server.Zone = zoneAdapter{}
+
+func (a zoneAdapter) InZone(qname string) bool { return a.z.InZone(qname) }
+func (a zoneAdapter) Generation() uint64       { return a.z.Generation() }
+func (a zoneAdapter) Lookup(qname string, qtype uint16) server.ZoneAnswer {
+	ans := a.z.Lookup(qname, qtype)
+	return server.ZoneAnswer{Rcode: ans.Rcode, Answer: ans.Answer, Ns: ans.Ns, Extra: ans.Extra, Chase: ans.Chase}
+}
+
+// resolverAdapter lets the server call the cache, mapping its sources and the
+// upstream's overload sentinel to the server's.
+type resolverAdapter struct{ c *cache.Cache }
+
+var _ server.Resolver = resolverAdapter{}
+
+func (a resolverAdapter) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
+	return a.c.Lookup(q, now)
+}
+
+func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (server.Resolution, error) {
+	res, err := a.c.Resolve(ctx, key, req)
+	if err != nil {
+		if errors.Is(err, upstream.ErrOverloaded) {
+			return server.Resolution{}, errors.Join(server.ErrOverloaded, err)
+		}
+		return server.Resolution{}, err
+	}
+	src := server.SourceUpstream
+	switch res.Source {
+	case cache.SourceCache:
+		src = server.SourceCache
+	case cache.SourceStale:
+		src = server.SourceStale
+	}
+	return server.Resolution{Packed: res.Packed, Mode: res.Mode, Source: src, Server: res.Server}, nil
+}
+
+// listenAddrs pairs every local IP with the DNS port.
+func listenAddrs(ips []netip.Addr, port uint16) []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, netip.AddrPortFrom(ip, port))
+	}
+	return out
+}

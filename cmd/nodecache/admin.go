@@ -1,0 +1,259 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/cache"
+	"github.com/nodecache/nodecache/pkg/kubezone"
+)
+
+// The admin API: JSON over HTTP on a root-only unix socket. The CLI
+// commands are its only intended client; its paths are versioned.
+
+type statusReply struct {
+	Version   string            `json:"version"`
+	Uptime    string            `json:"uptime"`
+	Listeners []string          `json:"listeners"`
+	Serving   bool              `json:"serving"`
+	Ready     []string          `json:"not_ready,omitempty"`
+	Interface any               `json:"interface"`
+	Zone      *kubezone.Stats   `json:"zone,omitempty"`
+	Cache     cache.Stats       `json:"cache"`
+	Upstreams []upstreamRow     `json:"upstreams"`
+	Totals    totals            `json:"totals"`
+	Config    map[string]string `json:"config"`
+}
+
+type upstreamRow struct {
+	Addr             string  `json:"addr"`
+	Up               bool    `json:"up"`
+	ConsecutiveFails int64   `json:"consecutive_fails"`
+	LastRTTMillis    float64 `json:"last_rtt_ms"`
+	Requests         uint64  `json:"requests"`
+	Errors           uint64  `json:"errors"`
+}
+
+type queryReply struct {
+	Name   string   `json:"name"`
+	Type   string   `json:"type"`
+	Rcode  string   `json:"rcode"`
+	Source string   `json:"source"`
+	Server string   `json:"server,omitempty"`
+	Micros int64    `json:"took_us"`
+	Answer []string `json:"answer"`
+	Ns     []string `json:"authority,omitempty"`
+	Extra  []string `json:"additional,omitempty"`
+	Flags  string   `json:"flags"`
+}
+
+func (a *agent) adminMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.status()) })
+	mux.HandleFunc("GET /v1/query", a.adminQuery)
+	mux.HandleFunc("GET /v1/upstreams", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.upstreamRows()) })
+	mux.HandleFunc("GET /v1/cache/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.cache.Stats()) })
+	mux.HandleFunc("GET /v1/cache/dump", func(w http.ResponseWriter, r *http.Request) {
+		limit := atoiDefault(r.URL.Query().Get("limit"), 1000)
+		var out []cache.EntryInfo
+		a.cache.Dump(r.URL.Query().Get("filter"), func(e cache.EntryInfo) bool {
+			out = append(out, e)
+			return len(out) < limit
+		})
+		writeJSON(w, out)
+	})
+	mux.HandleFunc("POST /v1/cache/flush", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, map[string]int{"flushed": a.cache.Flush(r.URL.Query().Get("name"))})
+	})
+	mux.HandleFunc("GET /v1/zone/list", func(w http.ResponseWriter, r *http.Request) {
+		if a.zone == nil {
+			http.Error(w, "this agent serves no cluster zone (no --kubeconfig, --fixture or in-cluster config)", http.StatusNotFound)
+			return
+		}
+		writeJSON(w, a.zone.List(r.URL.Query().Get("namespace")))
+	})
+	mux.HandleFunc("GET /v1/top", func(w http.ResponseWriter, r *http.Request) {
+		rows, t := a.clients.snapshot(atoiDefault(r.URL.Query().Get("n"), 20), a.podName)
+		writeJSON(w, map[string]any{"clients": rows, "totals": t, "time": time.Now()})
+	})
+	mux.HandleFunc("GET /v1/pod", func(w http.ResponseWriter, r *http.Request) {
+		ip, err := netip.ParseAddr(r.URL.Query().Get("ip"))
+		if err != nil || a.zone == nil {
+			http.Error(w, "unknown pod", http.StatusNotFound)
+			return
+		}
+		p, ok := a.zone.PodByIP(ip)
+		if !ok {
+			http.Error(w, "no pod of this node has that IP", http.StatusNotFound)
+			return
+		}
+		writeJSON(w, p)
+	})
+	return mux
+}
+
+func (a *agent) podName(ip netip.Addr) string {
+	if a.zone == nil {
+		return ""
+	}
+	if p, ok := a.zone.PodByIP(ip); ok && !p.Shared {
+		return p.Namespace + "/" + p.Name
+	}
+	return ""
+}
+
+func (a *agent) status() statusReply {
+	st := statusReply{
+		Version: version, Uptime: time.Since(a.started).Round(time.Second).String(),
+		Serving: a.server.Serving(), Ready: a.readiness(), Interface: a.iface.Status(),
+		Cache: a.cache.Stats(), Upstreams: a.upstreamRows(),
+		Config: map[string]string{
+			"local-ip": joinAddrs(a.addrs), "cluster-domain": a.cfg.ClusterDomain,
+			"upstream": a.cfg.Upstream, "cache-size": a.cfg.CacheSize.String(),
+			"health-addr": a.healthAddr(), "metrics-addr": a.metricsAddr(),
+		},
+	}
+	for _, ad := range a.addrs {
+		st.Listeners = append(st.Listeners, "udp+tcp "+ad.String())
+	}
+	if a.zone != nil {
+		zs := a.zone.Stats()
+		st.Zone = &zs
+	}
+	_, st.Totals = a.clients.snapshot(0, nil)
+	return st
+}
+
+func (a *agent) upstreamRows() []upstreamRow {
+	var rows []upstreamRow
+	for _, s := range a.forwarder.Status() {
+		rows = append(rows, upstreamRow{Addr: s.Addr.String(), Up: s.Up, ConsecutiveFails: s.ConsecutiveFails,
+			LastRTTMillis: float64(s.LastRTT.Microseconds()) / 1000, Requests: s.Requests, Errors: s.Errors})
+	}
+	return rows
+}
+
+func (a *agent) adminQuery(w http.ResponseWriter, r *http.Request) {
+	name := r.URL.Query().Get("name")
+	typ := strings.ToUpper(r.URL.Query().Get("type"))
+	if typ == "" {
+		typ = "A"
+	}
+	qtype, ok := dns.StringToType[typ]
+	if !ok || name == "" {
+		http.Error(w, "want name=NAME and type=TYPE (A, AAAA, SRV, PTR, ...)", http.StatusBadRequest)
+		return
+	}
+	m := new(dns.Msg)
+	m.SetQuestion(dns.Fqdn(name), qtype)
+	m.SetEdns0(1232, false)
+	pkt, err := m.Pack()
+	if err != nil {
+		http.Error(w, "packing query: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	out, res, err := a.server.Query(ctx, pkt, a.addrs[0].Addr())
+	took := time.Since(start)
+	if err != nil {
+		http.Error(w, "query: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	var reply dns.Msg
+	if err := reply.Unpack(out); err != nil {
+		http.Error(w, "unpacking reply: "+err.Error(), http.StatusBadGateway)
+		return
+	}
+	qr := queryReply{Name: dns.Fqdn(name), Type: typ, Rcode: dns.RcodeToString[reply.Rcode],
+		Source: res.Source.String(), Micros: took.Microseconds(), Answer: []string{}}
+	if res.Server.IsValid() {
+		qr.Server = res.Server.String()
+	}
+	for _, rr := range reply.Answer {
+		qr.Answer = append(qr.Answer, rr.String())
+	}
+	for _, rr := range reply.Ns {
+		qr.Ns = append(qr.Ns, rr.String())
+	}
+	for _, rr := range reply.Extra {
+		if rr.Header().Rrtype != dns.TypeOPT {
+			qr.Extra = append(qr.Extra, rr.String())
+		}
+	}
+	var flags []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{reply.Authoritative, "aa"}, {reply.Truncated, "tc"}, {reply.RecursionDesired, "rd"}, {reply.RecursionAvailable, "ra"}} {
+		if f.on {
+			flags = append(flags, f.name)
+		}
+	}
+	qr.Flags = strings.Join(flags, " ")
+	writeJSON(w, qr)
+}
+
+// serveAdmin serves the admin API on the unix socket until ctx ends.
+func (a *agent) serveAdmin(ctx context.Context) error {
+	path := a.cfg.AdminSocket
+	if path == "" {
+		<-ctx.Done()
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("creating admin socket directory: %w", err)
+	}
+	_ = os.Remove(path) // a predecessor's or a crashed agent's
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return fmt.Errorf("listening on admin socket %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false) // a successor may already have replaced it
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("restricting admin socket to root: %w", err)
+	}
+	h := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- h.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = h.Shutdown(sctx)
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("admin api: %w", err)
+	}
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+func atoiDefault(s string, def int) int {
+	if n, err := strconv.Atoi(s); err == nil && n > 0 {
+		return n
+	}
+	return def
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// selfCheck asks the agent's own listeners a question: through the server
+// in-process, and, when overNetwork, over real UDP to every local address.
+func (a *agent) selfCheck(ctx context.Context, overNetwork bool) error {
+	m := a.probeQuery()
+	pkt, err := m.Pack()
+	if err != nil {
+		return err
+	}
+	if _, _, err := a.server.Query(ctx, pkt, a.addrs[0].Addr()); err != nil {
+		return fmt.Errorf("in-process query: %w", err)
+	}
+	if !overNetwork {
+		return nil
+	}
+	var errs []error
+	for _, addr := range a.addrs {
+		if err := a.udpProbe(ctx, addr.String(), m); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// probeQuery is a question the agent answers itself, without an upstream:
+// the zone's version record, or the RFC 8482 answer to ANY without a zone.
+func (a *agent) probeQuery() *dns.Msg {
+	m := new(dns.Msg)
+	if a.zone != nil {
+		m.SetQuestion("dns-version."+dns.Fqdn(a.cfg.ClusterDomain), dns.TypeTXT)
+	} else {
+		m.SetQuestion("nodecache.health.", dns.TypeANY)
+	}
+	return m
+}
+
+func (a *agent) udpProbe(ctx context.Context, addr string, m *dns.Msg) error {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	r, _, err := (&dns.Client{Net: "udp", Timeout: time.Second}).ExchangeContext(ctx, m, addr)
+	if err != nil {
+		return fmt.Errorf("query to %s: %w", addr, err)
+	}
+	if r.Id != m.Id {
+		return fmt.Errorf("query to %s: reply ID %d, want %d", addr, r.Id, m.Id)
+	}
+	return nil
+}
+
+// readiness lists the checks that fail; empty means ready.
+func (a *agent) readiness() []string {
+	var failing []string
+	if !a.server.Serving() {
+		failing = append(failing, "listeners: not serving")
+	}
+	if a.zone != nil && !a.zone.Synced() {
+		failing = append(failing, "zone: not synced and no snapshot loaded (source "+a.zone.Source()+")")
+	}
+	if !a.forwarder.Healthy() {
+		failing = append(failing, "upstreams: every upstream is marked down")
+	}
+	return failing
+}
+
+func (a *agent) healthMux() *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		if err := a.udpProbe(r.Context(), a.addrs[0].String(), a.probeQuery()); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok: listener answered")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if failing := a.readiness(); len(failing) > 0 {
+			http.Error(w, "not ready:\n"+strings.Join(failing, "\n"), http.StatusServiceUnavailable)
+			return
+		}
+		src := "none"
+		if a.zone != nil {
+			src = a.zone.Source()
+		}
+		fmt.Fprintf(w, "ready: listeners serving, zone source %s, upstream healthy\n", src)
+	})
+	return mux
+}
+
+// serveHTTP runs the health and metrics listeners (one when they share an
+// address) until ctx ends.
+func (a *agent) serveHTTP(ctx context.Context) error {
+	health := a.healthMux()
+	metrics := promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})
+	servers := map[string]*http.ServeMux{}
+	servers[a.healthAddr()] = health
+	if a.metricsAddr() == a.healthAddr() {
+		health.Handle("/metrics", metrics)
+	} else {
+		mm := http.NewServeMux()
+		mm.Handle("/metrics", metrics)
+		servers[a.metricsAddr()] = mm
+	}
+	errc := make(chan error, len(servers))
+	var hs []*http.Server
+	for addr, mux := range servers {
+		lc := net.ListenConfig{Control: reuseAddrPort}
+		ln, err := lc.Listen(ctx, "tcp", addr)
+		if err != nil {
+			for _, h := range hs {
+				_ = h.Close()
+			}
+			return fmt.Errorf("listening for http on %s: %w", addr, err)
+		}
+		h := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		hs = append(hs, h)
+		go func() { errc <- h.Serve(ln) }()
+	}
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, h := range hs {
+		_ = h.Shutdown(sctx)
+	}
+	if err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("http server: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,65 @@
+// Command nodecache is the node-local DNS agent for Kubernetes and its
+// troubleshooting CLI. `nodecache run` starts the agent; the other commands
+// talk to a running agent over its admin socket.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `nodecache: node-local DNS for Kubernetes
+
+Usage:
+  nodecache run [flags]                 start the agent (nodecache run -h for flags)
+  nodecache status                      one screen: listeners, interface, rules, zone, cache, upstreams
+  nodecache query NAME [TYPE]           ask the local agent; shows answer, rcode, time and source
+  nodecache explain NAME (--pod NS/NAME | --resolv-conf FILE)
+                                        walk a pod resolver's search path and show every query
+  nodecache cache stats|dump [--filter SUFFIX]|flush [NAME]
+  nodecache zone list [--namespace NS]|show NAME
+  nodecache upstreams                   upstream health and latency
+  nodecache top                         live query rate, rcodes, latency, top client pods
+  nodecache doctor                      check this node and say what to fix
+  nodecache version
+
+The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json.
+`
+
+func main() {
+	if err := dispatch(os.Args[1:]); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "nodecache:", err)
+		os.Exit(1)
+	}
+}
+
+func dispatch(args []string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, usage)
+		return errors.New("no command given")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "run":
+		return cmdRun(rest)
+	case "version", "--version":
+		fmt.Println(version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Print(usage)
+		return nil
+	}
+	if c, ok := cliCommands[cmd]; ok {
+		return c(rest)
+	}
+	fmt.Fprint(os.Stderr, usage)
+	return fmt.Errorf("unknown command %q", cmd)
+}

@@ -1,0 +1,25 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// agentMetrics are the agent's own: handovers and build information.
+type agentMetrics struct {
+	handovers *prometheus.CounterVec
+}
+
+func newAgentMetrics(reg prometheus.Registerer) *agentMetrics {
+	m := &agentMetrics{
+		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodecache_handovers_total", Help: "Socket handovers, by direction (sent to a successor, received from a predecessor).",
+		}, []string{"direction"}),
+	}
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "nodecache_build_info", Help: "Always 1; the version label says which build runs.",
+		ConstLabels: prometheus.Labels{"version": version},
+	})
+	info.Set(1)
+	reg.MustRegister(m.handovers, info)
+	return m
+}

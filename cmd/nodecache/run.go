@@ -1,0 +1,314 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/klog/v2"
+
+	"github.com/nodecache/nodecache/pkg/cache"
+	"github.com/nodecache/nodecache/pkg/iface"
+	"github.com/nodecache/nodecache/pkg/kubezone"
+	"github.com/nodecache/nodecache/pkg/server"
+	"github.com/nodecache/nodecache/pkg/upstream"
+)
+
+// agent holds the running components, for the health checks and the admin API.
+type agent struct {
+	cfg       *runConfig
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	started   time.Time
+	addrs     []netip.AddrPort
+	forwarder *upstream.Forwarder
+	cache     *cache.Cache
+	zone      *kubezone.Zone // nil without a zone source
+	server    *server.Server
+	iface     *iface.Manager
+	clients   *clientStats
+	m         *agentMetrics
+	handedOff chan struct{} // closed when a successor took the sockets over
+}
+
+func newLogger(c *runConfig) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if c.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+}
+
+// cmdRun is `nodecache run`.
+func cmdRun(args []string) error {
+	cfg, err := parseRunConfig(args)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg)
+	if err != nil {
+		return err
+	}
+	klog.SetSlogLogger(log.With("component", "client-go"))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return run(ctx, cfg, log)
+}
+
+// run wires the agent and serves until ctx ends or a component fails.
+func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
+	a := &agent{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
+		addrs: listenAddrs(cfg.LocalIPs, uint16(cfg.Port)), clients: newClientStats(4096),
+		handedOff: make(chan struct{})}
+	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	a.m = newAgentMetrics(a.reg)
+	if err := a.build(); err != nil {
+		return err
+	}
+	defer a.forwarder.Close()
+	defer a.cache.Close()
+
+	// Listeners first: inherited from a predecessor, or new.
+	listeners, finish, err := a.acquireListeners(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.server.Serve(listeners); err != nil {
+		listeners.Close()
+		return err
+	}
+	if finish != nil {
+		finish()
+	}
+	if err := a.selfCheck(ctx, false); err != nil {
+		return fmt.Errorf("listeners do not answer before setup: %w", err)
+	}
+
+	g, gctx := errgroup.WithContext(ctx)
+	if a.zone != nil {
+		if err := a.startZone(gctx, g); err != nil {
+			_ = a.server.Shutdown(context.Background())
+			return err
+		}
+	}
+	// Then the address and the rules, so traffic is only ever steered to a
+	// socket that answers.
+	if err := a.iface.Setup(ctx); err != nil {
+		_ = a.server.Shutdown(context.Background())
+		return fmt.Errorf("setting up interface and rules: %w", err)
+	}
+	if err := a.selfCheck(ctx, cfg.SetupInterface); err != nil {
+		log.Warn("listeners do not answer on their addresses yet", "err", err)
+	}
+	g.Go(func() error { return a.iface.Run(gctx) })
+	g.Go(func() error { return a.serveHTTP(gctx) })
+	g.Go(func() error { return a.serveAdmin(gctx) })
+	g.Go(func() error { return a.serveHandover(gctx) })
+	log.Info("nodecache serving", "addrs", a.addrs, "upstreams", a.forwarder.Status(), "zone", a.zone != nil,
+		"startup", time.Since(a.started).Round(time.Millisecond))
+
+	err = g.Wait()
+	return a.shutdown(err)
+}
+
+// build constructs the forwarder, cache, zone, server and interface manager.
+func (a *agent) build() error {
+	cfg, log := a.cfg, a.log
+	ups, err := upstream.ParseServers(cfg.Upstream)
+	if err != nil {
+		return fmt.Errorf("--upstream: %w", err)
+	}
+	stubs := map[string][]netip.AddrPort{}
+	if cfg.KubeDNSConfig != "" {
+		s, u, err := upstream.LoadKubeDNSConfig(cfg.KubeDNSConfig)
+		if err != nil {
+			return fmt.Errorf("--kube-dns-config-dir: %w", err)
+		}
+		stubs = s
+		if len(u) > 0 {
+			ups = u
+		}
+	}
+	for _, spec := range cfg.StubDomains {
+		d, servers, err := upstream.ParseStubDomain(spec)
+		if err != nil {
+			return fmt.Errorf("--stub-domain %q: %w", spec, err)
+		}
+		stubs[d] = servers
+	}
+	a.forwarder, err = upstream.New(upstream.Config{
+		Servers: ups, StubDomains: stubs, Policy: cfg.UpstreamPolicy,
+		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
+		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs,
+	}, a.reg, log.With("component", "upstream"))
+	if err != nil {
+		return fmt.Errorf("upstreams: %w", err)
+	}
+	stale := cfg.StaleMaxAge
+	if stale == 0 {
+		stale = -1
+	}
+	a.cache, err = cache.New(cache.Config{
+		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
+		StaleMaxAge: stale, Overloaded: upstream.ErrOverloaded,
+	}, a.forwarder, a.reg, log.With("component", "cache"))
+	if err != nil {
+		a.forwarder.Close()
+		return fmt.Errorf("cache: %w", err)
+	}
+	var zone server.Zone
+	if cfg.Kubeconfig != "" || cfg.Fixture != "" || inCluster() {
+		a.zone, err = kubezone.New(kubezone.Config{
+			Domain: cfg.ClusterDomain, TTL: cfg.TTL, NegativeTTL: cfg.NegativeTTL, Pods: cfg.Pods,
+			NodeName: cfg.NodeName, LocalIPs: cfg.LocalIPs, SnapshotPath: cfg.ZoneSnapshot,
+		}, a.reg, log.With("component", "zone"))
+		if err != nil {
+			return fmt.Errorf("cluster zone: %w", err)
+		}
+		zone = zoneAdapter{a.zone}
+	}
+	a.server, err = server.New(server.Config{
+		Addrs: a.addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
+		Domain: cfg.ClusterDomain,
+	}, zone, resolverAdapter{a.cache}, a.clients, a.reg, log.With("component", "server"))
+	if err != nil {
+		return fmt.Errorf("server: %w", err)
+	}
+	a.iface, err = iface.New(iface.Config{
+		InterfaceName: cfg.InterfaceName, LocalIPs: cfg.LocalIPs, Port: uint16(cfg.Port),
+		ExtraTCPPorts:  a.localHTTPPorts(),
+		SetupInterface: cfg.SetupInterface, SetupIPTables: cfg.SetupIPTables,
+		IPTablesMode: cfg.IPTablesMode, SyncInterval: cfg.SyncInterval,
+	}, a.reg, log.With("component", "iface"))
+	if err != nil {
+		return fmt.Errorf("interface: %w", err)
+	}
+	if !cfg.SetupInterface && !cfg.SetupIPTables {
+		log.Info("not touching the host: --setup-interface=false --setup-iptables=false")
+	}
+	return nil
+}
+
+// localHTTPPorts are the health and metrics ports that listen on a local IP
+// and so need ACCEPT/NOTRACK rules too.
+func (a *agent) localHTTPPorts() []uint16 {
+	var ports []uint16
+	for _, s := range []string{a.healthAddr(), a.metricsAddr()} {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			continue
+		}
+		for _, ip := range a.cfg.LocalIPs {
+			if ap.Addr() == ip {
+				ports = append(ports, ap.Port())
+				break
+			}
+		}
+	}
+	return ports
+}
+
+func (a *agent) healthAddr() string  { return a.cfg.defaultAddr(a.cfg.HealthAddr, 8080) }
+func (a *agent) metricsAddr() string { return a.cfg.defaultAddr(a.cfg.MetricsAddr, 9253) }
+
+func inCluster() bool {
+	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
+}
+
+// startZone loads a snapshot if there is one and starts the informers.
+func (a *agent) startZone(ctx context.Context, g *errgroup.Group) error {
+	client, err := a.kubeClient()
+	if err != nil {
+		return err
+	}
+	if a.cfg.ZoneSnapshot != "" {
+		if err := a.zone.LoadSnapshot(); err != nil && !errors.Is(err, os.ErrNotExist) {
+			a.log.Warn("not serving from the zone snapshot", "err", err)
+		}
+	}
+	g.Go(func() error { return a.zone.Run(ctx, client) })
+	return nil
+}
+
+func (a *agent) kubeClient() (kubernetes.Interface, error) {
+	if a.cfg.Fixture != "" {
+		c, err := kubezone.LoadFixture(a.cfg.Fixture)
+		if err != nil {
+			return nil, fmt.Errorf("--fixture: %w", err)
+		}
+		return c, nil
+	}
+	var rc *rest.Config
+	var err error
+	if a.cfg.Kubeconfig != "" {
+		rc, err = clientcmd.BuildConfigFromFlags("", a.cfg.Kubeconfig)
+	} else {
+		rc, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client config: %w", err)
+	}
+	rc.ContentType = "application/vnd.kubernetes.protobuf"
+	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	rc.UserAgent = "nodecache/" + version
+	rc.QPS, rc.Burst = 20, 40
+	c, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return c, nil
+}
+
+// shutdown stops serving and, unless a successor took over or
+// --skip-teardown is set, removes the rules, then the address and link.
+func (a *agent) shutdown(cause error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	select {
+	case <-a.handedOff:
+		a.log.Info("handed over to a successor; leaving interface and rules in place")
+		_ = a.server.StopReading(ctx)
+		return nil
+	default:
+	}
+	if err := a.server.Shutdown(ctx); err != nil {
+		a.log.Warn("shutting down listeners", "err", err)
+	}
+	if a.cfg.SkipTeardown {
+		a.log.Info("--skip-teardown: leaving interface and rules in place")
+	} else if err := a.iface.Teardown(ctx); err != nil {
+		a.log.Error("tearing down interface and rules", "err", err)
+	}
+	if a.zone != nil {
+		a.log.Info("zone at exit", "stats", fmt.Sprintf("%+v", a.zone.Stats()))
+	}
+	if cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return nil
+}
+
+func joinAddrs(addrs []netip.AddrPort) string {
+	s := make([]string, len(addrs))
+	for i, a := range addrs {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
