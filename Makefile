@@ -1,0 +1,57 @@
+# nodecache. `make run` starts the agent on 127.0.0.1:5353 without privileges;
+# `make test` runs the unit tests and then the e2e suite (root, network
+# namespaces, a real kube-apiserver built from the Go module proxy).
+
+GO      ?= go
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+BIN     := bin/nodecache
+UPSTREAM ?= /etc/resolv.conf
+
+.PHONY: all build run test unit e2e bench bench-go fuzz lint clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodecache
+
+# A newcomer's first command: a caching forwarder on loopback that also serves
+# a demo cluster zone from deploy/examples/fixture.yaml.
+#   dig @127.0.0.1 -p 5353 web.demo.svc.cluster.local
+run: build
+	$(BIN) run --local-ip 127.0.0.1 --port 5353 \
+		--setup-interface=false --setup-iptables=false \
+		--upstream $(UPSTREAM) --fixture deploy/examples/fixture.yaml \
+		--health-addr 127.0.0.1:8080 --metrics-addr 127.0.0.1:9253 \
+		--admin-socket /tmp/nodecache/admin.sock --handover-socket /tmp/nodecache/handover.sock
+
+# The README's test command; .ci/run calls it.
+test: unit e2e
+
+unit:
+	$(GO) vet ./...
+	$(GO) test -count=1 ./...
+
+# Needs root. Builds kube-apiserver and etcd once into ~/.cache/nodecache-e2e.
+e2e:
+	NODECACHE_E2E_BIN=$${NODECACHE_E2E_BIN:-$$(e2e/tools/build-apiserver.sh)} \
+		$(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/...
+
+bench-go:
+	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+# Side-by-side dnsperf run against CoreDNS and Unbound; see bench/README.md.
+bench: build
+	bench/run.sh
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./pkg/wire
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags e2e ./e2e/...
+	$(GO) run honnef.co/go/tools/cmd/staticcheck@2025.1.1 ./...
+
+clean:
+	rm -rf bin
