@@ -11,15 +11,29 @@ import (
 	"time"
 )
 
+// startRun starts Run in the current synctest bubble and waits for its first pass. stop cancels it and
+// checks that it returned nil.
+func startRun(t *testing.T, e *env) (ctx context.Context, stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.m.Run(ctx) }()
+	synctest.Wait()
+	return ctx, func() {
+		t.Helper()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: got %v, want nil", err)
+		}
+	}
+}
+
 // TestRunRepairsAddressOnEventAndRulesOnTick runs in a synctest bubble: time only moves when every
 // goroutine is blocked, so "repaired without time passing" proves the event path.
 func TestRunRepairsAddressOnEventAndRulesOnTick(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, baseConfig("169.254.20.10", "fd00:20::10"), nil)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- e.m.Run(ctx) }()
-		synctest.Wait()
+		_, stop := startRun(t, e)
 		e.assertConverged(t)
 
 		start := time.Now()
@@ -46,10 +60,7 @@ func TestRunRepairsAddressOnEventAndRulesOnTick(t *testing.T) {
 			t.Errorf("readds{address}: got %v, want 1", got)
 		}
 
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: got %v, want nil", err)
-		}
+		stop()
 		e.links.mu.Lock()
 		defer e.links.mu.Unlock()
 		if got := len(e.links.watchers); got != 0 {
@@ -61,27 +72,18 @@ func TestRunRepairsAddressOnEventAndRulesOnTick(t *testing.T) {
 func TestRunTwiceRefused(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, baseConfig("169.254.20.10"), nil)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- e.m.Run(ctx) }()
-		synctest.Wait()
+		ctx, stop := startRun(t, e)
 		if err := e.m.Run(ctx); err == nil {
 			t.Error("second concurrent Run: got nil, want an error")
 		}
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: got %v, want nil", err)
-		}
+		stop()
 	})
 }
 
 func TestTeardownStopsRunFromRestoring(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, baseConfig("169.254.20.10"), nil)
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- e.m.Run(ctx) }()
-		synctest.Wait()
+		ctx, stop := startRun(t, e)
 		if err := e.m.Teardown(ctx); err != nil {
 			t.Fatalf("Teardown: %v", err)
 		}
@@ -90,8 +92,7 @@ func TestTeardownStopsRunFromRestoring(t *testing.T) {
 		if l, _ := e.links.LinkByName(DefaultInterfaceName); l != nil {
 			t.Error("link after Teardown and two ticks: got present, want absent")
 		}
-		cancel()
-		<-done
+		stop()
 	})
 }
 
