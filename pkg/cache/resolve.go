@@ -98,10 +98,10 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result
 	s.mu.Lock()
 	e, ok := s.lru.Peek(h)
 	switch {
-	case !ok || e.key != *key:
+	case !ok || e.key != *key || e.fresh(now) && e.kind == kindServfail:
 		s.mu.Unlock()
 		return Result{}, false
-	case e.fresh(now):
+	case e.fresh(now): // stored by another flight meanwhile
 		s.hits++
 		s.mu.Unlock()
 		return Result{Packed: e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true

@@ -1,0 +1,305 @@
+package cache
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+func TestConcurrentMissesShareOneQuery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		up := &fakeUpstream{reply: answerA(300), gate: gate}
+		c := newTestCache(t, Config{}, up, newClock())
+		qs := newQuestion(t, "example.org.", dns.TypeA)
+		const n = 10
+		results := make([]Result, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { results[i] = resolve(t, c, qs) })
+		}
+		synctest.Wait()
+		if got := up.Calls(); got != 1 {
+			t.Errorf("upstream calls with %d misses waiting: got %d, want 1", n, got)
+		}
+		close(gate)
+		wg.Wait()
+		for i, r := range results {
+			if r.Source != SourceUpstream || r.Packed != results[0].Packed {
+				t.Errorf("result %d: got source %v packed %p, want upstream %p", i, r.Source, r.Packed, results[0].Packed)
+			}
+		}
+		if st := c.Stats(); st.Misses != n {
+			t.Errorf("misses: got %d, want %d", st.Misses, n)
+		}
+	})
+}
+
+func TestOldFlightNotJoined(t *testing.T) {
+	tests := []struct {
+		age   time.Duration
+		calls int
+	}{
+		{0, 1},
+		{1999 * time.Millisecond, 1},
+		{2 * time.Second, 2},
+		{3 * time.Second, 2},
+	}
+	for _, tt := range tests {
+		t.Run(tt.age.String(), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				gate := make(chan struct{})
+				clk := newClock()
+				up := &fakeUpstream{reply: answerA(300), gate: gate}
+				c := newTestCache(t, Config{}, up, clk)
+				qs := newQuestion(t, "example.org.", dns.TypeA)
+				var wg sync.WaitGroup
+				wg.Go(func() { resolve(t, c, qs) })
+				synctest.Wait()
+				clk.Advance(tt.age)
+				wg.Go(func() { resolve(t, c, qs) })
+				synctest.Wait()
+				if got := up.Calls(); got != tt.calls {
+					t.Errorf("upstream calls for a retry after %v: got %d, want %d", tt.age, got, tt.calls)
+				}
+				close(gate)
+				wg.Wait()
+			})
+		})
+	}
+}
+
+func TestPrefetch(t *testing.T) {
+	tests := []struct {
+		name      string
+		earlyHits int           // hits at +1s
+		at        time.Duration // the last hit, of a 100s entry
+		prefetch  bool
+	}{
+		{"popular under 10%", 1, 91 * time.Second, true},
+		{"popular, many hits", 5, 99 * time.Second, true},
+		{"one hit only", 0, 91 * time.Second, false},
+		{"at exactly 10%", 1, 90 * time.Second, false},
+		{"popular, plenty left", 5, 50 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clk := newClock()
+				up := &fakeUpstream{reply: answerA(100)}
+				c := newTestCache(t, Config{}, up, clk)
+				qs := newQuestion(t, "example.org.", dns.TypeA)
+				resolve(t, c, qs)
+				clk.Advance(time.Second)
+				for range tt.earlyHits {
+					c.Lookup(&qs.q, clk.Now())
+				}
+				clk.Advance(tt.at - time.Second)
+				if _, _, ok := c.Lookup(&qs.q, clk.Now()); !ok {
+					t.Fatal("last hit: got a miss")
+				}
+				synctest.Wait()
+				want := 1
+				if tt.prefetch {
+					want = 2
+				}
+				if got := up.Calls(); got != want {
+					t.Errorf("upstream calls: got %d, want %d", got, want)
+				}
+				_, mode, _ := c.Lookup(&qs.q, clk.Now())
+				if got := mode.Elapsed == 0; got != tt.prefetch {
+					t.Errorf("entry replaced by the prefetch: got %v (elapsed %d), want %v", got, mode.Elapsed, tt.prefetch)
+				}
+			})
+		})
+	}
+}
+
+func TestPrefetchOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := newClock()
+		up := &fakeUpstream{reply: answerA(100)}
+		c := newTestCache(t, Config{}, up, clk)
+		qs := newQuestion(t, "example.org.", dns.TypeA)
+		resolve(t, c, qs)
+		up.set(failing)
+		clk.Advance(95 * time.Second)
+		for range 10 {
+			c.Lookup(&qs.q, clk.Now())
+			synctest.Wait()
+		}
+		if got := up.Calls(); got != 2 {
+			t.Errorf("upstream calls: got %d, want 2 (one prefetch)", got)
+		}
+		if got := c.Stats().Prefetches; got != 1 {
+			t.Errorf("prefetches: got %d, want 1", got)
+		}
+	})
+}
+
+func TestServeStale(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := newClock()
+		up := &fakeUpstream{reply: answerA(60)}
+		c := newTestCache(t, Config{}, up, clk)
+		qs := newQuestion(t, "example.org.", dns.TypeA)
+		resolve(t, c, qs)
+
+		clk.Advance(2 * time.Minute)
+		up.set(failing)
+		r := resolve(t, c, qs)
+		if r.Source != SourceStale || r.Mode.Fixed != 30 {
+			t.Fatalf("Resolve with upstream down: got source %v mode %+v, want stale, fixed TTL 30", r.Source, r.Mode)
+		}
+		if got := ttls(served(t, r.Packed, qs, r.Mode)); !slices.Equal(got, []uint32{30}) {
+			t.Errorf("stale TTLs: got %v, want [30]", got)
+		}
+		if got := c.Stats().Stale; got != 1 {
+			t.Errorf("stale answers: got %d, want 1", got)
+		}
+		synctest.Wait() // the background refresh, failing too
+		if got := up.Calls(); got != 3 {
+			t.Errorf("upstream calls: got %d, want 3 (store, failure, background refresh)", got)
+		}
+
+		clk.Advance(10 * time.Second) // within the recheck window: no upstream query
+		if r := resolve(t, c, qs); r.Source != SourceStale {
+			t.Errorf("Resolve within the recheck window: got source %v, want stale", r.Source)
+		}
+		if got := up.Calls(); got != 3 {
+			t.Errorf("upstream calls within the recheck window: got %d, want 3", got)
+		}
+
+		clk.Advance(30 * time.Second) // past it: the upstream is asked, and answers in the background
+		asked := 0 // calls are sequential: the refresh starts after the failure
+		up.set(func(req *dns.Msg) (*dns.Msg, error) {
+			asked++
+			if asked == 1 {
+				return nil, errUpstream
+			}
+			return replyA(req, 60), nil
+		})
+		if r := resolve(t, c, qs); r.Source != SourceStale {
+			t.Errorf("Resolve past the recheck window, upstream failing: got source %v, want stale", r.Source)
+		}
+		synctest.Wait()
+		if _, mode, ok := c.Lookup(&qs.q, clk.Now()); !ok || mode.Elapsed != 0 {
+			t.Errorf("after the background refresh: got hit %v elapsed %d, want a fresh entry", ok, mode.Elapsed)
+		}
+		if got := c.Stats().Stale; got != 3 {
+			t.Errorf("stale answers: got %d, want 3", got)
+		}
+	})
+}
+
+func TestStaleLimits(t *testing.T) {
+	errOverloaded := errors.New("overloaded")
+	servfail := func(r *dns.Msg) (*dns.Msg, error) { return replyNeg(r, dns.RcodeServerFailure, 0, 0), nil }
+	tests := []struct {
+		name        string
+		staleMaxAge time.Duration
+		expiredFor  time.Duration
+		fail        func(*dns.Msg) (*dns.Msg, error)
+		source      Source
+		err         error
+	}{
+		{"just expired", 0, 0, failing, SourceStale, nil},
+		{"at StaleMaxAge", 0, time.Hour, failing, SourceStale, nil},
+		{"past StaleMaxAge", 0, time.Hour + time.Second, failing, 0, errUpstream},
+		{"shorter StaleMaxAge", 10 * time.Minute, 11 * time.Minute, failing, 0, errUpstream},
+		{"disabled", -1, time.Second, failing, 0, errUpstream},
+		{"overloaded", 0, time.Second, func(*dns.Msg) (*dns.Msg, error) { return nil, fmt.Errorf("shed: %w", errOverloaded) }, 0, errOverloaded},
+		{"upstream SERVFAIL", 0, time.Second, servfail, SourceStale, nil},
+		{"upstream SERVFAIL, nothing stale", 0, 2 * time.Hour, servfail, SourceUpstream, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				clk := newClock()
+				up := &fakeUpstream{reply: answerA(60)}
+				c := newTestCache(t, Config{StaleMaxAge: tt.staleMaxAge, Overloaded: errOverloaded}, up, clk)
+				qs := newQuestion(t, "example.org.", dns.TypeA)
+				resolve(t, c, qs)
+				clk.Advance(time.Minute + tt.expiredFor)
+				up.set(tt.fail)
+				r, err := c.Resolve(context.Background(), qs.key, qs.req)
+				if tt.err != nil {
+					if !errors.Is(err, tt.err) {
+						t.Errorf("Resolve: got %v, want an error wrapping %v", err, tt.err)
+					}
+					return
+				}
+				if err != nil || r.Source != tt.source {
+					t.Fatalf("Resolve: got source %v, %v; want %v", r.Source, err, tt.source)
+				}
+				synctest.Wait()
+				if tt.source == SourceStale && r.Packed.Rcode() != dns.RcodeSuccess {
+					t.Errorf("stale rcode: got %d, want the stored NOERROR", r.Packed.Rcode())
+				}
+			})
+		})
+	}
+}
+
+func TestStaleWhenCallerGivesUp(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk := newClock()
+		up := &fakeUpstream{reply: answerA(60)}
+		c := newTestCache(t, Config{}, up, clk)
+		qs := newQuestion(t, "example.org.", dns.TypeA)
+		resolve(t, c, qs)
+		clk.Advance(2 * time.Minute)
+		gate := make(chan struct{})
+		up.mu.Lock()
+		up.gate = gate
+		up.mu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		var r Result
+		var err error
+		done := make(chan struct{})
+		go func() { r, err = c.Resolve(ctx, qs.key, qs.req); close(done) }()
+		synctest.Wait()
+		cancel()
+		<-done
+		if err != nil || r.Source != SourceStale {
+			t.Errorf("Resolve cancelled with a stale entry: got %v, %v; want a stale answer", r.Source, err)
+		}
+		close(gate) // the flight goes on and stores the answer
+		synctest.Wait()
+		if _, _, ok := c.Lookup(&qs.q, clk.Now()); !ok {
+			t.Error("after the abandoned flight answered: got a miss, want a fresh entry")
+		}
+	})
+}
+
+func TestClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		up := &fakeUpstream{reply: answerA(60), gate: make(chan struct{})}
+		c := newTestCache(t, Config{}, up, newClock())
+		qs := newQuestion(t, "example.org.", dns.TypeA)
+		var err error
+		done := make(chan struct{})
+		go func() { _, err = c.Resolve(context.Background(), qs.key, qs.req); close(done) }()
+		synctest.Wait()
+		if cerr := c.Close(); cerr != nil {
+			t.Fatalf("Close: %v", cerr)
+		}
+		<-done
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Resolve in flight at Close: got %v, want context.Canceled", err)
+		}
+		if _, err := c.Resolve(context.Background(), qs.key, qs.req); !errors.Is(err, ErrClosed) {
+			t.Errorf("Resolve after Close: got %v, want ErrClosed", err)
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("second Close: got %v, want nil", err)
+		}
+	})
+}
