@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
+	"strconv"
 	"strings"
 	"time"
 
@@ -112,18 +113,25 @@ func (r *xtablesRules) ListRules(fam Family, table, chain string) ([]string, boo
 	return rules, true, nil
 }
 
+// ReplaceChain writes the chain with one iptables-restore --noflush run: declaring a user chain flushes
+// it, and the table is committed atomically, so packets never see the chain half written.
 func (r *xtablesRules) ReplaceChain(fam Family, table, chain string, rules [][]string) error {
-	ipt, err := r.get(fam)
-	if err != nil {
+	if _, err := r.get(fam); err != nil {
 		return err
 	}
-	if err := ipt.ClearChain(table, chain); err != nil {
-		return err
-	}
+	var in bytes.Buffer
+	fmt.Fprintf(&in, "*%s\n:%s - [0:0]\n", table, chain)
 	for _, spec := range rules {
-		if err := ipt.Append(table, chain, spec...); err != nil {
-			return err
-		}
+		fmt.Fprintf(&in, "-A %s %s\n", chain, joinSpec(spec))
+	}
+	in.WriteString("COMMIT\n")
+	bin := binary(fam, r.mode, "-restore")
+	cmd := exec.Command(bin, "--noflush", "--wait", strconv.Itoa(lockWaitSeconds))
+	cmd.Stdin = &in
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("running %s: %w: %s", bin, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
 }

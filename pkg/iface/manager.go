@@ -59,7 +59,7 @@ func NewWithBackends(cfg Config, links LinkHandle, rules RuleHandle, reg prometh
 		return nil, fmt.Errorf("iface: registering metrics: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	m := &Manager{cfg: cfg, log: log.With("component", "iface"), met: met, now: time.Now}
+	m := &Manager{cfg: cfg, log: log, met: met, now: time.Now}
 	if cfg.SetupInterface {
 		m.links = links
 	}
