@@ -183,3 +183,15 @@ func ttls(m *dns.Msg) []uint32 {
 	}
 	return out
 }
+
+// primed returns a cache whose upstream answered example.org A once with
+// TTL ttl, stored at t0.
+func primed(tb testing.TB, cfg Config, ttl uint32) (*Cache, *fakeUpstream, *clock, *question) {
+	tb.Helper()
+	clk := newClock()
+	up := &fakeUpstream{reply: answerA(ttl)}
+	c := newTestCache(tb, cfg, up, clk)
+	qs := newQuestion(tb, "example.org.", dns.TypeA)
+	resolve(tb, c, qs)
+	return c, up, clk, qs
+}

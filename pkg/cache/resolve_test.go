@@ -92,11 +92,7 @@ func TestPrefetch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				clk := newClock()
-				up := &fakeUpstream{reply: answerA(100)}
-				c := newTestCache(t, Config{}, up, clk)
-				qs := newQuestion(t, "example.org.", dns.TypeA)
-				resolve(t, c, qs)
+				c, up, clk, qs := primed(t, Config{}, 100)
 				clk.Advance(time.Second)
 				for range tt.earlyHits {
 					c.Lookup(&qs.q, clk.Now())
@@ -124,11 +120,7 @@ func TestPrefetch(t *testing.T) {
 
 func TestPrefetchOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clk := newClock()
-		up := &fakeUpstream{reply: answerA(100)}
-		c := newTestCache(t, Config{}, up, clk)
-		qs := newQuestion(t, "example.org.", dns.TypeA)
-		resolve(t, c, qs)
+		c, up, clk, qs := primed(t, Config{}, 100)
 		up.set(failing)
 		clk.Advance(95 * time.Second)
 		for range 10 {
@@ -146,11 +138,7 @@ func TestPrefetchOnce(t *testing.T) {
 
 func TestServeStale(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clk := newClock()
-		up := &fakeUpstream{reply: answerA(60)}
-		c := newTestCache(t, Config{}, up, clk)
-		qs := newQuestion(t, "example.org.", dns.TypeA)
-		resolve(t, c, qs)
+		c, up, clk, qs := primed(t, Config{}, 60)
 
 		clk.Advance(2 * time.Minute)
 		up.set(failing)
@@ -178,7 +166,7 @@ func TestServeStale(t *testing.T) {
 		}
 
 		clk.Advance(30 * time.Second) // past it: the upstream is asked, and answers in the background
-		asked := 0 // calls are sequential: the refresh starts after the failure
+		asked := 0                    // calls are sequential: the refresh starts after the failure
 		up.set(func(req *dns.Msg) (*dns.Msg, error) {
 			asked++
 			if asked == 1 {
@@ -222,11 +210,7 @@ func TestStaleLimits(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				clk := newClock()
-				up := &fakeUpstream{reply: answerA(60)}
-				c := newTestCache(t, Config{StaleMaxAge: tt.staleMaxAge, Overloaded: errOverloaded}, up, clk)
-				qs := newQuestion(t, "example.org.", dns.TypeA)
-				resolve(t, c, qs)
+				c, up, clk, qs := primed(t, Config{StaleMaxAge: tt.staleMaxAge, Overloaded: errOverloaded}, 60)
 				clk.Advance(time.Minute + tt.expiredFor)
 				up.set(tt.fail)
 				r, err := c.Resolve(context.Background(), qs.key, qs.req)
@@ -250,11 +234,7 @@ func TestStaleLimits(t *testing.T) {
 
 func TestStaleWhenCallerGivesUp(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		clk := newClock()
-		up := &fakeUpstream{reply: answerA(60)}
-		c := newTestCache(t, Config{}, up, clk)
-		qs := newQuestion(t, "example.org.", dns.TypeA)
-		resolve(t, c, qs)
+		c, up, clk, qs := primed(t, Config{}, 60)
 		clk.Advance(2 * time.Minute)
 		gate := make(chan struct{})
 		up.mu.Lock()
