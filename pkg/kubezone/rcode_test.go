@@ -94,11 +94,11 @@ func TestInZone(t *testing.T) {
 		{"WEB.demo.svc.Cluster.Local.", true},
 		{"xcluster.local.", false},
 		{"example.com.", false},
-		{"10.0.96.10.in-addr.arpa.", true},         // ClusterIP
-		{"5.1.244.10.in-addr.arpa.", true},         // ready endpoint
-		{"9.3.244.10.in-addr.arpa.", false},        // not-ready endpoint
-		{"1.1.168.192.in-addr.arpa.", false},       // unknown
-		{"96.10.in-addr.arpa.", false},             // parent of known names
+		{"10.0.96.10.in-addr.arpa.", true},   // ClusterIP
+		{"5.1.244.10.in-addr.arpa.", true},   // ready endpoint
+		{"9.3.244.10.in-addr.arpa.", false},  // not-ready endpoint
+		{"1.1.168.192.in-addr.arpa.", false}, // unknown
+		{"96.10.in-addr.arpa.", false},       // parent of known names
 		{"0.2.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.6.9.0.0.0.1.0.0.0.0.d.f.ip6.arpa.", true},
 	}
 	fixtureZone(t, fixtureConfig(), func(t *testing.T, z *Zone) {
