@@ -52,6 +52,9 @@ func (c *Cache) Import(r io.Reader, deadline time.Time) (int, error) {
 		if l < recordFixedLen+1 || l > maxRecordLen {
 			return n, fmt.Errorf("reading cache dump record %d: %w: length %d", i, ErrBadDump, l)
 		}
+		if int(l) > cap(buf) {
+			buf = make([]byte, l)
+		}
 		buf = buf[:l]
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return n, fmt.Errorf("reading cache dump record %d: %w: %w", i, ErrBadDump, err)
