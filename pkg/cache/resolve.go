@@ -83,7 +83,7 @@ func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (Result, bool) {
 		s.hits++
 		e.hits++
 		return Result{Packed: e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
-	case !e.failedAt.IsZero() && now.Sub(e.failedAt) < c.cfg.StaleTTL && !dead(e, now, c.cfg.StaleMaxAge):
+	case !e.failedAt.IsZero() && now.Sub(e.failedAt) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
 		c.met.stale.Add(1)
 		return c.staleResult(e), true
 	}
@@ -105,7 +105,7 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result
 		s.hits++
 		s.mu.Unlock()
 		return Result{Packed: e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
-	case dead(e, now, c.cfg.StaleMaxAge):
+	case !staleable(e, now, c.cfg.StaleMaxAge):
 		s.mu.Unlock()
 		return Result{}, false
 	}
@@ -211,7 +211,8 @@ func (c *Cache) insert(h uint64, e *entry, now time.Time) bool {
 		return false
 	}
 	s.mu.Lock()
-	if old, ok := s.lru.Peek(h); ok && e.kind == kindServfail && old.key == e.key && usable(old, now, c.cfg.StaleMaxAge) {
+	if old, ok := s.lru.Peek(h); ok && e.kind == kindServfail && old.key == e.key && old.kind != kindServfail &&
+		usable(old, now, c.cfg.StaleMaxAge) {
 		s.mu.Unlock()
 		return false
 	}

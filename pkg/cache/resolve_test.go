@@ -283,3 +283,26 @@ func TestClose(t *testing.T) {
 		}
 	})
 }
+
+func TestServfailRecachedNeverStale(t *testing.T) {
+	clk := newClock()
+	up := &fakeUpstream{reply: func(r *dns.Msg) (*dns.Msg, error) { return replyNeg(r, dns.RcodeServerFailure, 0, 0), nil }}
+	c := newTestCache(t, Config{}, up, clk)
+	qs := newQuestion(t, "example.org.", dns.TypeA)
+	resolve(t, c, qs)
+	clk.Advance(6 * time.Second)
+	if r := resolve(t, c, qs); r.Source != SourceUpstream || r.Packed.Rcode() != dns.RcodeServerFailure {
+		t.Fatalf("Resolve after the SERVFAIL expired: got source %v rcode %d, want upstream SERVFAIL", r.Source, r.Packed.Rcode())
+	}
+	if _, _, ok := c.Lookup(&qs.q, clk.Now()); !ok {
+		t.Error("second SERVFAIL over an expired one: got not cached, want cached")
+	}
+	clk.Advance(6 * time.Second)
+	up.set(failing)
+	if r, err := c.Resolve(context.Background(), qs.key, qs.req); !errors.Is(err, errUpstream) {
+		t.Errorf("Resolve with upstream down and only an expired SERVFAIL: got %v, %v; want errUpstream", r.Source, err)
+	}
+	if got := c.Stats().Stale; got != 0 {
+		t.Errorf("stale answers: got %d, want 0", got)
+	}
+}

@@ -76,9 +76,16 @@ func dead(e *entry, now time.Time, staleMaxAge time.Duration) bool {
 	return now.Sub(e.expire) > staleMaxAge
 }
 
+// staleable reports whether e may be served stale: expired, within
+// staleMaxAge, and not a SERVFAIL (answering one stale says nothing more
+// than failing).
+func staleable(e *entry, now time.Time, staleMaxAge time.Duration) bool {
+	return !e.fresh(now) && e.kind != kindServfail && !dead(e, now, staleMaxAge)
+}
+
 // usable reports whether e may still answer, fresh or stale.
 func usable(e *entry, now time.Time, staleMaxAge time.Duration) bool {
-	return e.fresh(now) || !dead(e, now, staleMaxAge)
+	return e.fresh(now) || staleable(e, now, staleMaxAge)
 }
 
 // insertLocked stores e under h, replacing any entry there, drops dead
