@@ -1,9 +1,11 @@
 package cache
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodecache/nodecache/pkg/wire"
 )
@@ -82,4 +84,103 @@ func (c *Cache) Flush(name string) int {
 		s.mu.Unlock()
 	}
 	return n
+}
+
+// metrics counts what the cache does with plain atomics (hits are counted
+// per shard under its lock, which the hit path holds anyway) and exposes
+// them as a prometheus.Collector, so the hit path does no metric lookups.
+type metrics struct {
+	c *Cache // for the per-shard figures
+
+	misses      atomic.Uint64
+	evictions   atomic.Uint64
+	prefetches  atomic.Uint64
+	stale       atomic.Uint64
+	inserts     [numKinds]atomic.Uint64
+	uncacheable [numReasons]atomic.Uint64
+
+	entriesDesc, bytesDesc, hitsDesc, missesDesc, evictionsDesc *prometheus.Desc
+	prefetchesDesc, staleDesc, insertsDesc, uncacheableDesc     *prometheus.Desc
+}
+
+func newMetrics(c *Cache) *metrics {
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		return prometheus.NewDesc("nodecache_cache_"+name, help, labels, nil)
+	}
+	return &metrics{
+		c:               c,
+		entriesDesc:     d("entries", "Replies held in the cache, fresh or stale."),
+		bytesDesc:       d("bytes", "Bytes the cache accounts for its entries, bounded by its byte budget."),
+		hitsDesc:        d("hits_total", "Queries answered from a fresh cache entry."),
+		missesDesc:      d("misses_total", "Queries that needed an upstream query (joined or started)."),
+		evictionsDesc:   d("evictions_total", "Entries evicted, least recently used first, to stay within the byte budget."),
+		prefetchesDesc:  d("prefetches_total", "Popular entries refreshed in the background before they expired."),
+		staleDesc:       d("stale_answers_total", "Queries answered from an expired entry because the upstream failed (RFC 8767)."),
+		insertsDesc:     d("inserts_total", "Replies stored, by kind.", "kind"),
+		uncacheableDesc: d("uncacheable_total", "Upstream replies not stored, by reason.", "reason"),
+	}
+}
+
+// Describe implements prometheus.Collector.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{m.entriesDesc, m.bytesDesc, m.hitsDesc, m.missesDesc, m.evictionsDesc,
+		m.prefetchesDesc, m.staleDesc, m.insertsDesc, m.uncacheableDesc} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	st := m.c.Stats()
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(m.entriesDesc, float64(st.Entries))
+	gauge(m.bytesDesc, float64(st.Bytes))
+	counter(m.hitsDesc, st.Hits)
+	counter(m.missesDesc, st.Misses)
+	counter(m.evictionsDesc, st.Evictions)
+	counter(m.prefetchesDesc, st.Prefetches)
+	counter(m.staleDesc, st.Stale)
+	for k := range numKinds {
+		counter(m.insertsDesc, m.inserts[k].Load(), k.String())
+	}
+	for r := reasonNone + 1; r < numReasons; r++ {
+		counter(m.uncacheableDesc, m.uncacheable[r].Load(), r.String())
+	}
+}
+
+// Stats is a snapshot of the cache's figures.
+type Stats struct {
+	Entries    int     // entries held, fresh or stale
+	Bytes      int64   // bytes accounted, at most Config.MaxBytes
+	Hits       uint64  // fresh answers
+	Misses     uint64  // queries that went to an upstream flight
+	Evictions  uint64  // entries evicted for space
+	Prefetches uint64  // prefetches started
+	Stale      uint64  // stale answers served
+	HitRate    float64 // Hits / (Hits + Misses); 0 before any query
+}
+
+// Stats returns the cache's current figures.
+func (c *Cache) Stats() Stats {
+	var st Stats
+	for _, s := range c.shards {
+		s.mu.Lock()
+		st.Entries += s.lru.Len()
+		st.Bytes += s.bytes
+		st.Hits += s.hits
+		s.mu.Unlock()
+	}
+	st.Misses = c.met.misses.Load()
+	st.Evictions = c.met.evictions.Load()
+	st.Prefetches = c.met.prefetches.Load()
+	st.Stale = c.met.stale.Load()
+	if total := st.Hits + st.Misses; total > 0 {
+		st.HitRate = float64(st.Hits) / float64(total)
+	}
+	return st
 }
