@@ -1,7 +1,9 @@
 package kubezone
 
 import (
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -30,17 +32,17 @@ type nsPresent struct{ snap bool }
 
 // batch collects what one drain must rebuild and publish.
 type batch struct {
-	svcs    map[string]bool  // services to rebuild
-	nss     map[string]bool  // namespaces whose empty non-terminals to recheck
-	ptrs    map[string]bool  // reverse names to rebuild
-	podRecs map[string]bool  // verified pod names to rebuild
-	local   bool             // node-local pods changed
-	changes map[string]*node // name → new node (nil: delete)
-	events  []event          // applied, for the latency histogram
+	svcs    map[string]bool     // services to rebuild
+	nss     map[string]bool     // namespaces whose empty non-terminals to recheck
+	ptrs    map[string][]string // reverse name → its PTR targets as changed by this batch
+	podRecs map[string]bool     // verified pod names to rebuild
+	local   bool                // node-local pods changed
+	changes map[string]*node    // name → new node (nil: delete)
+	events  []event             // applied, for the latency histogram
 }
 
 func newBatch() *batch {
-	return &batch{svcs: map[string]bool{}, nss: map[string]bool{}, ptrs: map[string]bool{}, podRecs: map[string]bool{},
+	return &batch{svcs: map[string]bool{}, nss: map[string]bool{}, ptrs: map[string][]string{}, podRecs: map[string]bool{},
 		changes: map[string]*node{}}
 }
 
@@ -97,7 +99,7 @@ func (z *Zone) applyEventLocked(ev event, b *batch) {
 	case objSlice:
 		if old := st.slices[ev.key]; old != nil {
 			svcKey := nsKey(old.Namespace, old.Service)
-			delete(st.slicesBySvc[svcKey], ev.key)
+			st.slicesBySvc[svcKey] = slices.DeleteFunc(st.slicesBySvc[svcKey], func(s *sliceModel) bool { return s == old })
 			if len(st.slicesBySvc[svcKey]) == 0 {
 				delete(st.slicesBySvc, svcKey)
 			}
@@ -107,10 +109,9 @@ func (z *Zone) applyEventLocked(ev event, b *batch) {
 		if s, ok := ev.obj.(*sliceModel); ok {
 			svcKey := nsKey(s.Namespace, s.Service)
 			st.slices[ev.key] = s
-			if st.slicesBySvc[svcKey] == nil {
-				st.slicesBySvc[svcKey] = map[string]*sliceModel{}
-			}
-			st.slicesBySvc[svcKey][ev.key] = s
+			list := st.slicesBySvc[svcKey]
+			i := sort.Search(len(list), func(i int) bool { return list[i].Name >= s.Name })
+			st.slicesBySvc[svcKey] = slices.Insert(list, i, s)
 			b.svcs[svcKey] = true
 		}
 	case objNamespace:
@@ -129,36 +130,10 @@ func (z *Zone) applyEventLocked(ev event, b *batch) {
 func (z *Zone) publishLocked(b *batch) {
 	st := z.st
 	for key := range b.svcs {
-		old := st.contrib[key]
-		for name := range old.nodes {
-			b.changes[name] = nil
-		}
-		for _, p := range old.ptrs {
-			b.ptrs[p.rev] = true
-			st.ptrOwners[p.rev] = removePTR(st.ptrOwners[p.rev], p)
-		}
-		st.endpoints -= old.endpoints
-		delete(st.contrib, key)
-		svc := st.services[key]
-		if svc == nil {
-			continue
-		}
-		nb := z.buildService(svc, st.slicesBySvc[key])
-		for name, n := range nb.nodes {
-			b.changes[name] = n
-		}
-		for _, p := range nb.ptrs {
-			b.ptrs[p.rev] = true
-			st.ptrOwners[p.rev] = append(st.ptrOwners[p.rev], p)
-		}
-		st.endpoints += nb.endpoints
-		st.contrib[key] = nb
+		z.rebuildServiceLocked(key, b)
 	}
-	for rev := range b.ptrs {
-		b.changes[rev] = z.ptrNode(rev, st.ptrOwners[rev])
-		if len(st.ptrOwners[rev]) == 0 {
-			delete(st.ptrOwners, rev)
-		}
+	for rev, targets := range b.ptrs {
+		b.changes[rev] = z.ptrNode(rev, targets)
 	}
 	for ns := range b.nss {
 		z.nsNodesLocked(ns, b)
@@ -192,42 +167,79 @@ func (z *Zone) nsNodesLocked(ns string, b *batch) {
 			continue
 		}
 		if ent.want {
-			b.changes[ent.name] = &node{}
+			b.changes[ent.name] = newNode(nil, nil, kindData)
 		} else {
 			b.changes[ent.name] = nil
 		}
 	}
 }
 
-// ptrNode builds the PTR node of a reverse name, one PTR per distinct
-// target in a stable order; nil when no service owns the name.
-func (z *Zone) ptrNode(rev string, owners []ptrEntry) *node {
-	if len(owners) == 0 {
-		return nil
-	}
-	targets := make([]string, 0, len(owners))
-	for _, p := range owners {
-		targets = append(targets, p.target)
-	}
-	sort.Strings(targets)
-	n := &node{rrs: make([]dns.RR, 0, len(targets))}
-	for i, t := range targets {
-		if i > 0 && targets[i-1] == t {
-			continue
+// rebuildServiceLocked replaces the records of service key (removing them
+// when the service is gone) and queues the PTR changes.
+func (z *Zone) rebuildServiceLocked(key string, b *batch) {
+	st := z.st
+	old, had := st.contrib[key]
+	if had {
+		for _, name := range old.names {
+			b.changes[name] = nil
 		}
-		n.rrs = append(n.rrs, &dns.PTR{Hdr: dns.RR_Header{Name: rev, Rrtype: dns.TypePTR, Class: dns.ClassINET,
-			Ttl: z.cfg.ttlSeconds()}, Ptr: t})
+		sub := "." + old.base
+		for _, rev := range old.revs {
+			b.ptrs[rev] = slices.DeleteFunc(z.ptrTargets(rev, b), func(t string) bool {
+				return t == old.base || strings.HasSuffix(t, sub)
+			})
+		}
+		st.endpoints -= old.endpoints
+		delete(st.contrib, key)
 	}
-	return n
+	svc := st.services[key]
+	if svc == nil {
+		return
+	}
+	nb := z.buildService(svc, st.slicesBySvc[key])
+	c := contribution{base: svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain, endpoints: nb.endpoints,
+		names: make([]string, 0, len(nb.nodes))}
+	for name, n := range nb.nodes {
+		b.changes[name] = n
+		c.names = append(c.names, name)
+	}
+	for _, p := range nb.ptrs {
+		b.ptrs[p.rev] = append(z.ptrTargets(p.rev, b), p.target)
+		c.revs = append(c.revs, p.rev)
+	}
+	st.endpoints += nb.endpoints
+	st.contrib[key] = c
 }
 
-func removePTR(ps []ptrEntry, p ptrEntry) []ptrEntry {
-	for i := range ps {
-		if ps[i] == p {
-			return append(ps[:i:i], ps[i+1:]...)
+// ptrTargets returns the PTR targets of rev as this batch has them so far
+// (a fresh slice the caller may change).
+func (z *Zone) ptrTargets(rev string, b *batch) []string {
+	if ts, ok := b.ptrs[rev]; ok {
+		return ts
+	}
+	var ts []string
+	if n := z.tab.get(rev); n != nil {
+		for _, rr := range n.answers() {
+			ts = append(ts, rr.(*dns.PTR).Ptr)
 		}
 	}
-	return ps
+	return ts
+}
+
+// ptrNode builds the PTR node of a reverse name, one PTR per distinct
+// target, sorted; nil when no service owns the name.
+func (z *Zone) ptrNode(rev string, targets []string) *node {
+	if len(targets) == 0 {
+		return nil
+	}
+	sort.Strings(targets)
+	targets = slices.Compact(targets)
+	rrs := make([]dns.RR, 0, len(targets))
+	for _, t := range targets {
+		rrs = append(rrs, &dns.PTR{Hdr: dns.RR_Header{Name: rev, Rrtype: dns.TypePTR, Class: dns.ClassINET,
+			Ttl: z.cfg.ttlSeconds()}, Ptr: t})
+	}
+	return newNode(rrs, nil, kindData)
 }
 
 // observeLocked updates the object gauges and the programming latency.

@@ -22,6 +22,15 @@ type built struct {
 	endpoints int // distinct ready endpoint addresses
 }
 
+// contribution is what the writer remembers of a service's records: the
+// names to delete and the reverse names to clean when it changes.
+type contribution struct {
+	base      string   // <svc>.<ns>.svc.<zone>
+	names     []string // owner names of its nodes
+	revs      []string // reverse names holding one of its PTRs
+	endpoints int
+}
+
 // srvKey identifies one SRV record before weights are known.
 type srvKey struct {
 	target string
@@ -30,25 +39,25 @@ type srvKey struct {
 
 // svcBuilder collects the records of one service.
 type svcBuilder struct {
-	z     *Zone
-	base  string
-	ttl   uint32
-	hosts map[string][]netip.Addr // host label → addresses
-	named map[[2]string][]srvKey  // (port name, proto) → SRV targets
-	all   []srvKey                // SRV records at the service name
-	out   built
+	base   string
+	ttl    uint32
+	hosts  map[string][]netip.Addr // host owner name → addresses
+	named  map[[2]string][]srvKey  // (port name, proto) → SRV targets
+	all    []srvKey                // SRV records at the service name
+	out    built
+	addrRR map[string][]dns.RR // owner → its A/AAAA records, for SRV additional sections
 }
 
 // buildService computes every record of svc from its EndpointSlices.
-func (z *Zone) buildService(svc *svcModel, eps map[string]*sliceModel) built {
-	b := &svcBuilder{z: z, base: svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain, ttl: z.cfg.ttlSeconds(),
+func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
+	b := &svcBuilder{base: svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain, ttl: z.cfg.ttlSeconds(),
 		hosts: map[string][]netip.Addr{}, named: map[[2]string][]srvKey{}, out: built{nodes: map[string]*node{}}}
 	if !validLabel(svc.Name) || !validName(b.base) {
 		return b.out
 	}
 	if svc.ExternalName != "" {
 		cname := &dns.CNAME{Hdr: b.hdr(b.base, dns.TypeCNAME), Target: svc.ExternalName}
-		b.out.nodes[b.base] = &node{rrs: []dns.RR{cname}, kind: kindCNAME}
+		b.out.nodes[b.base] = newNode([]dns.RR{cname}, nil, kindCNAME)
 		return b.out
 	}
 	b.collectEndpoints(svc, eps)
@@ -58,17 +67,17 @@ func (z *Zone) buildService(svc *svcModel, eps map[string]*sliceModel) built {
 			return b.out // headless without ready endpoints: NXDOMAIN
 		}
 		seen := map[netip.Addr]bool{}
-		for _, label := range sortedKeys(b.hosts) {
-			for _, a := range b.hosts[label] {
+		for _, owner := range sortedKeys(b.hosts) {
+			for _, a := range b.hosts[owner] {
 				if !seen[a] {
 					seen[a] = true
-					baseRRs = append(baseRRs, b.addrRR(b.base, a))
+					baseRRs = append(baseRRs, addrRR(b.base, a, b.ttl))
 				}
 			}
 		}
 	} else {
 		for _, a := range svc.ClusterIPs {
-			baseRRs = append(baseRRs, b.addrRR(b.base, a))
+			baseRRs = append(baseRRs, addrRR(b.base, a, b.ttl))
 			b.out.ptrs = append(b.out.ptrs, ptrEntry{rev: reverseName(a), target: b.base})
 		}
 		for _, p := range svc.Ports {
@@ -79,93 +88,91 @@ func (z *Zone) buildService(svc *svcModel, eps map[string]*sliceModel) built {
 			}
 		}
 	}
-	hostRRs := b.hostNodes()
-	hostRRs[b.base] = baseRRs
 	sortRRs(baseRRs)
-	baseNode := &node{rrs: baseRRs}
-	b.out.nodes[b.base] = baseNode
+	b.addrRR = b.hostNodes()
+	b.addrRR[b.base] = baseRRs
+	var srv, extra []dns.RR
 	if len(b.all) > 0 {
-		srv, extra := b.srvRecords(b.base, b.all, hostRRs)
-		baseNode.rrs = append(slices.Clip(baseRRs), srv...)
-		baseNode.extra = extra
-		sortRRs(baseNode.rrs)
+		srv, extra = b.srvRecords(b.base, b.all)
 	}
+	b.out.nodes[b.base] = newNode(append(slices.Clip(baseRRs), srv...), extra, kindData)
 	for key, targets := range b.named {
-		if !validLabel("_"+key[0]) || !validName("_"+key[0]+"._"+key[1]+"."+b.base) {
-			continue
-		}
 		proto := "_" + key[1] + "." + b.base
 		owner := "_" + key[0] + "." + proto
-		srv, extra := b.srvRecords(owner, targets, hostRRs)
-		b.out.nodes[owner] = &node{rrs: srv, extra: extra}
+		if !validLabel(key[0]) || !validName(owner) {
+			continue
+		}
+		srv, extra := b.srvRecords(owner, targets)
+		b.out.nodes[owner] = newNode(srv, extra, kindData)
 		if b.out.nodes[proto] == nil {
-			b.out.nodes[proto] = &node{} // empty non-terminal
+			b.out.nodes[proto] = newNode(nil, nil, kindData) // empty non-terminal
 		}
 	}
 	return b.out
 }
 
-// collectEndpoints merges every ready endpoint of every slice: host labels,
+// collectEndpoints merges every ready endpoint of every slice: host names,
 // PTRs, and (for headless services) SRV targets from the slice ports.
-func (b *svcBuilder) collectEndpoints(svc *svcModel, eps map[string]*sliceModel) {
+func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
 	seenPTR := map[ptrEntry]bool{}
 	seenAddr := map[netip.Addr]bool{}
-	for _, name := range sortedKeys(eps) {
-		es := eps[name]
+	owners := map[string]string{} // host label → owner name, built once
+	for _, es := range eps {
 		for _, ep := range es.Endpoints {
-			for _, a := range ep.Addrs {
-				label := ep.Hostname
-				if !validLabel(label) || !validName(label+"."+b.base) {
-					label = dashedIP(a)
-				}
-				if !slices.Contains(b.hosts[label], a) {
-					b.hosts[label] = append(b.hosts[label], a)
-				}
-				target := label + "." + b.base
-				if pe := (ptrEntry{rev: reverseName(a), target: target}); !seenPTR[pe] {
-					seenPTR[pe] = true
-					b.out.ptrs = append(b.out.ptrs, pe)
-				}
-				if !seenAddr[a] {
-					seenAddr[a] = true
-					b.out.endpoints++
-				}
-				if !svc.Headless {
-					continue
-				}
-				for _, p := range es.Ports {
-					k := srvKey{target: target, port: p.Port}
-					b.all = append(b.all, k) // srvRecords removes duplicates
-					if p.Name != "" {
-						nk := [2]string{p.Name, p.Protocol}
-						b.named[nk] = append(b.named[nk], k)
-					}
+			a, label := ep.Addr, ep.Hostname
+			if !validLabel(label) || !validName(label+"."+b.base) {
+				label = dashedIP(a)
+			}
+			owner, ok := owners[label]
+			if !ok {
+				owner = label + "." + b.base
+				owners[label] = owner
+			}
+			if !slices.Contains(b.hosts[owner], a) {
+				b.hosts[owner] = append(b.hosts[owner], a)
+			}
+			if pe := (ptrEntry{rev: reverseName(a), target: owner}); !seenPTR[pe] {
+				seenPTR[pe] = true
+				b.out.ptrs = append(b.out.ptrs, pe)
+			}
+			if !seenAddr[a] {
+				seenAddr[a] = true
+				b.out.endpoints++
+			}
+			if !svc.Headless {
+				continue
+			}
+			for _, p := range es.Ports {
+				k := srvKey{target: owner, port: p.Port}
+				b.all = append(b.all, k) // srvRecords removes duplicates
+				if p.Name != "" {
+					nk := [2]string{p.Name, p.Protocol}
+					b.named[nk] = append(b.named[nk], k)
 				}
 			}
 		}
 	}
 }
 
-// hostNodes adds one node per host label and returns owner → address RRs.
+// hostNodes adds one node per host name and returns owner → address RRs.
 func (b *svcBuilder) hostNodes() map[string][]dns.RR {
 	out := make(map[string][]dns.RR, len(b.hosts)+1)
-	for label, addrs := range b.hosts {
-		owner := label + "." + b.base
+	for owner, addrs := range b.hosts {
 		rrs := make([]dns.RR, 0, len(addrs))
 		sort.Slice(addrs, func(i, j int) bool { return addrs[i].Less(addrs[j]) })
 		for _, a := range addrs {
-			rrs = append(rrs, b.addrRR(owner, a))
+			rrs = append(rrs, addrRR(owner, a, b.ttl))
 		}
-		sortRRs(rrs)
-		out[owner] = rrs
-		b.out.nodes[owner] = &node{rrs: rrs}
+		n := newNode(rrs, nil, kindData)
+		out[owner] = n.rrs
+		b.out.nodes[owner] = n
 	}
 	return out
 }
 
 // srvRecords builds the SRV RRset at owner, weight floor(100/N), with the
 // targets' address records as additional section.
-func (b *svcBuilder) srvRecords(owner string, keys []srvKey, addrs map[string][]dns.RR) (srv, extra []dns.RR) {
+func (b *svcBuilder) srvRecords(owner string, keys []srvKey) (srv, extra []dns.RR) {
 	keys = slices.Clone(keys)
 	sort.Slice(keys, func(i, j int) bool {
 		if keys[i].target != keys[j].target {
@@ -176,12 +183,10 @@ func (b *svcBuilder) srvRecords(owner string, keys []srvKey, addrs map[string][]
 	keys = slices.Compact(keys)
 	weight := uint16(100 / len(keys))
 	srv = make([]dns.RR, 0, len(keys))
-	seen := map[string]bool{}
-	for _, k := range keys {
+	for i, k := range keys {
 		srv = append(srv, &dns.SRV{Hdr: b.hdr(owner, dns.TypeSRV), Priority: 0, Weight: weight, Port: k.port, Target: k.target})
-		if !seen[k.target] {
-			seen[k.target] = true
-			extra = append(extra, addrs[k.target]...)
+		if i == 0 || keys[i-1].target != k.target {
+			extra = append(extra, b.addrRR[k.target]...)
 		}
 	}
 	return srv, extra
@@ -189,10 +194,6 @@ func (b *svcBuilder) srvRecords(owner string, keys []srvKey, addrs map[string][]
 
 func (b *svcBuilder) hdr(owner string, t uint16) dns.RR_Header {
 	return dns.RR_Header{Name: owner, Rrtype: t, Class: dns.ClassINET, Ttl: b.ttl}
-}
-
-func (b *svcBuilder) addrRR(owner string, a netip.Addr) dns.RR {
-	return addrRR(owner, a, b.ttl)
 }
 
 // addrRR is an A or AAAA record for a.

@@ -30,7 +30,7 @@ func (z *Zone) List(ns string) []Record {
 	}
 	var out []Record
 	z.tab.each(func(name string, n *node) {
-		for _, rr := range n.rrs {
+		for _, rr := range n.answers() {
 			if ns != "" {
 				ptr, isPTR := rr.(*dns.PTR)
 				if (isPTR && !under(ptr.Ptr)) || (!isPTR && !under(name)) {

@@ -90,19 +90,19 @@ func (z *Zone) lookupName(qname string, qtype uint16, m *meta) (ans Answer, targ
 		case dns.TypeSOA:
 			return Answer{Answer: m.soaRR}, ""
 		case dns.TypeNS:
-			return Answer{Answer: n.rrs, Extra: n.extra}, ""
+			return Answer{Answer: n.answers(), Extra: n.extra()}, ""
 		}
 		return Answer{Ns: m.soaRR}, ""
 	case kindCNAME:
 		switch qtype {
 		case dns.TypeCNAME:
-			return Answer{Answer: n.rrs}, ""
+			return Answer{Answer: n.answers()}, ""
 		case dns.TypeSRV: // DNS-BEHAVIOUR.md: SRV on an ExternalName service is NODATA
 			return z.negative(qname, dns.RcodeSuccess, m), ""
 		}
-		return Answer{Answer: n.rrs}, n.rrs[0].(*dns.CNAME).Target
+		return Answer{Answer: n.answers()}, n.rrs[0].(*dns.CNAME).Target
 	}
-	rrs := n.rrs
+	rrs := n.answers()
 	if qtype != dns.TypeANY {
 		rrs = n.typed(qtype)
 	}
@@ -113,7 +113,7 @@ func (z *Zone) lookupName(qname string, qtype uint16, m *meta) (ans Answer, targ
 		return z.negative(qname, dns.RcodeSuccess, m), ""
 	}
 	if qtype == dns.TypeSRV {
-		return Answer{Answer: rrs, Extra: n.extra}, ""
+		return Answer{Answer: rrs, Extra: n.extra()}, ""
 	}
 	return Answer{Answer: rrs}, ""
 }

@@ -43,10 +43,11 @@ type sliceModel struct {
 	snap      bool
 }
 
-// epModel is one ready endpoint of a slice.
+// epModel is one address of a ready endpoint of a slice (an endpoint with
+// several addresses gives several epModels with the same hostname).
 type epModel struct {
-	Addrs    []netip.Addr `json:"addrs"`
-	Hostname string       `json:"host,omitempty"`
+	Addr     netip.Addr `json:"addr"`
+	Hostname string     `json:"host,omitempty"`
 }
 
 // podModel is a pod: used for node-local PodByIP and for verified pod records.
@@ -120,19 +121,15 @@ func sliceFromAPI(es *discoveryv1.EndpointSlice) *sliceModel {
 		if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
 			continue
 		}
-		var e epModel
+		host := ""
+		if ep.Hostname != nil {
+			host = strings.ToLower(*ep.Hostname)
+		}
 		for _, s := range ep.Addresses {
 			if a, err := netip.ParseAddr(s); err == nil {
-				e.Addrs = append(e.Addrs, a.Unmap())
+				m.Endpoints = append(m.Endpoints, epModel{Addr: a.Unmap(), Hostname: host})
 			}
 		}
-		if len(e.Addrs) == 0 {
-			continue
-		}
-		if ep.Hostname != nil {
-			e.Hostname = strings.ToLower(*ep.Hostname)
-		}
-		m.Endpoints = append(m.Endpoints, e)
 	}
 	return m
 }

@@ -83,7 +83,7 @@ func (z *Zone) podRecordNode(name string, count int) *node {
 	if !ok {
 		return nil
 	}
-	return &node{rrs: []dns.RR{addrRR(name, ip, z.cfg.ttlSeconds())}}
+	return newNode([]dns.RR{addrRR(name, ip, z.cfg.ttlSeconds())}, nil, kindData)
 }
 
 // publishLocalPodsLocked rebuilds the node-local IP → pod map (a node runs

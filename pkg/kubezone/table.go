@@ -24,15 +24,34 @@ const (
 
 // node holds every record of one owner name. Nodes are immutable once
 // stored in the table; their slices are shared by answers and read-only.
+// One slice holds both sections to keep the ~250k nodes of a large
+// cluster small (32 bytes each).
 type node struct {
-	rrs   []dns.RR // sorted by Rrtype
-	extra []dns.RR // additional section of SRV answers (and NS glue at the apex)
-	kind  nodeKind
+	rrs  []dns.RR // the records, sorted by Rrtype, then from nAns on the additional section of SRV (NS) answers
+	nAns uint32
+	kind nodeKind
 }
 
-// typed returns the records of type t, a sub-slice of n.rrs (no allocation).
+// newNode builds a node from its records (sorted here) and the additional
+// records of its SRV (or NS) answers. rrs is kept when extra is empty.
+func newNode(rrs, extra []dns.RR, kind nodeKind) *node {
+	sortRRs(rrs)
+	if len(extra) > 0 {
+		all := make([]dns.RR, 0, len(rrs)+len(extra))
+		rrs = append(append(all, rrs...), extra...)
+	}
+	return &node{rrs: rrs, nAns: uint32(len(rrs) - len(extra)), kind: kind}
+}
+
+// answers returns the node's own records (no allocation).
+func (n *node) answers() []dns.RR { return n.rrs[:n.nAns:n.nAns] }
+
+// extra returns the additional records of the node's SRV or NS answers.
+func (n *node) extra() []dns.RR { return n.rrs[n.nAns:len(n.rrs):len(n.rrs)] }
+
+// typed returns the records of type t, a sub-slice of the answers (no allocation).
 func (n *node) typed(t uint16) []dns.RR {
-	rrs := n.rrs
+	rrs := n.answers()
 	lo, hi := 0, len(rrs)
 	for lo < hi { // first index with Rrtype >= t
 		m := int(uint(lo+hi) >> 1)

@@ -47,23 +47,22 @@ type meta struct {
 // state is the writer's view of the cluster: the object models and what
 // each service contributed to the table. Guarded by Zone.mu.
 type state struct {
-	namespaces  map[string]bool                   // Namespace objects (value: from snapshot)
-	services    map[string]*svcModel              // by ns/name
-	slices      map[string]*sliceModel            // by ns/name of the slice
-	slicesBySvc map[string]map[string]*sliceModel // service ns/name → slice ns/name → slice
-	pods        map[string]*podModel              // by ns/name
-	contrib     map[string]built                  // service ns/name → its records
-	ptrOwners   map[string][]ptrEntry             // reverse name → PTR targets, sorted
-	nsRefs      map[string]int                    // namespace → number of services in it
-	podRecs     map[string]int                    // verified pod name → number of pods with that IP in that namespace
-	endpoints   int                               // distinct ready endpoint addresses, summed over services
+	namespaces  map[string]bool          // Namespace objects (value: from snapshot)
+	services    map[string]*svcModel     // by ns/name
+	slices      map[string]*sliceModel   // by ns/name of the slice
+	slicesBySvc map[string][]*sliceModel // service ns/name → its slices, sorted by name
+	pods        map[string]*podModel     // by ns/name
+	contrib     map[string]contribution  // service ns/name → its names
+	nsRefs      map[string]int           // namespace → number of services in it
+	podRecs     map[string]int           // verified pod name → number of pods with that IP in that namespace
+	endpoints   int                      // distinct ready endpoint addresses, summed over services
 }
 
 func newState() *state {
 	return &state{
 		namespaces: map[string]bool{}, services: map[string]*svcModel{}, slices: map[string]*sliceModel{},
-		slicesBySvc: map[string]map[string]*sliceModel{}, pods: map[string]*podModel{}, contrib: map[string]built{},
-		ptrOwners: map[string][]ptrEntry{}, nsRefs: map[string]int{}, podRecs: map[string]int{},
+		slicesBySvc: map[string][]*sliceModel{}, pods: map[string]*podModel{}, contrib: map[string]contribution{},
+		nsRefs: map[string]int{}, podRecs: map[string]int{},
 	}
 }
 
@@ -110,17 +109,16 @@ func (z *Zone) staticNodes() map[string]*node {
 	for _, ip := range z.cfg.LocalIPs {
 		glue = append(glue, addrRR(nsName, ip.Unmap(), ttl))
 	}
-	sortRRs(glue)
 	ns := &dns.NS{Hdr: dns.RR_Header{Name: d, Rrtype: dns.TypeNS, Class: dns.ClassINET, Ttl: ttl}, Ns: nsName}
 	txt := &dns.TXT{Hdr: dns.RR_Header{Name: "dns-version." + d, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 28800},
 		Txt: []string{"1.1.0"}}
 	return map[string]*node{
-		d:                  {rrs: []dns.RR{ns}, extra: glue, kind: kindApex},
-		"dns-version." + d: {rrs: []dns.RR{txt}, kind: kindStatic},
-		"svc." + d:         {kind: kindStatic},
-		"pod." + d:         {kind: kindStatic},
-		"dns." + d:         {kind: kindStatic},
-		nsName:             {rrs: glue, kind: kindStatic},
+		d:                  newNode([]dns.RR{ns}, glue, kindApex),
+		"dns-version." + d: newNode([]dns.RR{txt}, nil, kindStatic),
+		"svc." + d:         newNode(nil, nil, kindStatic),
+		"pod." + d:         newNode(nil, nil, kindStatic),
+		"dns." + d:         newNode(nil, nil, kindStatic),
+		nsName:             newNode(glue, nil, kindStatic),
 	}
 }
 
