@@ -179,3 +179,21 @@ func FuzzImport(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkExportImport hands over 10,000 entries per iteration.
+func BenchmarkExportImport(b *testing.B) {
+	clk := newClock()
+	src := filled(b, 10000, clk)
+	dst := newTestCache(b, Config{}, &fakeUpstream{reply: failing}, clk)
+	var buf bytes.Buffer
+	for b.Loop() {
+		buf.Reset()
+		if _, err := src.Export(&buf, 0, time.Time{}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := dst.Import(&buf, time.Time{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/10001, "ns/entry")
+}
