@@ -51,6 +51,7 @@ type runConfig struct {
 	TCPIdleTimeout      time.Duration
 
 	MetricsAddr    string
+	Pprof          bool
 	HealthAddr     string
 	AdminSocket    string
 	HandoverSocket string
@@ -165,6 +166,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.DurationVar(&c.TCPIdleTimeout, "tcp-idle-timeout", 10*time.Second, "close idle client TCP connections after this")
 
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Prometheus listener host:port (default <first local IP>:9253)")
+	fs.BoolVar(&c.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the metrics listener (profiling; keep it off in production)")
 	fs.StringVar(&c.HealthAddr, "health-addr", "", "health listener host:port for /healthz and /readyz (default <first local IP>:8080)")
 	fs.StringVar(&c.AdminSocket, "admin-socket", "/run/nodecache/admin.sock", "root-only unix socket for the CLI")
 	fs.StringVar(&c.HandoverSocket, "handover-socket", "/run/nodecache/handover.sock", "unix socket for handing listeners to a successor")

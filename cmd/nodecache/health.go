@@ -106,12 +106,14 @@ func (a *agent) serveHTTP(ctx context.Context) error {
 	metrics := promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})
 	servers := map[string]*http.ServeMux{}
 	servers[a.healthAddr()] = health
-	if a.metricsAddr() == a.healthAddr() {
-		health.Handle("/metrics", metrics)
-	} else {
-		mm := http.NewServeMux()
-		mm.Handle("/metrics", metrics)
-		servers[a.metricsAddr()] = mm
+	metricsMux := health
+	if a.metricsAddr() != a.healthAddr() {
+		metricsMux = http.NewServeMux()
+		servers[a.metricsAddr()] = metricsMux
+	}
+	metricsMux.Handle("/metrics", metrics)
+	if a.cfg.Pprof {
+		handlePprof(metricsMux)
 	}
 	errc := make(chan error, len(servers))
 	var hs []*http.Server
