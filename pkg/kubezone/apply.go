@@ -178,15 +178,16 @@ func (z *Zone) nsNodesLocked(ns string, b *batch) {
 // when the service is gone) and queues the PTR changes.
 func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 	st := z.st
-	old, had := st.contrib[key]
-	if had {
-		for _, name := range old.names {
+	if old, had := st.contrib[key]; had {
+		ob := z.buildService(old.svc, old.slices)
+		for name := range ob.nodes {
 			b.changes[name] = nil
 		}
-		sub := "." + old.base
-		for _, rev := range old.revs {
-			b.ptrs[rev] = slices.DeleteFunc(z.ptrTargets(rev, b), func(t string) bool {
-				return t == old.base || strings.HasSuffix(t, sub)
+		base := old.svc.Name + "." + old.svc.Namespace + ".svc." + z.cfg.Domain
+		sub := "." + base
+		for _, p := range ob.ptrs {
+			b.ptrs[p.rev] = slices.DeleteFunc(z.ptrTargets(p.rev, b), func(t string) bool {
+				return t == base || strings.HasSuffix(t, sub)
 			})
 		}
 		st.endpoints -= old.endpoints
@@ -196,19 +197,16 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 	if svc == nil {
 		return
 	}
-	nb := z.buildService(svc, st.slicesBySvc[key])
-	c := contribution{base: svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain, endpoints: nb.endpoints,
-		names: make([]string, 0, len(nb.nodes))}
+	eps := slices.Clone(st.slicesBySvc[key])
+	nb := z.buildService(svc, eps)
 	for name, n := range nb.nodes {
 		b.changes[name] = n
-		c.names = append(c.names, name)
 	}
 	for _, p := range nb.ptrs {
 		b.ptrs[p.rev] = append(z.ptrTargets(p.rev, b), p.target)
-		c.revs = append(c.revs, p.rev)
 	}
 	st.endpoints += nb.endpoints
-	st.contrib[key] = c
+	st.contrib[key] = contribution{svc: svc, slices: eps, endpoints: nb.endpoints}
 }
 
 // ptrTargets returns the PTR targets of rev as this batch has them so far

@@ -23,11 +23,12 @@ type built struct {
 }
 
 // contribution is what the writer remembers of a service's records: the
-// names to delete and the reverse names to clean when it changes.
+// models they were built from. Rebuilding those (on the next change of the
+// service) tells which names and PTRs to remove; that costs a second build
+// per update but saves ~45 bytes per name against keeping the name lists.
 type contribution struct {
-	base      string   // <svc>.<ns>.svc.<zone>
-	names     []string // owner names of its nodes
-	revs      []string // reverse names holding one of its PTRs
+	svc       *svcModel
+	slices    []*sliceModel // a copy of slicesBySvc at build time
 	endpoints int
 }
 

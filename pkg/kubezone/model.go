@@ -59,7 +59,10 @@ type podModel struct {
 	Phase       string       `json:"phase,omitempty"`
 	DNSPolicy   string       `json:"dnsPolicy,omitempty"`
 	HostNetwork bool         `json:"hostNetwork,omitempty"`
-	snap        bool
+	// CustomDNS is true when spec.dnsConfig changes the search list or
+	// options: the pod's resolver then does not search the cluster default.
+	CustomDNS bool `json:"customDNS,omitempty"`
+	snap      bool
 }
 
 func nsKey(ns, name string) string { return ns + "/" + name }
@@ -139,6 +142,7 @@ func podFromAPI(p *corev1.Pod) *podModel {
 	m := &podModel{
 		Namespace: p.Namespace, Name: p.Name, Node: p.Spec.NodeName, Phase: string(p.Status.Phase),
 		DNSPolicy: string(p.Spec.DNSPolicy), HostNetwork: p.Spec.HostNetwork,
+		CustomDNS: p.Spec.DNSConfig != nil && (len(p.Spec.DNSConfig.Searches) > 0 || len(p.Spec.DNSConfig.Options) > 0),
 	}
 	ips := p.Status.PodIPs
 	if len(ips) == 0 && p.Status.PodIP != "" {
@@ -185,8 +189,12 @@ func trim(obj any) (any, error) {
 		o.Spec, o.Status = corev1.NamespaceSpec{}, corev1.NamespaceStatus{}
 	case *corev1.Pod:
 		o.ObjectMeta = trimMeta(o.ObjectMeta, false)
+		var dnsConfig *corev1.PodDNSConfig
+		if c := o.Spec.DNSConfig; c != nil && (len(c.Searches) > 0 || len(c.Options) > 0) {
+			dnsConfig = &corev1.PodDNSConfig{Searches: c.Searches, Options: c.Options} // autopath must know
+		}
 		o.Spec = corev1.PodSpec{NodeName: o.Spec.NodeName, DNSPolicy: o.Spec.DNSPolicy, HostNetwork: o.Spec.HostNetwork,
-			Hostname: o.Spec.Hostname, Subdomain: o.Spec.Subdomain}
+			Hostname: o.Spec.Hostname, Subdomain: o.Spec.Subdomain, DNSConfig: dnsConfig}
 		o.Status = corev1.PodStatus{Phase: o.Status.Phase, PodIP: o.Status.PodIP, PodIPs: o.Status.PodIPs}
 	}
 	return obj, nil

@@ -18,6 +18,9 @@ type PodInfo struct {
 	// network pods share the node's IPs): the client is then ambiguous and
 	// Namespace/Name are those of one of them (the first by namespace/name).
 	Shared bool
+	// CustomDNS is true when the pod's spec.dnsConfig sets searches or
+	// options, so its search path is not the cluster default.
+	CustomDNS bool
 }
 
 // DefaultDNS reports whether the pod resolves through the node's own
@@ -102,7 +105,7 @@ func (z *Zone) publishLocalPodsLocked() {
 				continue
 			}
 			m[ip] = PodInfo{Namespace: p.Namespace, Name: p.Name, Phase: p.Phase, DNSPolicy: p.DNSPolicy,
-				HostNetwork: p.HostNetwork}
+				HostNetwork: p.HostNetwork, CustomDNS: p.CustomDNS}
 		}
 	}
 	z.localPods.Store(&m)

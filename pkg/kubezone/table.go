@@ -1,6 +1,7 @@
 package kubezone
 
 import (
+	"sort"
 	"sync/atomic"
 
 	"github.com/miekg/dns"
@@ -69,10 +70,18 @@ func (n *node) typed(t uint16) []dns.RR {
 }
 
 // table is the name → node index read by Lookup. Readers never lock:
-// each shard is an atomic pointer to an immutable map, replaced whole by
-// the single writer (Zone.mu held).
+// each shard is an atomic pointer to an immutable sorted array, replaced
+// whole by the single writer (Zone.mu held). Sorted arrays cost 24 bytes a
+// name against ~46 for a Go map, and a lookup is a hash plus a binary
+// search over ~60 names.
 type table struct {
-	shards [shardCount]atomic.Pointer[map[string]*node]
+	shards [shardCount]atomic.Pointer[shard]
+}
+
+// shard holds the names of one hash bucket, sorted, and their nodes.
+type shard struct {
+	names []string
+	nodes []*node
 }
 
 // shardOf is FNV-1a of the name, reduced to a shard index.
@@ -86,11 +95,23 @@ func shardOf(name string) uint32 {
 }
 
 func (t *table) get(name string) *node {
-	m := t.shards[shardOf(name)].Load()
-	if m == nil {
+	s := t.shards[shardOf(name)].Load()
+	if s == nil {
 		return nil
 	}
-	return (*m)[name]
+	lo, hi := 0, len(s.names)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if s.names[m] < name {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	if lo < len(s.names) && s.names[lo] == name {
+		return s.nodes[lo]
+	}
+	return nil
 }
 
 // apply stores every change (a nil node deletes the name), copying each
@@ -101,26 +122,31 @@ func (t *table) apply(changes map[string]*node) {
 	}
 	byShard := make(map[uint32][]string, min(len(changes), shardCount))
 	for name := range changes {
-		s := shardOf(name)
-		byShard[s] = append(byShard[s], name)
+		i := shardOf(name)
+		byShard[i] = append(byShard[i], name)
 	}
-	for s, names := range byShard {
-		var old map[string]*node
-		if p := t.shards[s].Load(); p != nil {
-			old = *p
+	for i, names := range byShard {
+		old := t.shards[i].Load()
+		if old == nil {
+			old = &shard{}
 		}
-		next := make(map[string]*node, len(old)+len(names))
-		for k, v := range old {
-			next[k] = v
-		}
+		sort.Strings(names)
+		next := &shard{names: make([]string, 0, len(old.names)+len(names)), nodes: make([]*node, 0, len(old.names)+len(names))}
+		j := 0 // merge the sorted old names with the sorted changed names
 		for _, name := range names {
+			for j < len(old.names) && old.names[j] < name {
+				next.names, next.nodes = append(next.names, old.names[j]), append(next.nodes, old.nodes[j])
+				j++
+			}
+			if j < len(old.names) && old.names[j] == name {
+				j++ // replaced or deleted
+			}
 			if n := changes[name]; n != nil {
-				next[name] = n
-			} else {
-				delete(next, name)
+				next.names, next.nodes = append(next.names, name), append(next.nodes, n)
 			}
 		}
-		t.shards[s].Store(&next)
+		next.names, next.nodes = append(next.names, old.names[j:]...), append(next.nodes, old.nodes[j:]...)
+		t.shards[i].Store(next)
 	}
 }
 
@@ -128,9 +154,9 @@ func (t *table) apply(changes map[string]*node) {
 // on the query path).
 func (t *table) each(f func(name string, n *node)) {
 	for i := range t.shards {
-		if p := t.shards[i].Load(); p != nil {
-			for k, v := range *p {
-				f(k, v)
+		if s := t.shards[i].Load(); s != nil {
+			for j, name := range s.names {
+				f(name, s.nodes[j])
 			}
 		}
 	}
