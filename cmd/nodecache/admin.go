@@ -78,11 +78,14 @@ func (a *agent) adminMux() *http.ServeMux {
 		writeJSON(w, map[string]int{"flushed": a.cache.Flush(r.URL.Query().Get("name"))})
 	})
 	mux.HandleFunc("GET /v1/zone/list", func(w http.ResponseWriter, r *http.Request) {
-		if a.zone == nil {
-			http.Error(w, "this agent serves no cluster zone (no --kubeconfig, --fixture or in-cluster config)", http.StatusNotFound)
-			return
+		if a.hasZone(w) {
+			writeJSON(w, a.zone.List(r.URL.Query().Get("namespace")))
 		}
-		writeJSON(w, a.zone.List(r.URL.Query().Get("namespace")))
+	})
+	mux.HandleFunc("GET /v1/zone/show", func(w http.ResponseWriter, r *http.Request) {
+		if a.hasZone(w) {
+			writeJSON(w, zoneShow(a.zone.List(""), r.URL.Query().Get("name"), a.cfg.ClusterDomain))
+		}
 	})
 	mux.HandleFunc("GET /v1/top", func(w http.ResponseWriter, r *http.Request) {
 		rows, t := a.clients.snapshot(atoiDefault(r.URL.Query().Get("n"), 20), a.podName)
@@ -102,6 +105,15 @@ func (a *agent) adminMux() *http.ServeMux {
 		writeJSON(w, p)
 	})
 	return mux
+}
+
+// hasZone reports whether the agent serves a cluster zone, answering 404
+// when it does not.
+func (a *agent) hasZone(w http.ResponseWriter) bool {
+	if a.zone == nil {
+		http.Error(w, "this agent serves no cluster zone (no --kubeconfig, --fixture or in-cluster config)", http.StatusNotFound)
+	}
+	return a.zone != nil
 }
 
 func (a *agent) podName(ip netip.Addr) string {

@@ -57,7 +57,7 @@ func dispatch(args []string) error {
 		fmt.Print(usage)
 		return nil
 	}
-	if c, ok := cliCommands[cmd]; ok {
+	if c, ok := cliCommands()[cmd]; ok {
 		return c(rest)
 	}
 	fmt.Fprint(os.Stderr, usage)

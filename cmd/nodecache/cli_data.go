@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/cache"
+	"github.com/nodecache/nodecache/pkg/kubezone"
+)
+
+// cmdCache is `nodecache cache stats | dump [--filter SUFFIX] | flush [NAME]`.
+func cmdCache(ctx context.Context, out io.Writer, args []string) error {
+	var o cliOpts
+	var filter string
+	var limit int
+	fs := newCLIFlags("cache", &o)
+	fs.StringVar(&filter, "filter", "", "dump: only names at or below this suffix")
+	fs.IntVar(&limit, "limit", 1000, "dump: at most this many entries")
+	pos, err := parseCLI(fs, &o, args, 1, 2)
+	if err != nil {
+		return err
+	}
+	c := newAdminClient(o.socket)
+	switch pos[0] {
+	case "stats":
+		var st cache.Stats
+		if err := c.get(ctx, "/v1/cache/stats", nil, &st); err != nil {
+			return err
+		}
+		return emit(out, &o, st, func(w io.Writer) {
+			fmt.Fprintf(w, "entries\t%d\nbytes\t%s\nhit rate\t%.1f%%\nhits\t%d\nmisses\t%d\nstale served\t%d\nevictions\t%d\nprefetches\t%d\n",
+				st.Entries, fmtBytes(st.Bytes), 100*st.HitRate, st.Hits, st.Misses, st.Stale, st.Evictions, st.Prefetches)
+		})
+	case "dump":
+		if len(pos) == 2 && filter == "" {
+			filter = pos[1]
+		}
+		entries := []cache.EntryInfo{}
+		q := url.Values{"filter": {filter}, "limit": {strconv.Itoa(limit)}}
+		if err := c.get(ctx, "/v1/cache/dump", q, &entries); err != nil {
+			return err
+		}
+		return emit(out, &o, entries, func(w io.Writer) { printDump(w, entries) })
+	case "flush":
+		var name string
+		if len(pos) == 2 {
+			name = pos[1]
+		}
+		var res struct {
+			Flushed int `json:"flushed"`
+		}
+		if err := c.post(ctx, "/v1/cache/flush", url.Values{"name": {name}}, &res); err != nil {
+			return err
+		}
+		return emit(out, &o, res, func(w io.Writer) {
+			what := "the whole cache"
+			if name != "" {
+				what = name + " and below"
+			}
+			fmt.Fprintf(w, "flushed %d entries (%s)\n", res.Flushed, what)
+		})
+	}
+	return fmt.Errorf("cache: unknown subcommand %q: want stats, dump or flush", pos[0])
+}
+
+func printDump(w io.Writer, entries []cache.EntryInfo) {
+	fmt.Fprintln(w, "NAME\tTYPE\tKIND\tRCODE\tTTL\tLEFT\tSIZE\tFLAGS")
+	for _, e := range entries {
+		flags := ""
+		if e.Stale {
+			flags += "stale "
+		}
+		if e.DO {
+			flags += "do "
+		}
+		if e.CD {
+			flags += "cd"
+		}
+		typ, ok := dns.TypeToString[e.Type]
+		if !ok {
+			typ = "TYPE" + strconv.Itoa(int(e.Type))
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.Name, typ, e.Kind, dns.RcodeToString[e.Rcode],
+			e.TTL, e.Left.Round(time.Second), e.Size, flags)
+	}
+	fmt.Fprintf(w, "%d entries\n", len(entries))
+}
+
+// cmdZone is `nodecache zone list [--namespace NS] | show NAME`.
+func cmdZone(ctx context.Context, out io.Writer, args []string) error {
+	var o cliOpts
+	var ns string
+	fs := newCLIFlags("zone", &o)
+	fs.StringVar(&ns, "namespace", "", "list: only this namespace's records")
+	pos, err := parseCLI(fs, &o, args, 1, 2)
+	if err != nil {
+		return err
+	}
+	c := newAdminClient(o.socket)
+	var recs []kubezone.Record
+	switch {
+	case pos[0] == "list" && len(pos) == 1:
+		err = c.get(ctx, "/v1/zone/list", url.Values{"namespace": {ns}}, &recs)
+	case pos[0] == "show" && len(pos) == 2:
+		err = c.get(ctx, "/v1/zone/show", url.Values{"name": {pos[1]}}, &recs)
+	default:
+		return fmt.Errorf("zone: want `zone list [--namespace NS]` or `zone show NAME`")
+	}
+	if err != nil {
+		return err
+	}
+	if recs == nil {
+		recs = []kubezone.Record{}
+	}
+	return emit(out, &o, recs, func(w io.Writer) {
+		fmt.Fprintln(w, "NAME\tTTL\tTYPE\tDATA")
+		for _, r := range recs {
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\n", r.Name, r.TTL, r.Type, r.Data)
+		}
+		fmt.Fprintf(w, "%d records\n", len(recs))
+	})
+}
+
+// zoneShow returns the records of recs owned by name or by names below it,
+// for /v1/zone/show. name may be short: "web.demo" means the service
+// web.demo.svc.<domain>, and an IP address means its reverse name.
+func zoneShow(recs []kubezone.Record, name, domain string) []kubezone.Record {
+	name = strings.ToLower(dns.Fqdn(name))
+	domain = strings.ToLower(dns.Fqdn(domain))
+	if ip, err := netip.ParseAddr(strings.TrimSuffix(name, ".")); err == nil {
+		name, _ = dns.ReverseAddr(ip.String())
+	} else if !dns.IsSubDomain(domain, name) && dns.CountLabel(name) == 2 {
+		name += "svc." + domain
+	}
+	out := []kubezone.Record{}
+	for _, r := range recs {
+		if dns.IsSubDomain(name, strings.ToLower(r.Name)) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
