@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -62,4 +64,38 @@ func listenAddrs(ips []netip.Addr, port uint16) []netip.AddrPort {
 		out = append(out, netip.AddrPortFrom(ip, port))
 	}
 	return out
+}
+
+// podsAdapter tells the server's autopath which namespace a client pod
+// searches first, for pods whose search path is the cluster default.
+type podsAdapter struct{ z *kubezone.Zone }
+
+var _ server.Pods = podsAdapter{}
+
+func (a podsAdapter) SearchNamespace(ip netip.Addr) (string, bool) {
+	p, ok := a.z.PodByIP(ip)
+	if !ok || p.Shared || p.HostNetwork || p.Phase != "Running" || p.CustomDNS {
+		return "", false
+	}
+	if p.DNSPolicy != "ClusterFirst" && p.DNSPolicy != "" {
+		return "", false
+	}
+	return p.Namespace, true
+}
+
+// hostSearch is the node's search list, which ClusterFirst pods inherit
+// after the cluster's own; read from the resolv.conf that --upstream names.
+func hostSearch(cfg *runConfig) []string {
+	data, err := os.ReadFile(cfg.Upstream)
+	if err != nil {
+		return nil // --upstream is a list of addresses
+	}
+	var search []string
+	for _, line := range strings.Split(string(data), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 1 && (f[0] == "search" || f[0] == "domain") {
+			search = f[1:]
+		}
+	}
+	return search
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"sort"
@@ -49,6 +50,10 @@ type runConfig struct {
 	MaxUpstreamInFlight int
 	MaxTCPConns         int
 	TCPIdleTimeout      time.Duration
+
+	Autopath       bool
+	ClientQPSLimit float64
+	ClientBurst    int
 
 	MetricsAddr    string
 	Pprof          bool
@@ -132,7 +137,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	c.LocalIPs = []netip.Addr{netip.MustParseAddr("169.254.20.10")}
 	c.CacheSize = 64 << 20
-	fs.Var(ipListFlag{&c.LocalIPs}, "local-ip", "comma list of IPs to serve on; add the kube-dns ClusterIP to intercept it (default 169.254.20.10)")
+	fs.Var(ipListFlag{&c.LocalIPs}, "local-ip", "comma list of IPs to serve on; add the kube-dns ClusterIP to intercept it")
 	fs.UintVar(&c.Port, "port", 53, "DNS port")
 	fs.StringVar(&c.Upstream, "upstream", "/etc/resolv.conf", "comma list of upstream IP[:port], or a resolv.conf path")
 	fs.Var(&c.StubDomains, "stub-domain", "DOMAIN=IP[:port],... send DOMAIN to its own resolvers (repeatable)")
@@ -141,7 +146,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.BoolVar(&c.SetupIPTables, "setup-iptables", true, "install NOTRACK and ACCEPT rules")
 	fs.StringVar(&c.InterfaceName, "interface-name", "nodelocaldns", "name of the link that carries the local IPs")
 	fs.StringVar(&c.IPTablesMode, "iptables-mode", "auto", "iptables backend: auto, nft or legacy")
-	fs.DurationVar(&c.SyncInterval, "sync-interval", 10*time.Second, "how often interface and rules are re-checked")
+	durationVar(fs, &c.SyncInterval, "sync-interval", 10*time.Second, "how often interface and rules are re-checked")
 	fs.BoolVar(&c.SkipTeardown, "skip-teardown", false, "leave interface and rules in place on exit")
 
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", "cluster.local", "the cluster DNS domain")
@@ -149,39 +154,75 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.StringVar(&c.Fixture, "fixture", "", "serve the cluster zone from this YAML of Kubernetes objects instead of an API server")
 	fs.StringVar(&c.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for its pods (default $NODE_NAME)")
 	fs.StringVar(&c.Pods, "pods", "insecure", "pod records: insecure, verified or disabled")
-	fs.DurationVar(&c.TTL, "ttl", 5*time.Second, "TTL of cluster-zone answers")
-	fs.DurationVar(&c.NegativeTTL, "negative-ttl", 5*time.Second, "SOA minimum (negative TTL) of the cluster zone")
+	durationVar(fs, &c.TTL, "ttl", 5*time.Second, "TTL of cluster-zone answers")
+	durationVar(fs, &c.NegativeTTL, "negative-ttl", 5*time.Second, "SOA minimum (negative TTL) of the cluster zone")
 	fs.StringVar(&c.ZoneSnapshot, "zone-snapshot", "", "file to persist the cluster zone to, and serve from when the API server is unreachable")
 
-	fs.Var(&c.CacheSize, "cache-size", "cache budget in bytes (units: KiB, MiB, GiB) (default 64MiB)")
-	fs.DurationVar(&c.MaxTTL, "max-ttl", time.Hour, "cap on cached positive TTLs")
-	fs.DurationVar(&c.MaxNegativeTTL, "max-negative-ttl", time.Hour, "cap on cached negative TTLs")
-	fs.DurationVar(&c.StaleMaxAge, "stale-max-age", time.Hour, "serve expired entries up to this long when upstreams fail (0 disables)")
+	fs.Var(&c.CacheSize, "cache-size", "cache budget in bytes (units: KiB, MiB, GiB)")
+	durationVar(fs, &c.MaxTTL, "max-ttl", time.Hour, "cap on cached positive TTLs")
+	durationVar(fs, &c.MaxNegativeTTL, "max-negative-ttl", time.Hour, "cap on cached negative TTLs")
+	durationVar(fs, &c.StaleMaxAge, "stale-max-age", time.Hour, "serve expired entries up to this long when upstreams fail (0 disables)")
 
 	fs.StringVar(&c.UpstreamPolicy, "upstream-policy", "random", "upstream choice: random, sequential or round_robin")
-	fs.DurationVar(&c.UpstreamTimeout, "upstream-timeout", 2*time.Second, "timeout of one upstream try")
-	fs.DurationVar(&c.UpstreamDeadline, "upstream-deadline", 5*time.Second, "overall deadline of a forwarded query")
+	durationVar(fs, &c.UpstreamTimeout, "upstream-timeout", 2*time.Second, "timeout of one upstream try")
+	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", 5*time.Second, "overall deadline of a forwarded query")
 	fs.IntVar(&c.MaxUpstreamInFlight, "max-upstream-inflight", 1000, "cap on queries in flight upstream; beyond it REFUSED")
 	fs.IntVar(&c.MaxTCPConns, "max-tcp-conns", 1000, "cap on client TCP connections")
-	fs.DurationVar(&c.TCPIdleTimeout, "tcp-idle-timeout", 10*time.Second, "close idle client TCP connections after this")
+	durationVar(fs, &c.TCPIdleTimeout, "tcp-idle-timeout", 10*time.Second, "close idle client TCP connections after this")
 
+	fs.BoolVar(&c.Autopath, "autopath", false, "answer a pod's first search-path query for its whole search path (ends the ndots:5 storm)")
+	fs.Float64Var(&c.ClientQPSLimit, "client-qps-limit", 0, "per-client-IP query rate limit; beyond it REFUSED (0: no limit)")
+	fs.IntVar(&c.ClientBurst, "client-burst", 0, "burst of --client-qps-limit (default: the limit, at least 1)")
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Prometheus listener host:port (default <first local IP>:9253)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the metrics listener (profiling; keep it off in production)")
 	fs.StringVar(&c.HealthAddr, "health-addr", "", "health listener host:port for /healthz and /readyz (default <first local IP>:8080)")
 	fs.StringVar(&c.AdminSocket, "admin-socket", "/run/nodecache/admin.sock", "root-only unix socket for the CLI")
 	fs.StringVar(&c.HandoverSocket, "handover-socket", "/run/nodecache/handover.sock", "unix socket for handing listeners to a successor")
-	fs.DurationVar(&c.HandoverWait, "handover-timeout", 5*time.Second, "how long to wait for a predecessor's handover")
+	durationVar(fs, &c.HandoverWait, "handover-timeout", 5*time.Second, "how long to wait for a predecessor's handover")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with the same settings (keys are flag names); flags win")
 	return fs
 }
 
+// durationFlag is a time.Duration flag whose error says what a duration is.
+type durationFlag struct{ d *time.Duration }
+
+func (f durationFlag) String() string {
+	if f.d == nil {
+		return ""
+	}
+	return f.d.String()
+}
+
+func (f durationFlag) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return fmt.Errorf("%q is not a duration: give a number with a unit, e.g. 10s, 500ms, 1h", v)
+	}
+	if d < 0 {
+		return fmt.Errorf("%q: durations must not be negative", v)
+	}
+	*f.d = d
+	return nil
+}
+
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var(durationFlag{p}, name, usage)
+}
+
 // parseRunConfig parses args, then the --config file, then validates.
 func parseRunConfig(args []string) (*runConfig, error) {
 	c := &runConfig{}
 	fs := newRunFlags(c)
+	fs.SetOutput(io.Discard) // errors are returned as one line; -h prints below
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fs.SetOutput(os.Stdout)
+			fmt.Fprintln(os.Stdout, "Usage: nodecache run [flags]")
+			fs.PrintDefaults()
+		}
 		return nil, err
 	}
 	if fs.NArg() > 0 {
@@ -260,6 +301,8 @@ func (c *runConfig) validate() error {
 		return fmt.Errorf("--sync-interval %v is too short: give at least 100ms (e.g. 10s)", c.SyncInterval)
 	case c.UpstreamTimeout <= 0 || c.UpstreamDeadline < c.UpstreamTimeout:
 		return errors.New("--upstream-timeout must be positive and --upstream-deadline at least as long")
+	case c.ClientQPSLimit < 0 || c.ClientBurst < 0:
+		return errors.New("--client-qps-limit and --client-burst must not be negative")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}

@@ -42,6 +42,7 @@ type agent struct {
 	clients   *clientStats
 	m         *agentMetrics
 	handedOff chan struct{} // closed when a successor took the sockets over
+	stopEarly context.CancelFunc
 }
 
 func newLogger(c *runConfig) (*slog.Logger, error) {
@@ -82,37 +83,46 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
 	if err := a.build(); err != nil {
 		return err
 	}
+	ctx, a.stopEarly = context.WithCancel(ctx)
+	defer a.stopEarly()
 	defer a.forwarder.Close()
 	defer a.cache.Close()
 
+	defer a.iface.Close()
+
+	g, gctx := errgroup.WithContext(ctx)
+	if a.zone != nil {
+		if err := a.startZone(gctx, g); err != nil {
+			return err
+		}
+	}
 	// Listeners first: inherited from a predecessor, or new.
 	listeners, finish, err := a.acquireListeners(ctx)
 	if err != nil {
-		return err
+		return errors.Join(err, a.abort(g))
+	}
+	if finish != nil {
+		// The predecessor serves until we read the sockets: start only
+		// once the zone answers, so the switch costs no SERVFAIL.
+		a.waitZoneSynced(ctx, a.cfg.HandoverWait)
 	}
 	if err := a.server.Serve(listeners); err != nil {
 		listeners.Close()
-		return err
+		return errors.Join(err, a.abort(g))
 	}
 	if finish != nil {
 		finish()
 	}
 	if err := a.selfCheck(ctx, false); err != nil {
-		return fmt.Errorf("listeners do not answer before setup: %w", err)
+		_ = a.server.Shutdown(context.Background())
+		return errors.Join(fmt.Errorf("listeners do not answer before setup: %w", err), a.abort(g))
 	}
 
-	g, gctx := errgroup.WithContext(ctx)
-	if a.zone != nil {
-		if err := a.startZone(gctx, g); err != nil {
-			_ = a.server.Shutdown(context.Background())
-			return err
-		}
-	}
 	// Then the address and the rules, so traffic is only ever steered to a
 	// socket that answers.
 	if err := a.iface.Setup(ctx); err != nil {
 		_ = a.server.Shutdown(context.Background())
-		return fmt.Errorf("setting up interface and rules: %w", err)
+		return errors.Join(fmt.Errorf("setting up interface and rules: %w", err), a.abort(g))
 	}
 	if err := a.selfCheck(ctx, cfg.SetupInterface); err != nil {
 		log.Warn("listeners do not answer on their addresses yet", "err", err)
@@ -126,6 +136,30 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
 
 	err = g.Wait()
 	return a.shutdown(err)
+}
+
+// abort stops what run started in g before serving, for an early return.
+func (a *agent) abort(g *errgroup.Group) error {
+	a.stopEarly()
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// waitZoneSynced waits until the zone answers (synced, or from a snapshot),
+// at most d.
+func (a *agent) waitZoneSynced(ctx context.Context, d time.Duration) {
+	if a.zone == nil {
+		return
+	}
+	deadline := time.Now().Add(d)
+	for !a.zone.Synced() && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !a.zone.Synced() {
+		a.log.Warn("taking over before the zone synced", "waited", d)
+	}
 }
 
 // build constructs the forwarder, cache, zone, server and interface manager.
@@ -184,10 +218,15 @@ func (a *agent) build() error {
 		}
 		zone = zoneAdapter{a.zone}
 	}
+	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: a.clients}
+	if a.zone != nil {
+		deps.Pods = podsAdapter{a.zone}
+	}
 	a.server, err = server.New(server.Config{
 		Addrs: a.addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
-		Domain: cfg.ClusterDomain,
-	}, zone, resolverAdapter{a.cache}, a.clients, a.reg, log.With("component", "server"))
+		Domain: cfg.ClusterDomain, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
+		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
+	}, deps, a.reg, log.With("component", "server"))
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}

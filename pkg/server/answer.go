@@ -65,9 +65,13 @@ type Result struct {
 // fast tries to answer q without leaving the read loop: validation errors,
 // local answers, memoized zone answers and fresh cache hits. It returns the
 // reply appended to out and ok, or ok false when the slow path must answer.
-func (s *Server) fast(pkt []byte, q *wire.Query, perr error, out []byte, maxSize int, now time.Time) ([]byte, Result, bool) {
+func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, out []byte, maxSize int, now time.Time) ([]byte, Result, bool) {
 	if perr != nil {
 		return s.validationError(pkt, q, perr, out), Result{Rcode: rcodeOf(perr), Source: SourceLocal}, true
+	}
+	if s.limiter != nil && !s.limiter.allow(client, now) {
+		s.metrics.dropped("client_qps_limit")
+		return wire.AppendError(out, pkt, q, dns.RcodeRefused), Result{Rcode: dns.RcodeRefused, Source: SourceLocal}, true
 	}
 	if rcode, refuse := s.refuse(q); refuse {
 		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: SourceLocal}, true
@@ -76,7 +80,7 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, out []byte, maxSize
 		return nil, Result{}, false // RFC 8482 answer is built on the slow path
 	}
 	if s.inZoneSuffix(q.LowerName()) {
-		if p, ok := s.memo.get(q, s.zone.Generation()); ok {
+		if p, ok := s.memo.get(q, s.zone.Generation()); ok && (p.Rcode() != dns.RcodeNameError || s.pods == nil) {
 			return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: p.Rcode(), Source: SourceZone}, true
 		}
 		return nil, Result{}, false
@@ -89,11 +93,16 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, out []byte, maxSize
 
 // slow answers q on a goroutine of its own: ANY, zone lookups that are not
 // memoized yet, ExternalName chases, and cache misses.
-func (s *Server) slow(ctx context.Context, pkt []byte, q *wire.Query, out []byte, maxSize int) ([]byte, Result) {
+func (s *Server) slow(ctx context.Context, pkt []byte, q *wire.Query, client netip.Addr, out []byte, maxSize int) ([]byte, Result) {
 	if q.Type == dns.TypeANY {
 		return s.packAndAppend(rfc8482(q), q, out, maxSize, Result{Rcode: dns.RcodeSuccess, Source: SourceLocal})
 	}
 	if s.inZoneSuffix(q.LowerName()) {
+		if base, ns, ok := s.autopathBase(client, keyName(q)); ok {
+			if m, ok := s.autopath(ctx, q, base, ns); ok {
+				return s.packAndAppend(m, q, out, maxSize, Result{Rcode: m.Rcode, Source: SourceZone})
+			}
+		}
 		if out, res, ok := s.answerZone(ctx, pkt, q, out, maxSize); ok {
 			return out, res
 		}

@@ -36,6 +36,19 @@ type Config struct {
 	// MaxUDPSize caps the UDP reply size whatever the client advertises.
 	// Default 1232.
 	MaxUDPSize int
+	// Autopath answers a pod's first search-path query for its whole search
+	// path (needs Deps.Pods and a zone). Default off.
+	Autopath bool
+	// AutopathSearch is the node's own search list, which ClusterFirst pods
+	// inherit after the cluster's three. Default none.
+	AutopathSearch []string
+	// ClientQPS, when positive, limits each client IP to this many queries a
+	// second (burst ClientBurst); beyond it queries are answered REFUSED.
+	// Default 0: no limit.
+	ClientQPS float64
+	// ClientBurst is the bucket size of the per-client limit. Default
+	// ClientQPS (at least 1).
+	ClientBurst int
 }
 
 func (c *Config) setDefaults() {
@@ -82,6 +95,8 @@ func (c *Config) Validate() error {
 		return errors.New("connection and in-flight caps must not be negative")
 	case c.TCPIdleTimeout < 0, c.QueryTimeout < 0:
 		return errors.New("timeouts must not be negative")
+	case c.ClientQPS < 0 || c.ClientBurst < 0:
+		return errors.New("per-client query limit must not be negative")
 	case c.MaxUDPSize != 0 && (c.MaxUDPSize < 512 || c.MaxUDPSize > 65535):
 		return fmt.Errorf("max UDP size %d: want 512 to 65535", c.MaxUDPSize)
 	}

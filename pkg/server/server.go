@@ -25,13 +25,23 @@ type Observer interface {
 	Observe(client netip.Addr, q *wire.Query, res Result, took time.Duration)
 }
 
+// Deps are what a Server asks: the resolver is required, the rest optional.
+type Deps struct {
+	Zone     Zone     // nil: no cluster zone
+	Resolver Resolver // the cache in front of the upstreams
+	Observer Observer // nil: no per-client accounting
+	Pods     Pods     // nil: no autopath
+}
+
 // Server answers DNS queries on a set of listeners.
 type Server struct {
 	cfg        Config
 	log        *slog.Logger
 	zone       Zone // nil: no cluster zone
 	resolver   Resolver
-	observer   Observer // may be nil
+	observer   Observer       // may be nil
+	pods       Pods           // may be nil
+	limiter    *clientLimiter // nil: no per-client limit
 	domainWire []byte
 	memo       *zoneMemo
 	metrics    *metrics
@@ -52,13 +62,14 @@ type Server struct {
 	serving atomic.Bool
 }
 
-// New builds a server. zone may be nil (no cluster zone); resolver is required.
-func New(cfg Config, zone Zone, resolver Resolver, obs Observer, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
+// New builds a server.
+func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	cfg.setDefaults()
-	if resolver == nil {
+	cfg.Domain = dns.Fqdn(strings.ToLower(cfg.Domain))
+	if deps.Resolver == nil {
 		return nil, errors.New("server needs a resolver")
 	}
 	dw := make([]byte, wire.MaxNameLen)
@@ -71,8 +82,17 @@ func New(cfg Config, zone Zone, resolver Resolver, obs Observer, reg prometheus.
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	var limiter *clientLimiter
+	if cfg.ClientQPS > 0 {
+		limiter = newClientLimiter(cfg.ClientQPS, cfg.ClientBurst, 65536)
+	}
+	pods := deps.Pods
+	if !cfg.Autopath || deps.Zone == nil {
+		pods = nil
+	}
 	return &Server{
-		cfg: cfg, log: log, zone: zone, resolver: resolver, observer: obs,
+		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer,
+		pods: pods, limiter: limiter,
 		domainWire: dw[:n],
 		memo:       newZoneMemo(100_000),
 		metrics:    m,
@@ -183,12 +203,12 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 	var q wire.Query
 	perr := wire.Parse(pkt, &q)
 	maxSize := 65535
-	out, res, ok := s.fast(pkt, &q, perr, make([]byte, 0, 512), maxSize, time.Now())
+	out, res, ok := s.fast(pkt, &q, perr, client, make([]byte, 0, 512), maxSize, time.Now())
 	if !ok {
 		if perr != nil {
 			return nil, res, perr
 		}
-		out, res = s.slow(ctx, pkt, &q, nil, maxSize)
+		out, res = s.slow(ctx, pkt, &q, client, nil, maxSize)
 	}
 	if out == nil {
 		return nil, res, fmt.Errorf("query: %w", wire.ErrNoReply)

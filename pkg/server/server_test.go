@@ -73,6 +73,11 @@ func (f *fakeResolver) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) 
 // startServer runs a server on loopback ports and returns its address.
 func startServer(t *testing.T, cfg Config, zone Zone, r Resolver) (*Server, netip.AddrPort) {
 	t.Helper()
+	return startServerDeps(t, cfg, Deps{Zone: zone, Resolver: r})
+}
+
+func startServerDeps(t *testing.T, cfg Config, deps Deps) (*Server, netip.AddrPort) {
+	t.Helper()
 	ctx := context.Background()
 	// Pick a free port for both UDP and TCP.
 	var l *Listeners
@@ -91,7 +96,7 @@ func startServer(t *testing.T, cfg Config, zone Zone, r Resolver) (*Server, neti
 		}
 	}
 	cfg.Addrs = []netip.AddrPort{addr}
-	s, err := New(cfg, zone, r, nil, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := New(cfg, deps, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -375,7 +380,7 @@ func TestHasWireSuffix(t *testing.T) {
 }
 
 func benchFast(b *testing.B, f *fakeResolver, z Zone, name string) {
-	s, err := New(Config{Addrs: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}}, z, f, nil,
+	s, err := New(Config{Addrs: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}}, Deps{Zone: z, Resolver: f},
 		prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)
@@ -388,13 +393,14 @@ func benchFast(b *testing.B, f *fakeResolver, z Zone, name string) {
 	out := make([]byte, 0, 4096)
 	// Warm: the slow path fills the fake cache or the zone memo.
 	_ = wire.Parse(pkt, &q)
-	if _, _, ok := s.fast(pkt, &q, nil, out, 1232, time.Now()); !ok {
-		s.slow(context.Background(), pkt, &q, out, 1232)
+	client := netip.MustParseAddr("10.0.0.1")
+	if _, _, ok := s.fast(pkt, &q, nil, client, out, 1232, time.Now()); !ok {
+		s.slow(context.Background(), pkt, &q, client, out, 1232)
 	}
 	b.ReportAllocs()
 	for b.Loop() {
 		perr := wire.Parse(pkt, &q)
-		reply, res, ok := s.fast(pkt, &q, perr, out[:0], 1232, time.Now())
+		reply, res, ok := s.fast(pkt, &q, perr, client, out[:0], 1232, time.Now())
 		if !ok || len(reply) == 0 {
 			b.Fatal("not answered on the fast path")
 		}

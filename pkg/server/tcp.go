@@ -96,7 +96,7 @@ func (s *Server) serveConn(c *net.TCPConn) {
 		}
 		start := time.Now()
 		perr := wire.Parse(pkt, &q)
-		reply, res, ok := s.fast(pkt, &q, perr, out[:0], 65535, start)
+		reply, res, ok := s.fast(pkt, &q, perr, client, out[:0], 65535, start)
 		if ok {
 			if reply == nil {
 				return // garbage on a stream: the framing cannot be trusted
@@ -122,7 +122,7 @@ func (s *Server) slowTCP(pkt []byte, client netip.Addr, start time.Time, write f
 	}
 	ctx, cancel := contextWithTimeout(s.ctx, s.cfg.QueryTimeout)
 	defer cancel()
-	reply, res := s.slow(ctx, pkt, &q, make([]byte, 0, 512), 65535)
+	reply, res := s.slow(ctx, pkt, &q, client, make([]byte, 0, 512), 65535)
 	write(reply)
 	s.record(client, &q, res, start, protoTCP)
 }

@@ -39,7 +39,7 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 		pkt := buf[:n]
 		perr := wire.Parse(pkt, &q)
 		maxSize := s.udpSize(&q)
-		reply, res, ok := s.fast(pkt, &q, perr, out[:0], maxSize, start)
+		reply, res, ok := s.fast(pkt, &q, perr, client.Addr(), out[:0], maxSize, start)
 		if ok {
 			if reply != nil {
 				s.writeUDP(c, reply, client)
@@ -70,7 +70,7 @@ func (s *Server) slowUDP(c *net.UDPConn, pkt []byte, client netip.AddrPort, star
 	}
 	ctx, cancel := contextWithTimeout(s.ctx, s.cfg.QueryTimeout)
 	defer cancel()
-	reply, res := s.slow(ctx, pkt, &q, make([]byte, 0, 512), s.udpSize(&q))
+	reply, res := s.slow(ctx, pkt, &q, client.Addr(), make([]byte, 0, 512), s.udpSize(&q))
 	s.writeUDP(c, reply, client)
 	s.record(client.Addr(), &q, res, start, protoUDP)
 }

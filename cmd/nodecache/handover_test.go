@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// loadClient sends queries over UDP at a steady pace until stopped and counts
+// what comes back.
+type loadClient struct {
+	sent, answered, servfail, lost atomic.Int64
+}
+
+func (l *loadClient) run(ctx context.Context, addr string, names []string, every time.Duration) {
+	c := &dns.Client{Timeout: time.Second}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		name := names[i%len(names)]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m := new(dns.Msg)
+			m.SetQuestion(name, dns.TypeA)
+			l.sent.Add(1)
+			r, _, err := c.Exchange(m, addr)
+			switch {
+			case err != nil:
+				l.lost.Add(1)
+			case r.Rcode == dns.RcodeServerFailure:
+				l.servfail.Add(1)
+			default:
+				l.answered.Add(1)
+			}
+		}()
+	}
+}
+
+func TestHandoverLosesNoQuery(t *testing.T) {
+	up := startUpstream(t)
+	port := freePort(t)
+	dir := t.TempDir()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+
+	cfgA := testAgentConfig(t, up.addr, dir, port)
+	first := startAgent(t, cfgA)
+	names := []string{"web.demo.svc.cluster.local.", "a.example.org.", "b.example.org.", "c.example.org."}
+	for _, n := range names {
+		ask(t, addr, n, dns.TypeA)
+	}
+	before := up.queries.Load()
+
+	ctx, cancel := context.WithCancel(context.Background())
+	load := &loadClient{}
+	done := make(chan struct{})
+	go func() { defer close(done); load.run(ctx, addr, names, 2*time.Millisecond) }()
+
+	// Three upgrades in a row, each successor taking over from the last. As in
+	// a DaemonSet, the successor shares the health and metrics ports; the
+	// predecessor exits by itself once it has handed over.
+	prev := first
+	for i := 0; i < 3; i++ {
+		time.Sleep(150 * time.Millisecond)
+		cfg := testAgentConfig(t, up.addr, dir, port)
+		cfg.HealthAddr, cfg.MetricsAddr = cfgA.HealthAddr, cfgA.MetricsAddr
+		next := launchAgent(t, cfg)
+		if err := prev.wait(20 * time.Second); err != nil {
+			t.Fatalf("predecessor %d: %v", i, err)
+		}
+		prev = next
+	}
+	time.Sleep(150 * time.Millisecond)
+	cancel()
+	<-done
+	t.Logf("during 3 handovers: sent %d, answered %d, SERVFAIL %d, lost %d",
+		load.sent.Load(), load.answered.Load(), load.servfail.Load(), load.lost.Load())
+	if load.lost.Load() != 0 || load.servfail.Load() != 0 {
+		t.Errorf("got %d lost and %d SERVFAIL, want none", load.lost.Load(), load.servfail.Load())
+	}
+	if load.answered.Load() < 100 {
+		t.Errorf("only %d queries answered; the load did not run", load.answered.Load())
+	}
+	// The warm cache came along: no new upstream queries for the names.
+	if got := up.queries.Load(); got != before {
+		t.Errorf("upstream queries after handovers: got %d new, want 0 (warm cache handed over)", got-before)
+	}
+}
