@@ -64,10 +64,6 @@ func startAgent(t testing.TB, node *netNS, up *dnsUpstream, o agentOpts) *runnin
 	if o.NodeName == "" {
 		o.NodeName = "node-1"
 	}
-	if err := dummySupported(); err != nil {
-		// The agent falls back to a bridge link; say why it will.
-		t.Logf("kernel has no dummy links (%v): expect the agent's fallback", err)
-	}
 	// The admin and handover sockets live in the host's file system, shared
 	// by every agent: each run gets its own, or one agent would hand its
 	// listeners to the next. Unix socket paths are short: not t.TempDir().

@@ -74,6 +74,9 @@ func setUp(dir string) error {
 	}
 	env.api = api
 	fmt.Fprintf(os.Stderr, "e2e: etcd + kube-apiserver ready at %s in %v\n", api.URL, api.StartUp.Round(time.Millisecond))
+	if err := dummySupported(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: kernel has no dummy links (%v): the agent falls back to a bridge\n", err)
+	}
 	if env.agent, err = applyRBACManifest(ctx, api.Admin, rbacManifest); err != nil {
 		return fmt.Errorf("applying %s: %w", rbacManifest, err)
 	}
