@@ -42,12 +42,16 @@ var agentBuild = sync.OnceValues(func() (string, error) {
 type agentOpts struct {
 	NodeName string   // empty: "node-1"
 	Flags    []string // extra flags, appended last (they win)
+	// APIDown starts the agent with its path to the apiserver cut
+	// (runningAgent.API.Resume restores it) and waits for /healthz only.
+	APIDown bool
 }
 
 // runningAgent is the nodecache binary running inside a node netns.
 type runningAgent struct {
 	Node    *netNS
 	LocalIP string
+	API     *tcpForwarder // the agent's only way to the apiserver
 	proc    *proc
 	http    *http.Client // dials inside Node
 }
@@ -73,7 +77,10 @@ func startAgent(t testing.TB, node *netNS, up *dnsUpstream, o agentOpts) *runnin
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
 	fwd := forwardTCP(t, node, strings.TrimPrefix(env.api.URL, "https://"))
-	kubeconfig := agentKubeconfig(t, "https://"+fwd)
+	if o.APIDown {
+		fwd.Pause()
+	}
+	kubeconfig := agentKubeconfig(t, "https://"+fwd.Addr())
 	args := []string{"netns", "exec", node.Name, bin, "run",
 		"--local-ip=" + linkLocalIP, "--port=53", "--upstream=" + up.Addr,
 		"--setup-interface=true", "--setup-iptables=true", "--iptables-mode=auto",
@@ -89,7 +96,7 @@ func startAgent(t testing.TB, node *netNS, up *dnsUpstream, o agentOpts) *runnin
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &runningAgent{Node: node, LocalIP: linkLocalIP, proc: p, http: nsHTTPClient(node)}
+	a := &runningAgent{Node: node, LocalIP: linkLocalIP, API: fwd, proc: p, http: nsHTTPClient(node)}
 	t.Cleanup(func() {
 		if err := p.Stop(15 * time.Second); err != nil {
 			t.Errorf("stopping the agent: got %v, want a clean exit on SIGTERM", err)
@@ -98,17 +105,29 @@ func startAgent(t testing.TB, node *netNS, up *dnsUpstream, o agentOpts) *runnin
 			t.Logf("agent log (%s):\n%s", strings.Join(args[3:], " "), p.logTail(16000))
 		}
 	})
+	path := "/readyz"
+	if o.APIDown {
+		path = "/healthz"
+	}
+	d := a.waitHTTP(t, path)
+	t.Logf("agent %s OK in %v", path, d.Round(time.Millisecond))
+	return a
+}
+
+// waitHTTP polls the agent's health listener until path answers 200 and
+// returns how long that took; it fails the test after 60s.
+func (a *runningAgent) waitHTTP(t testing.TB, path string) time.Duration {
+	t.Helper()
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	err = poll(ctx, 100*time.Millisecond, p, func(ctx context.Context) error {
-		return httpOK(ctx, a.http, "http://"+healthAddr+"/readyz", "")
+	err := poll(ctx, 50*time.Millisecond, a.proc, func(ctx context.Context) error {
+		return httpOK(ctx, a.http, "http://"+healthAddr+path, "")
 	})
 	if err != nil {
-		t.Fatalf("waiting for the agent to be ready: %v", err)
+		t.Fatalf("waiting for the agent's %s: %v", path, err)
 	}
-	t.Logf("agent ready in %v", time.Since(start).Round(time.Millisecond))
-	return a
+	return time.Since(start)
 }
 
 // nsHTTPClient is an HTTP client whose connections are opened inside ns.

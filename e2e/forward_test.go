@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -19,15 +20,16 @@ type tcpForwarder struct {
 	l      net.Listener
 	target string
 	wg     sync.WaitGroup
+	paused atomic.Bool // when set, new connections are closed at once
 
 	mu     sync.Mutex // guards following
 	conns  map[net.Conn]struct{}
 	closed bool
 }
 
-// forwardTCP listens on 127.0.0.1:0 inside ns and forwards to target. It
-// returns the listening address (valid inside ns); cleanup stops it.
-func forwardTCP(t testing.TB, ns *netNS, target string) string {
+// forwardTCP listens on 127.0.0.1:0 inside ns and forwards to target;
+// cleanup stops it.
+func forwardTCP(t testing.TB, ns *netNS, target string) *tcpForwarder {
 	t.Helper()
 	l, err := ns.listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -37,8 +39,25 @@ func forwardTCP(t testing.TB, ns *netNS, target string) string {
 	f.wg.Add(1)
 	go f.serve()
 	t.Cleanup(f.Close)
-	return l.Addr().String()
+	return f
 }
+
+// Addr is the listening address, valid inside the netns.
+func (f *tcpForwarder) Addr() string { return f.l.Addr().String() }
+
+// Pause makes the target unreachable for new connections and cuts the open
+// ones; Resume undoes it.
+func (f *tcpForwarder) Pause() {
+	f.paused.Store(true)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for c := range f.conns {
+		_ = c.Close()
+	}
+}
+
+// Resume lets new connections through again.
+func (f *tcpForwarder) Resume() { f.paused.Store(false) }
 
 func (f *tcpForwarder) serve() {
 	defer f.wg.Done()
@@ -49,6 +68,10 @@ func (f *tcpForwarder) serve() {
 				return
 			}
 			time.Sleep(10 * time.Millisecond) // transient accept error (EMFILE)
+			continue
+		}
+		if f.paused.Load() {
+			_ = c.Close()
 			continue
 		}
 		if !f.track(c) {

@@ -131,7 +131,7 @@ func TestNetnsRig(t *testing.T) {
 
 	fwd := forwardTCP(t, node, env.api.URL[len("https://"):])
 	cfg := env.api.restConfig(env.api.AdminToken)
-	cfg.Host = "https://" + fwd
+	cfg.Host = "https://" + fwd.Addr()
 	cfg.Dial = node.dial
 	c, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
