@@ -59,6 +59,11 @@ func hasData(t uint16, want ...string) func(answer) bool {
 	return func(a answer) bool { return a.Rcode == "NOERROR" && slices.Equal(a.Data(t), want) }
 }
 
+// equalSorted compares two string lists as sets with multiplicity.
+func equalSorted(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
+}
+
 func hasRcode(rcode string) func(answer) bool {
 	return func(a answer) bool { return a.Rcode == rcode }
 }

@@ -45,12 +45,13 @@ func TestClusterZone(t *testing.T) {
 	createEndpointSlice(t, ns, "hl", discoveryv1.AddressTypeIPv6, []endpoint{{IP: "fd00:10:244::5"}}, httpPort)
 	createService(t, headlessSpec(ns, "empty"))
 	createService(t, externalNameSpec(ns, "ext", "www.example.com"))
+	createService(t, externalNameSpec(ns, "inzone", "cip."+ns+".svc."+clusterDomain))
 	createPod(t, ns, "p1", "node-1", "host1", "sub", "10.244.1.20")
 	createService(t, headlessSpec(ns, "sub"))
 	createEndpointSlice(t, ns, "sub", discoveryv1.AddressTypeIPv4, []endpoint{{IP: "10.244.1.20", Hostname: "host1", NodeName: "node-1"}})
 	// The last write is in the zone: everything before it is too.
 	d := r.await(t, query{Name: "host1.sub" + sfx}, start, hasData(dns.TypeA, "10.244.1.20"))
-	t.Logf("10 API writes → last one answered: %v", d.Round(time.Millisecond))
+	t.Logf("11 API writes → last one answered: %v", d.Round(time.Millisecond))
 
 	ptr := func(ip string) string { s, _ := dns.ReverseAddr(ip); return s }
 	cases := []zoneCase{
@@ -81,6 +82,9 @@ func TestClusterZone(t *testing.T) {
 		{qname: "ext" + sfx, qtype: "A", rcode: "NOERROR", check: dns.TypeCNAME, want: []string{"www.example.com."}},
 		{qname: "ext" + sfx, qtype: "A", rcode: "NOERROR", want: []string{"192.0.2.10"}},
 		{qname: "ext" + sfx, qtype: "SRV", rcode: "NOERROR"},
+		{qname: "inzone" + sfx, qtype: "A", rcode: "NOERROR", check: dns.TypeCNAME, want: []string{"cip" + sfx}},
+		{qname: "inzone" + sfx, qtype: "A", rcode: "NOERROR", want: cip.Spec.ClusterIPs},
+		{qname: "inzone" + sfx, qtype: "AAAA", rcode: "NOERROR", check: dns.TypeCNAME, want: []string{"cip" + sfx}},
 		{qname: "x.ext" + sfx, qtype: "A", rcode: "NXDOMAIN"},
 		{qname: "10-244-1-9." + ns + ".pod." + clusterDomain + ".", qtype: "A", rcode: "NOERROR", want: []string{"10.244.1.9"}},
 		{qname: "host1.sub" + sfx, qtype: "A", rcode: "NOERROR", want: []string{"10.244.1.20"}},
