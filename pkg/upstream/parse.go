@@ -150,8 +150,9 @@ const (
 
 // LoadKubeDNSConfig reads a kube-dns style ConfigMap mounted as a directory:
 // the file stubDomains holds a JSON object domain -> ["IP[:port]", ...] and
-// upstreamNameservers a JSON array of "IP[:port]". A missing or empty file
-// yields nil for that part; both missing is not an error.
+// upstreamNameservers a JSON array of "IP[:port]". A missing or blank file
+// yields no entries for that part (both missing is not an error); stubs is
+// never nil on success, so callers may add to it.
 func LoadKubeDNSConfig(dir string) (stubs map[string][]netip.AddrPort, upstreams []netip.AddrPort, err error) {
 	if fi, err := os.Stat(dir); err != nil {
 		return nil, nil, fmt.Errorf("reading kube-dns config dir: %w", err)
@@ -166,6 +167,7 @@ func LoadKubeDNSConfig(dir string) (stubs map[string][]netip.AddrPort, upstreams
 	if err := readJSONFile(filepath.Join(dir, kubeDNSUpstreamsFile), &rawUpstreams); err != nil {
 		return nil, nil, err
 	}
+	stubs = make(map[string][]netip.AddrPort, len(rawStubs))
 	for name, list := range rawStubs {
 		domain, err := canonicalDomain(name)
 		if err != nil {
@@ -174,9 +176,6 @@ func LoadKubeDNSConfig(dir string) (stubs map[string][]netip.AddrPort, upstreams
 		servers, err := parseAddrList(list)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: stub domain %q: %w", kubeDNSStubDomainsFile, name, err)
-		}
-		if stubs == nil {
-			stubs = make(map[string][]netip.AddrPort, len(rawStubs))
 		}
 		stubs[domain] = append(stubs[domain], servers...)
 	}

@@ -162,10 +162,11 @@ func TestLoadKubeDNSConfig(t *testing.T) {
 			},
 			wantUpstreams: aps(t, "8.8.8.8:53", "8.8.4.4:53"),
 		},
-		{name: "empty configmap", files: map[string]string{}},
+		{name: "empty configmap", files: map[string]string{}, wantStubs: map[string][]netip.AddrPort{}},
 		{
 			name:          "only upstreams, blank stubs",
 			files:         map[string]string{"upstreamNameservers": `["8.8.8.8"]`, "stubDomains": "\n"},
+			wantStubs:     map[string][]netip.AddrPort{},
 			wantUpstreams: aps(t, "8.8.8.8:53"),
 		},
 		{name: "bad JSON", files: map[string]string{"stubDomains": `{"a": "1.2.3.4"}`}, wantErr: "parsing"},
