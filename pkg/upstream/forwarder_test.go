@@ -16,7 +16,7 @@ func TestSilentUpstreamFailsOverToNext(t *testing.T) {
 	dead := startServer(t, silent)
 	alive := startServer(t, answerA("192.0.2.2"))
 	cfg := testConfig(dead, alive)
-	cfg.TryTimeout = 50 * time.Millisecond
+	cfg.TryTimeout = 250 * time.Millisecond
 	f, _ := newTestForwarder(t, cfg, hooks{})
 
 	got, from := exchangeA(t, f, "www.example.")
@@ -101,7 +101,7 @@ func TestMarkDownAndProbeBack(t *testing.T) {
 	})
 	good := startServer(t, answerA("192.0.2.4"))
 	cfg := testConfig(flaky, good)
-	cfg.TryTimeout, cfg.FailThreshold = 20*time.Millisecond, 2
+	cfg.TryTimeout, cfg.FailThreshold = 250*time.Millisecond, 2
 	h, events := healthEvents()
 	f, _ := newTestForwarder(t, cfg, h)
 
@@ -146,7 +146,7 @@ func TestAllDownStillTried(t *testing.T) {
 		}
 	})
 	cfg := testConfig(only)
-	cfg.TryTimeout, cfg.Deadline, cfg.FailThreshold = 20*time.Millisecond, time.Second, 1
+	cfg.TryTimeout, cfg.Deadline, cfg.FailThreshold = 250*time.Millisecond, 2*time.Second, 1
 	cfg.ProbeInterval = time.Hour // no probe interferes
 	h, events := healthEvents()
 	f, _ := newTestForwarder(t, cfg, h)

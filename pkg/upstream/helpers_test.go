@@ -140,8 +140,8 @@ func truncateUDP(ip string) dns.HandlerFunc {
 func testConfig(servers ...*testServer) Config {
 	cfg := Config{
 		Policy:        PolicySequential,
-		TryTimeout:    200 * time.Millisecond,
-		Deadline:      2 * time.Second,
+		TryTimeout:    time.Second,
+		Deadline:      5 * time.Second,
 		ProbeInterval: 5 * time.Millisecond,
 	}
 	for _, s := range servers {
