@@ -135,3 +135,50 @@ func TestDeadAPIServer(t *testing.T) {
 		}
 	})
 }
+
+// TestConcurrentReaders: lookups run while the writer replaces services;
+// every answer a reader sees is a complete one (run with -race).
+func TestConcurrentReaders(t *testing.T) {
+	evs := synthCluster(200, 5)
+	z := buildZone(t, evs)
+	stop := make(chan struct{})
+	errs := make(chan string, 2)
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- ""
+					return
+				default:
+				}
+				a := z.Lookup("svc-1.ns-1.svc.cluster.local.", dns.TypeA)
+				if a.Rcode != ok || len(a.Answer) != 1 {
+					errs <- "stable service: got rcode " + dns.RcodeToString[a.Rcode]
+					return
+				}
+				if a := z.Lookup("svc-5.ns-5.svc.cluster.local.", dns.TypeA); a.Rcode == ok && len(a.Answer) == 0 {
+					errs <- "changing service: NOERROR without records"
+					return
+				}
+			}
+		}()
+	}
+	es := *evs[len(evs)-1].obj.(*sliceModel) // svc-199's slice
+	for i := range 500 {
+		fewer := es
+		fewer.Endpoints = es.Endpoints[:i%len(es.Endpoints)]
+		z.enqueue(event{kind: objSlice, key: es.key(), obj: &fewer})
+		z.enqueue(event{kind: objService, key: "ns-5/svc-5", obj: nil})
+		if i%2 == 0 {
+			z.enqueue(evs[100+2*5]) // svc-5 back
+		}
+		z.drain()
+	}
+	close(stop)
+	for range 2 {
+		if msg := <-errs; msg != "" {
+			t.Error(msg)
+		}
+	}
+}

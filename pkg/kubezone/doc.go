@@ -1,0 +1,58 @@
+// Package kubezone answers the cluster domain (cluster.local.) from the
+// node's own client-go informers, following /work/shared/DNS-BEHAVIOUR.md:
+// service A/AAAA/CNAME/SRV, endpoint and pod names, PTRs of ClusterIPs and
+// ready endpoints, dns-version, the apex SOA/NS, NODATA for empty
+// non-terminals and NXDOMAIN with the SOA for everything else.
+//
+// # Sources
+//
+// Run watches Services, EndpointSlices (discovery.k8s.io/v1) and Namespaces
+// cluster-wide, and Pods of Config.NodeName through a second informer
+// factory with the field selector spec.nodeName=<node> (for PodByIP). In
+// Pods mode "verified" the pod watch is cluster-wide instead (every pod of
+// the cluster held in memory, trimmed to ~200 bytes, and one watch event
+// per pod change on every node: the price of answering pod names only for
+// IPs that exist). Informers trim objects before storing them (WithTransform),
+// never resync, and use the streaming watch-list when client-go's
+// WatchListClient feature is on (its default since v1.35). The caller
+// should set the protobuf content type on the rest config
+// ("application/vnd.kubernetes.protobuf").
+//
+// LoadFixture turns a YAML file of those objects into a fake clientset, so
+// a fixture goes through exactly the same informer path.
+//
+// # The zone
+//
+// Records are prebuilt per owner name into immutable nodes held in a
+// sharded copy-on-write table: Lookup is a hash plus a binary search,
+// never takes a lock and, for every prebuilt name, does not allocate
+// (insecure pod names and in-zone CNAME chains allocate). One writer
+// applies the queued informer events in batches: a change of a service or
+// one of its EndpointSlices rebuilds that service's names only, and each
+// batch publishes one new Generation (the SOA serial follows it).
+//
+// Before the first sync (and without a snapshot) a name the zone would
+// deny gets SERVFAIL, never a false NXDOMAIN. If the API server goes away
+// the last-known zone keeps being served; list/watch failures are logged at
+// most once a minute per resource.
+//
+// With Config.SnapshotPath set, the zone's source objects are written at
+// most once per Config.SnapshotInterval (atomically, checksummed, tagged
+// with the domain); LoadSnapshot serves them at start until the informers
+// sync. A corrupt or foreign snapshot is refused whole.
+//
+// # Config
+//
+// Domain (cluster.local.), TTL (5s), NegativeTTL (5s: SOA minimum and TTL),
+// Pods (insecure | verified | disabled), NodeName, LocalIPs (NS glue),
+// SnapshotPath (none), SnapshotInterval (10s). See Config.
+//
+// # Metrics
+//
+//	nodecache_zone_objects{kind}                      gauge: namespaces, services, endpointslices, endpoints, pods
+//	nodecache_zone_synced                             gauge: 1 once synced from the API server
+//	nodecache_zone_source{source}                     gauge: 1 for the current source (none, snapshot, api)
+//	nodecache_zone_programming_duration_seconds{from} histogram: event arrival (from=event) or the object's
+//	                                                  last write time (from=write, best effort) to the zone updated
+//	nodecache_zone_snapshot_writes_total{result}      counter: ok, error
+package kubezone
