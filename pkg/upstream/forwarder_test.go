@@ -3,7 +3,9 @@ package upstream
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,22 +14,88 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
-func TestSilentUpstreamFailsOverToNext(t *testing.T) {
-	dead := startServer(t, silent)
-	alive := startServer(t, answerA("192.0.2.2"))
-	cfg := testConfig(dead, alive)
-	cfg.TryTimeout = 250 * time.Millisecond
-	f, _ := newTestForwarder(t, cfg, hooks{})
+func TestFailedUpstreamFailsOverToNext(t *testing.T) {
+	tests := []struct {
+		name     string
+		dead     func(t *testing.T) (addr netip.AddrPort, queries func() int64)
+		wantKind string
+	}{
+		{"silent", func(t *testing.T) (netip.AddrPort, func() int64) {
+			ts := startServer(t, silent)
+			return ts.addr, ts.udpQueries.Load
+		}, kindTimeout},
+		{"closed port", func(t *testing.T) (netip.AddrPort, func() int64) {
+			pc, ln := listenPair(t)
+			addr := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+			_, _ = pc.Close(), ln.Close()
+			return addr, nil // nothing listens to count queries
+		}, kindConnRefused},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dead, deadQueries := tt.dead(t)
+			alive := startServer(t, answerA("192.0.2.2"))
+			cfg := testConfig(alive)
+			cfg.Servers = []netip.AddrPort{dead, alive.addr}
+			cfg.TryTimeout = 250 * time.Millisecond
+			f, _ := newTestForwarder(t, cfg, hooks{})
 
-	got, from := exchangeA(t, f, "www.example.")
-	if got != "192.0.2.2" || from != alive.addr {
-		t.Errorf("got %s from %v, want 192.0.2.2 from %v", got, from, alive.addr)
+			got, from := exchangeA(t, f, "www.example.")
+			if got != "192.0.2.2" || from != alive.addr {
+				t.Errorf("got %s from %v, want 192.0.2.2 from %v", got, from, alive.addr)
+			}
+			if deadQueries != nil {
+				if got := deadQueries(); got != 1 {
+					t.Errorf("queries at the failed server: got %d, want 1", got)
+				}
+			}
+			if got := counterValue(t, f, "errors", dead.String(), tt.wantKind); got != 1 {
+				t.Errorf("%s errors of the failed server: got %v, want 1", tt.wantKind, got)
+			}
+			if st := f.Status()[0]; st.ConsecutiveFails != 1 {
+				t.Errorf("consecutive fails: got %d, want 1", st.ConsecutiveFails)
+			}
+		})
 	}
-	if got := dead.udpQueries.Load(); got != 1 {
-		t.Errorf("queries at the silent server: got %d, want 1", got)
+}
+
+// A client advertising a large EDNS buffer gets a reply larger than the
+// pooled read buffer in one UDP datagram, and its OPT reaches the server.
+func TestLargeEDNSReplyOverUDP(t *testing.T) {
+	var seenSize atomic.Uint32
+	ts := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
+		if opt := r.IsEdns0(); opt != nil {
+			seenSize.Store(uint32(opt.UDPSize()))
+		}
+		m := new(dns.Msg)
+		m.SetReply(r)
+		for i := 0; i < 30; i++ {
+			m.Answer = append(m.Answer, &dns.TXT{
+				Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60},
+				Txt: []string{strings.Repeat(string(rune('a'+i%26)), 200)},
+			})
+		}
+		m.SetEdns0(8192, false)
+		_ = w.WriteMsg(m)
+	})
+	f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+	req := query("big.example.", dns.TypeTXT)
+	req.SetEdns0(8192, false)
+	resp, _, err := f.Exchange(context.Background(), req)
+	if err != nil {
+		t.Fatalf("Exchange: %v", err)
 	}
-	if got := counterValue(t, f, "errors", dead.addr.String(), kindTimeout); got != 1 {
-		t.Errorf("timeouts of the silent server: got %v, want 1", got)
+	if got, want := len(resp.Answer), 30; got != want {
+		t.Errorf("answers: got %d, want %d", got, want)
+	}
+	if got := resp.Len(); got <= bufSize {
+		t.Errorf("reply size: got %d, want more than %d to exercise the large buffer", got, bufSize)
+	}
+	if got := seenSize.Load(); got != 8192 {
+		t.Errorf("EDNS size seen upstream: got %d, want 8192", got)
+	}
+	if got := ts.tcpQueries.Load(); got != 0 {
+		t.Errorf("tcp queries: got %d, want 0", got)
 	}
 }
 
