@@ -152,6 +152,11 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire
 		case replySpoofed:
 			s.countError(kindSpoofed)
 		case replyMalformed:
+			if n == len(buf) {
+				// The kernel cut a datagram larger than the client's
+				// EDNS size; the whole reply may come over TCP.
+				return nil, true, nil
+			}
 			s.countError(kindMalformed)
 		}
 	}
