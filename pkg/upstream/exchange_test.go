@@ -263,3 +263,64 @@ func FuzzParseServers(f *testing.F) {
 		}
 	})
 }
+
+// bigTXT answers with 30 TXT records of 200 bytes, about 6.5 KB, over UDP
+// as well, whatever buffer size the client advertised.
+func bigTXT(r *dns.Msg) *dns.Msg {
+	m := new(dns.Msg)
+	m.SetReply(r)
+	for i := 0; i < 30; i++ {
+		m.Answer = append(m.Answer, &dns.TXT{
+			Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60},
+			Txt: []string{strings.Repeat(string(rune('a'+i%26)), 200)},
+		})
+	}
+	return m
+}
+
+func TestLargeUDPReplies(t *testing.T) {
+	tests := []struct {
+		name        string
+		clientEDNS  uint16 // 0: no OPT
+		wantTCP     int64
+		wantSeenOPT uint32
+	}{
+		// The client's size is honoured: the reply fits in one datagram.
+		{"client advertises 8192", 8192, 0, 8192},
+		// A server sending more than the pooled buffer to a client that
+		// advertised nothing: the cut datagram sends the query to TCP.
+		{"oversized reply without EDNS", 0, 1, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var seenSize atomic.Uint32
+			ts := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
+				if opt := r.IsEdns0(); opt != nil {
+					seenSize.Store(uint32(opt.UDPSize()))
+				}
+				_ = w.WriteMsg(bigTXT(r))
+			})
+			f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+			req := query("big.example.", dns.TypeTXT)
+			if tt.clientEDNS != 0 {
+				req.SetEdns0(tt.clientEDNS, false)
+			}
+			resp, _, err := f.Exchange(context.Background(), req)
+			if err != nil {
+				t.Fatalf("Exchange: %v", err)
+			}
+			if got, want := len(resp.Answer), 30; got != want {
+				t.Errorf("answers: got %d, want %d", got, want)
+			}
+			if got := resp.Len(); got <= bufSize {
+				t.Errorf("reply size: got %d, want more than %d", got, bufSize)
+			}
+			if got := seenSize.Load(); got != tt.wantSeenOPT {
+				t.Errorf("EDNS size seen upstream: got %d, want %d", got, tt.wantSeenOPT)
+			}
+			if got := ts.tcpQueries.Load(); got != tt.wantTCP {
+				t.Errorf("tcp queries: got %d, want %d", got, tt.wantTCP)
+			}
+		})
+	}
+}

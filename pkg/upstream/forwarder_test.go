@@ -5,8 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/netip"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -54,67 +52,6 @@ func TestFailedUpstreamFailsOverToNext(t *testing.T) {
 			}
 			if st := f.Status()[0]; st.ConsecutiveFails != 1 {
 				t.Errorf("consecutive fails: got %d, want 1", st.ConsecutiveFails)
-			}
-		})
-	}
-}
-
-// bigTXT answers with 30 TXT records of 200 bytes, about 6.5 KB, over UDP
-// as well, whatever buffer size the client advertised.
-func bigTXT(r *dns.Msg) *dns.Msg {
-	m := new(dns.Msg)
-	m.SetReply(r)
-	for i := 0; i < 30; i++ {
-		m.Answer = append(m.Answer, &dns.TXT{
-			Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeTXT, Class: dns.ClassINET, Ttl: 60},
-			Txt: []string{strings.Repeat(string(rune('a'+i%26)), 200)},
-		})
-	}
-	return m
-}
-
-func TestLargeUDPReplies(t *testing.T) {
-	tests := []struct {
-		name        string
-		clientEDNS  uint16 // 0: no OPT
-		wantTCP     int64
-		wantSeenOPT uint32
-	}{
-		// The client's size is honoured: the reply fits in one datagram.
-		{"client advertises 8192", 8192, 0, 8192},
-		// A server sending more than the pooled buffer to a client that
-		// advertised nothing: the cut datagram sends the query to TCP.
-		{"oversized reply without EDNS", 0, 1, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var seenSize atomic.Uint32
-			ts := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
-				if opt := r.IsEdns0(); opt != nil {
-					seenSize.Store(uint32(opt.UDPSize()))
-				}
-				_ = w.WriteMsg(bigTXT(r))
-			})
-			f, _ := newTestForwarder(t, testConfig(ts), hooks{})
-			req := query("big.example.", dns.TypeTXT)
-			if tt.clientEDNS != 0 {
-				req.SetEdns0(tt.clientEDNS, false)
-			}
-			resp, _, err := f.Exchange(context.Background(), req)
-			if err != nil {
-				t.Fatalf("Exchange: %v", err)
-			}
-			if got, want := len(resp.Answer), 30; got != want {
-				t.Errorf("answers: got %d, want %d", got, want)
-			}
-			if got := resp.Len(); got <= bufSize {
-				t.Errorf("reply size: got %d, want more than %d", got, bufSize)
-			}
-			if got := seenSize.Load(); got != tt.wantSeenOPT {
-				t.Errorf("EDNS size seen upstream: got %d, want %d", got, tt.wantSeenOPT)
-			}
-			if got := ts.tcpQueries.Load(); got != tt.wantTCP {
-				t.Errorf("tcp queries: got %d, want %d", got, tt.wantTCP)
 			}
 		})
 	}
@@ -181,81 +118,6 @@ func TestCallerCancelStopsExchange(t *testing.T) {
 	}
 }
 
-func TestMarkDownAndProbeBack(t *testing.T) {
-	var answering atomic.Bool
-	flaky := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
-		if answering.Load() {
-			answerA("192.0.2.3")(w, r)
-		}
-	})
-	good := startServer(t, answerA("192.0.2.4"))
-	cfg := testConfig(flaky, good)
-	cfg.TryTimeout, cfg.FailThreshold = 250*time.Millisecond, 2
-	h, events := healthEvents()
-	f, _ := newTestForwarder(t, cfg, h)
-
-	for i := 0; i < cfg.FailThreshold; i++ {
-		if got, _ := exchangeA(t, f, "www.example."); got != "192.0.2.4" {
-			t.Fatalf("query %d: got %s, want 192.0.2.4", i, got)
-		}
-	}
-	if st := f.Status()[0]; st.Up || st.ConsecutiveFails != int64(cfg.FailThreshold) {
-		t.Fatalf("flaky status: got %+v, want down after %d fails", st, cfg.FailThreshold)
-	}
-	if got := counterValue(t, f, "healthy", flaky.addr.String()); got != 0 {
-		t.Errorf("healthy gauge of the down server: got %v, want 0", got)
-	}
-	if !f.Healthy() {
-		t.Errorf("Healthy: got false, want true while one default server is up")
-	}
-	// Sequential order now puts the down server last.
-	exchangeA(t, f, "www.example.")
-	if got, want := flaky.udpQueries.Load(), int64(cfg.FailThreshold); got != want {
-		t.Errorf("queries at the down server: got %d, want %d", got, want)
-	}
-
-	answering.Store(true)
-	waitEvent(t, events, healthEvent{flaky.addr, true})
-	if st := f.Status()[0]; !st.Up || st.ConsecutiveFails != 0 {
-		t.Errorf("flaky status after probe: got %+v, want up", st)
-	}
-	if flaky.probes.Load() == 0 {
-		t.Errorf("probes: got 0, want at least 1")
-	}
-	if got, _ := exchangeA(t, f, "www.example."); got != "192.0.2.3" {
-		t.Errorf("after recovery: got %s, want 192.0.2.3 from the first server", got)
-	}
-}
-
-func TestAllDownStillTried(t *testing.T) {
-	var answering atomic.Bool
-	only := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
-		if answering.Load() && r.Question[0].Name != "." {
-			answerA("192.0.2.5")(w, r)
-		}
-	})
-	cfg := testConfig(only)
-	cfg.TryTimeout, cfg.Deadline, cfg.FailThreshold = 250*time.Millisecond, 2*time.Second, 1
-	cfg.ProbeInterval = time.Hour // no probe interferes
-	h, events := healthEvents()
-	f, _ := newTestForwarder(t, cfg, h)
-
-	if _, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA)); !errors.Is(err, ErrNoAnswer) {
-		t.Fatalf("got %v, want ErrNoAnswer", err)
-	}
-	if f.Healthy() {
-		t.Errorf("Healthy: got true, want false with the only server down")
-	}
-	answering.Store(true)
-	if got, _ := exchangeA(t, f, "www.example."); got != "192.0.2.5" {
-		t.Errorf("got %s, want 192.0.2.5 from the down server", got)
-	}
-	waitEvent(t, events, healthEvent{only.addr, true})
-	if !f.Healthy() {
-		t.Errorf("Healthy: got false, want true after a real answer")
-	}
-}
-
 func TestInFlightCapReturnsErrOverloaded(t *testing.T) {
 	entered, release := make(chan struct{}), make(chan struct{})
 	ts := startServer(t, func(w dns.ResponseWriter, r *dns.Msg) {
@@ -310,48 +172,6 @@ func TestRefusedTriesNextServer(t *testing.T) {
 	}
 }
 
-func TestPolicies(t *testing.T) {
-	ips := []string{"192.0.2.21", "192.0.2.22", "192.0.2.23"}
-	var servers []*testServer
-	for _, ip := range ips {
-		servers = append(servers, startServer(t, answerA(ip)))
-	}
-	tests := []struct {
-		policy string
-		want   []string // nil: each server at least once in 60 queries
-	}{
-		{PolicySequential, []string{ips[0], ips[0], ips[0], ips[0]}},
-		{PolicyRoundRobin, []string{ips[0], ips[1], ips[2], ips[0], ips[1], ips[2]}},
-		{PolicyRandom, nil},
-		{"", nil},
-	}
-	for _, tt := range tests {
-		t.Run("policy="+tt.policy, func(t *testing.T) {
-			cfg := testConfig(servers...)
-			cfg.Policy = tt.policy
-			f, _ := newTestForwarder(t, cfg, hooks{})
-			if tt.want != nil {
-				for i, want := range tt.want {
-					if got, _ := exchangeA(t, f, "www.example."); got != want {
-						t.Errorf("query %d: got %s, want %s", i, got, want)
-					}
-				}
-				return
-			}
-			seen := map[string]int{}
-			for i := 0; i < 60; i++ {
-				got, _ := exchangeA(t, f, "www.example.")
-				seen[got]++
-			}
-			for _, ip := range ips {
-				if seen[ip] == 0 {
-					t.Errorf("server %s: got 0 of 60 queries, want some (%v)", ip, seen)
-				}
-			}
-		})
-	}
-}
-
 func TestStubDomainRouting(t *testing.T) {
 	def := startServer(t, answerA("192.0.2.31"))
 	corp := startServer(t, answerA("192.0.2.32"))
@@ -379,30 +199,6 @@ func TestStubDomainRouting(t *testing.T) {
 	}
 	if got, want := len(f.Status()), 3; got != want {
 		t.Errorf("status entries: got %d, want %d", got, want)
-	}
-}
-
-func TestCloseIsIdempotentAndStopsProbes(t *testing.T) {
-	ts := startServer(t, silent)
-	cfg := testConfig(ts)
-	cfg.TryTimeout, cfg.FailThreshold, cfg.ProbeInterval = 10*time.Millisecond, 1, time.Millisecond
-	f, _ := newTestForwarder(t, cfg, hooks{})
-	if _, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA)); !errors.Is(err, ErrNoAnswer) {
-		t.Fatalf("got %v, want ErrNoAnswer", err)
-	}
-	if !f.all[0].probing.Load() {
-		t.Fatalf("probing: got false, want a probe running for the down server")
-	}
-	for i := 0; i < 2; i++ {
-		if err := f.Close(); err != nil {
-			t.Errorf("Close #%d: %v", i+1, err)
-		}
-	}
-	if f.all[0].probing.Load() {
-		t.Errorf("probing after Close: got true, want false")
-	}
-	if _, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA)); !errors.Is(err, ErrClosed) {
-		t.Errorf("Exchange after Close: got %v, want ErrClosed", err)
 	}
 }
 
