@@ -279,13 +279,17 @@ func healthFailure(kind string) bool {
 	return false
 }
 
-// classify turns a socket error into an AttemptError, telling a caller's
-// cancellation from a timeout of the attempt itself.
+// classify turns a socket error into an AttemptError. A caller that
+// cancelled says nothing about the server (kind canceled); a caller's
+// deadline that passed without an answer is a timeout like any other, so
+// that a short edge deadline still lets silent servers be marked down.
 func classify(ctx context.Context, s netip.AddrPort, proto string, err error) *AttemptError {
 	kind := kindNetwork
-	switch {
-	case ctx.Err() != nil:
-		kind, err = kindCanceled, fmt.Errorf("%w (%w)", ctx.Err(), err)
+	switch ctxErr := ctx.Err(); {
+	case errors.Is(ctxErr, context.Canceled):
+		kind, err = kindCanceled, fmt.Errorf("%w (%w)", ctxErr, err)
+	case ctxErr != nil:
+		kind, err = kindTimeout, fmt.Errorf("%w (%w)", ctxErr, err)
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		kind = kindTimeout
 	case errors.Is(err, syscall.ECONNREFUSED):

@@ -95,26 +95,51 @@ func TestOverallDeadlineEndsExchange(t *testing.T) {
 	}
 }
 
-func TestCallerCancelStopsExchange(t *testing.T) {
-	seen := make(chan struct{}, 1)
-	a := startServer(t, func(dns.ResponseWriter, *dns.Msg) {
-		select {
-		case seen <- struct{}{}:
-		default:
-		}
-	})
-	cfg := testConfig(a)
-	cfg.TryTimeout, cfg.Deadline, cfg.FailThreshold = time.Hour, time.Hour, 1
-	f, _ := newTestForwarder(t, cfg, hooks{})
-
-	ctx, cancel := context.WithCancel(context.Background())
-	go func() { <-seen; cancel() }()
-	_, _, err := f.Exchange(ctx, query("www.example.", dns.TypeA))
-	if !errors.Is(err, ErrNoAnswer) || !errors.Is(err, context.Canceled) {
-		t.Fatalf("got %v, want ErrNoAnswer wrapping context.Canceled", err)
+func TestCallerContextEndsExchange(t *testing.T) {
+	tests := []struct {
+		name      string
+		ctx       func(seen <-chan struct{}) (context.Context, context.CancelFunc)
+		wantKind  string
+		wantFails int64 // the caller's deadline is the server's fault, a cancel is not
+	}{
+		{"cancel", func(seen <-chan struct{}) (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { <-seen; cancel() }()
+			return ctx, cancel
+		}, kindCanceled, 0},
+		{"deadline", func(<-chan struct{}) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 20*time.Millisecond)
+		}, kindTimeout, 1},
 	}
-	if st := f.Status()[0]; !st.Up || st.ConsecutiveFails != 0 {
-		t.Errorf("status after a cancelled query: got %+v, want up with no fails", st)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			seen := make(chan struct{}, 1)
+			a := startServer(t, func(dns.ResponseWriter, *dns.Msg) {
+				select {
+				case seen <- struct{}{}:
+				default:
+				}
+			})
+			cfg := testConfig(a)
+			cfg.TryTimeout, cfg.Deadline = time.Hour, time.Hour
+			f, _ := newTestForwarder(t, cfg, hooks{})
+
+			ctx, cancel := tt.ctx(seen)
+			defer cancel()
+			_, _, err := f.Exchange(ctx, query("www.example.", dns.TypeA))
+			if !errors.Is(err, ErrNoAnswer) || attemptKind(err) != tt.wantKind {
+				t.Fatalf("got %v, want ErrNoAnswer after a %s attempt", err, tt.wantKind)
+			}
+			if tt.wantKind == kindCanceled && !errors.Is(err, context.Canceled) {
+				t.Errorf("got %v, want it to wrap context.Canceled", err)
+			}
+			if got := a.udpQueries.Load(); got != 1 {
+				t.Errorf("queries: got %d, want 1", got)
+			}
+			if st := f.Status()[0]; st.ConsecutiveFails != tt.wantFails {
+				t.Errorf("consecutive fails: got %d, want %d", st.ConsecutiveFails, tt.wantFails)
+			}
+		})
 	}
 }
 
