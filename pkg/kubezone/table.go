@@ -1,6 +1,7 @@
 package kubezone
 
 import (
+	"hash/maphash"
 	"sort"
 	"sync/atomic"
 
@@ -75,8 +76,11 @@ func (n *node) typed(t uint16) []dns.RR {
 // name against ~46 for a Go map, and a lookup is a hash plus a binary
 // search over ~60 names.
 type table struct {
+	seed   maphash.Seed // set once by newTable
 	shards [shardCount]atomic.Pointer[shard]
 }
+
+func newTable() *table { return &table{seed: maphash.MakeSeed()} }
 
 // shard holds the names of one hash bucket, sorted, and their nodes.
 type shard struct {
@@ -84,18 +88,13 @@ type shard struct {
 	nodes []*node
 }
 
-// shardOf is FNV-1a of the name, reduced to a shard index.
-func shardOf(name string) uint32 {
-	h := uint32(2166136261)
-	for i := 0; i < len(name); i++ {
-		h ^= uint32(name[i])
-		h *= 16777619
-	}
-	return h % shardCount
+// shardOf hashes the name (runtime AES hash) to a shard index.
+func (t *table) shardOf(name string) uint32 {
+	return uint32(maphash.String(t.seed, name) % shardCount)
 }
 
 func (t *table) get(name string) *node {
-	s := t.shards[shardOf(name)].Load()
+	s := t.shards[t.shardOf(name)].Load()
 	if s == nil {
 		return nil
 	}
@@ -122,7 +121,7 @@ func (t *table) apply(changes map[string]*node) {
 	}
 	byShard := make(map[uint32][]string, min(len(changes), shardCount))
 	for name := range changes {
-		i := shardOf(name)
+		i := t.shardOf(name)
 		byShard[i] = append(byShard[i], name)
 	}
 	for i, names := range byShard {

@@ -21,7 +21,7 @@ type Zone struct {
 	met *metrics     // always non-nil
 	now func() time.Time
 
-	tab       table
+	tab       *table                                 // always non-nil
 	meta      atomic.Pointer[meta]                   // always non-nil after New
 	synced    atomic.Bool                            // the informers synced once
 	source    atomic.Pointer[string]                 // SourceNone, SourceSnapshot or SourceAPI
@@ -80,7 +80,7 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error)
 		return nil, fmt.Errorf("creating zone: %w", err)
 	}
 	z := &Zone{cfg: cfg, log: log.With("component", "kubezone"), met: met, now: time.Now,
-		kick: make(chan struct{}, 1), st: newState(), serial0: uint32(time.Now().Unix()),
+		kick: make(chan struct{}, 1), st: newState(), tab: newTable(), serial0: uint32(time.Now().Unix()),
 		podSuffix: ".pod." + cfg.Domain}
 	empty := map[netip.Addr]PodInfo{}
 	z.localPods.Store(&empty)
