@@ -14,10 +14,6 @@ import (
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
-func contextWithTimeout(parent context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(parent, d)
-}
-
 // serveTCP accepts connections until the listener is stopped.
 func (s *Server) serveTCP(ln *net.TCPListener) {
 	for {
@@ -120,7 +116,7 @@ func (s *Server) slowTCP(pkt []byte, client netip.Addr, start time.Time, write f
 	if err := wire.Parse(pkt, &q); err != nil {
 		return
 	}
-	ctx, cancel := contextWithTimeout(s.ctx, s.cfg.QueryTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.QueryTimeout)
 	defer cancel()
 	reply, res := s.slow(ctx, pkt, &q, client, make([]byte, 0, 512), 65535)
 	write(reply)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -68,7 +69,7 @@ func (s *Server) slowUDP(c *net.UDPConn, pkt []byte, client netip.AddrPort, star
 	if err := wire.Parse(pkt, &q); err != nil {
 		return // parsed once already; cannot happen
 	}
-	ctx, cancel := contextWithTimeout(s.ctx, s.cfg.QueryTimeout)
+	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.QueryTimeout)
 	defer cancel()
 	reply, res := s.slow(ctx, pkt, &q, client.Addr(), make([]byte, 0, 512), s.udpSize(&q))
 	s.writeUDP(c, reply, client)
