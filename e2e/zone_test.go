@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // zoneCase is one question to the agent and the answer the cluster zone
@@ -113,4 +115,92 @@ func TestClusterZone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestAPIServerUnreachable starts the agent while its path to the apiserver
+// is cut: it must serve external names, answer SERVFAIL (never a false
+// NXDOMAIN) for the cluster zone and report not ready; once the apiserver is
+// reachable it syncs and answers. The time from reconnection to the first
+// cluster answer is logged.
+func TestAPIServerUnreachable(t *testing.T) {
+	requireSuite(t)
+	r := newAgentRig(t, agentOpts{APIDown: true})
+	ns := newNamespace(t, "down")
+	svc := createService(t, serviceSpec(ns, "web", corev1.ServiceTypeClusterIP, false))
+	fqdn := "web." + ns + ".svc." + clusterDomain + "."
+
+	cases := []struct {
+		qname, rcode string
+	}{
+		{fqdn, "SERVFAIL"},
+		{"nope." + ns + ".svc." + clusterDomain + ".", "SERVFAIL"},
+		{"www.example.com.", "NOERROR"},
+	}
+	for _, c := range cases {
+		for _, tcp := range []bool{false, true} {
+			if a := r.ask(t, query{Name: c.qname, TCP: tcp}); a.Rcode != c.rcode {
+				t.Errorf("%s (tcp=%v) with the apiserver unreachable: got %v, want %s", c.qname, tcp, a, c.rcode)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := httpOK(ctx, r.agent.http, "http://"+healthAddr+"/readyz", ""); err == nil {
+		t.Errorf("/readyz with the apiserver unreachable: got 200, want an error status")
+	}
+
+	start := time.Now()
+	r.agent.API.Resume()
+	d := r.await(t, query{Name: fqdn}, start, hasData(dns.TypeA, svc.Spec.ClusterIP))
+	t.Logf("apiserver reachable → first cluster answer: %v (client-go retry backoff included)", d.Round(time.Millisecond))
+	r.agent.waitHTTP(t, "/readyz")
+	if a := r.ask(t, query{Name: cases[1].qname}); a.Rcode != "NXDOMAIN" {
+		t.Errorf("%s after sync: got %v, want NXDOMAIN", cases[1].qname, a)
+	}
+
+	// Losing the apiserver after sync keeps the zone being served.
+	r.agent.API.Pause()
+	if a := r.ask(t, query{Name: fqdn}); a.Rcode != "NOERROR" || !slices.Equal(a.Data(dns.TypeA), []string{svc.Spec.ClusterIP}) {
+		t.Errorf("%s after losing the apiserver: got %v, want NOERROR [%s]", fqdn, a, svc.Spec.ClusterIP)
+	}
+}
+
+// TestPodRecordsVerified runs the agent with --pods=verified: a pod record
+// exists only while a pod with that IP exists in that namespace. The times
+// from pod creation and deletion to the changed answer are logged.
+func TestPodRecordsVerified(t *testing.T) {
+	requireSuite(t)
+	r := newAgentRig(t, agentOpts{Flags: []string{"--pods=verified"}})
+	ns := newNamespace(t, "pods")
+	name := func(dashed string) string { return dashed + "." + ns + ".pod." + clusterDomain + "." }
+	other := newNamespace(t, "other")
+
+	start := time.Now()
+	createPod(t, ns, "p1", "node-1", "", "", "10.244.3.5", "fd00:10:244:3::5")
+	d := r.await(t, query{Name: name("10-244-3-5")}, start, hasData(dns.TypeA, "10.244.3.5"))
+	t.Logf("pod created with its IP → pod A record: %v", d.Round(time.Millisecond))
+
+	cases := []struct {
+		qname, qtype, rcode string
+		want                []string
+	}{
+		{name("10-244-3-5"), "A", "NOERROR", []string{"10.244.3.5"}},
+		{name("fd00-10-244-3--5"), "AAAA", "NOERROR", []string{"fd00:10:244:3::5"}},
+		{name("10-244-3-6"), "A", "NXDOMAIN", nil},
+		{"10-244-3-5." + other + ".pod." + clusterDomain + ".", "A", "NXDOMAIN", nil},
+	}
+	for _, c := range cases {
+		a := r.ask(t, query{Name: c.qname, Type: c.qtype})
+		if got := a.Data(dnsType(t, c.qtype)); a.Rcode != c.rcode || !equalSorted(got, c.want) {
+			t.Errorf("%s %s: got %v, want %s %v", c.qname, c.qtype, a, c.rcode, c.want)
+		}
+	}
+
+	start = time.Now()
+	zero := int64(0)
+	if err := env.api.Admin.CoreV1().Pods(ns).Delete(apiCtx(t), "p1", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+		t.Fatalf("deleting pod: %v", err)
+	}
+	d = r.await(t, query{Name: name("10-244-3-5")}, start, hasRcode("NXDOMAIN"))
+	t.Logf("pod deleted → NXDOMAIN: %v", d.Round(time.Millisecond))
 }
