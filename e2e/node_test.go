@@ -3,6 +3,7 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,6 +40,42 @@ func rawRules(t testing.TB, ns *netNS) string {
 	return b.String()
 }
 
+// checkNotrackRules wants a nodecache NOTRACK rule for UDP and TCP port 53
+// to the link-local IP in rules (iptables-save output).
+func checkNotrackRules(rules string) error {
+	for _, proto := range []string{"udp", "tcp"} {
+		found := false
+		for _, line := range strings.Split(rules, "\n") {
+			if strings.Contains(line, linkLocalIP) && strings.Contains(line, "-p "+proto) &&
+				strings.Contains(line, "--dport 53") && strings.Contains(line, "nodecache") &&
+				(strings.Contains(line, "NOTRACK") || strings.Contains(line, "--notrack")) {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("raw table of the node: got no nodecache NOTRACK rule for %s dport 53 to %s, want one\n%s", proto, linkLocalIP, rules)
+		}
+	}
+	return nil
+}
+
+// eventually polls check until it returns nil and fails t with its last
+// error after 15s: for state that converges in the background.
+func eventually(t testing.TB, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		err := check()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // TestNodeSetup checks what the agent does to the node's kernel: the link
 // carrying the link-local IP, raw-table rules that keep DNS to it out of
 // conntrack (with conntrack active in the node netns, as kube-proxy makes
@@ -52,22 +89,13 @@ func TestNodeSetup(t *testing.T) {
 	if out := mustIP(t, "-n", r.node.Name, "addr", "show", "dev", "nodelocaldns"); !strings.Contains(out, linkLocalIP+"/32") {
 		t.Errorf("link nodelocaldns in the node: got\n%s\nwant %s/32 on it", out, linkLocalIP)
 	}
-	rules := rawRules(t, r.node)
-	for _, proto := range []string{"udp", "tcp"} {
-		found := false
-		for _, line := range strings.Split(rules, "\n") {
-			if strings.Contains(line, linkLocalIP) && strings.Contains(line, "-p "+proto) &&
-				strings.Contains(line, "--dport 53") && strings.Contains(line, "nodecache") &&
-				(strings.Contains(line, "NOTRACK") || strings.Contains(line, "--notrack")) {
-				found = true
-			}
-		}
-		if !found {
-			t.Errorf("raw table of the node: got no nodecache NOTRACK rule for %s dport 53 to %s, want one\n%s", proto, linkLocalIP, rules)
-		}
-	}
+	// The rules are reconciled in the background, so readiness does not
+	// imply them yet.
+	eventually(t, "nodecache NOTRACK rules for udp and tcp", func() error {
+		return checkNotrackRules(rawRules(t, r.node))
+	})
 	// A conntrack match makes the kernel track this netns.
-	nsCommand(t, r.node, "iptables", "-A", "INPUT", "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
+	nsCommand(t, r.node, "iptables", "-w", "-A", "INPUT", "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
 	nsCommand(t, r.node, "conntrack", "-F")
 	for _, tcp := range []bool{false, true} {
 		if a := r.ask(t, query{Name: "www.example.com.", TCP: tcp}); a.Rcode != "NOERROR" {
