@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -162,7 +163,10 @@ func TestPodByIP(t *testing.T) {
 	host.Spec.HostNetwork = true
 	host2 := pod("kube-system", "agent", "node-a", "192.168.0.5")
 	host2.Spec.HostNetwork = true
-	world := objs(pod("demo", "p1", "node-a", "10.244.1.5", "fd00::5"), pod("demo", "p2", "node-b", "10.244.2.5"), host, host2)
+	custom := pod("demo", "custom", "node-a", "10.244.1.6")
+	custom.Spec.DNSConfig = &corev1.PodDNSConfig{Searches: []string{"example.com"}}
+	world := objs(pod("demo", "p1", "node-a", "10.244.1.5", "fd00::5"), pod("demo", "p2", "node-b", "10.244.2.5"), host, host2,
+		custom)
 	for _, mode := range []string{PodsInsecure, PodsVerified} {
 		zoneWith(t, Config{Pods: mode, NodeName: "node-a"}, world, func(t *testing.T, z *Zone, _ *fake.Clientset) {
 			cases := []struct {
@@ -174,6 +178,8 @@ func TestPodByIP(t *testing.T) {
 				{"fd00::5", PodInfo{Namespace: "demo", Name: "p1", Phase: "Running", DNSPolicy: "ClusterFirst"}, true},
 				{"::ffff:10.244.1.5", PodInfo{Namespace: "demo", Name: "p1", Phase: "Running", DNSPolicy: "ClusterFirst"}, true},
 				{"10.244.2.5", PodInfo{}, false}, // other node
+				{"10.244.1.6", PodInfo{Namespace: "demo", Name: "custom", Phase: "Running", DNSPolicy: "ClusterFirst",
+					CustomDNS: true}, true},
 				{"192.168.0.5", PodInfo{Namespace: "kube-system", Name: "agent", Phase: "Running", DNSPolicy: "ClusterFirst",
 					HostNetwork: true, Shared: true}, true},
 			}
