@@ -43,12 +43,18 @@ var agentBuild = sync.OnceValues(func() (string, error) {
 // agentOpts are the knobs of one agent run; the zero value is a default
 // node-local agent on linkLocalIP.
 type agentOpts struct {
-	NodeName string   // empty: "node-1"
-	Flags    []string // extra flags, appended last (they win)
+	NodeName string // empty: "node-1"
+	// ExtraLocalIPs are served besides linkLocalIP, e.g. the kube-dns
+	// ClusterIP to intercept it as NodeLocal DNSCache does.
+	ExtraLocalIPs []string
+	Flags         []string // extra flags, appended last (they win)
 	// APIDown starts the agent with its path to the apiserver cut
 	// (runningAgent.API.Resume restores it) and waits for /healthz only.
 	APIDown bool
 }
+
+// localIPs is linkLocalIP and then ExtraLocalIPs.
+func (o agentOpts) localIPs() []string { return append([]string{linkLocalIP}, o.ExtraLocalIPs...) }
 
 // runningAgent is the nodecache binary running inside a node netns.
 type runningAgent struct {
@@ -85,7 +91,7 @@ func startAgent(t testing.TB, node *netNS, up *dnsUpstream, o agentOpts) *runnin
 	}
 	kubeconfig := agentKubeconfig(t, "https://"+fwd.Addr())
 	args := []string{"netns", "exec", node.Name, bin, "run",
-		"--local-ip=" + linkLocalIP, "--port=53", "--upstream=" + up.Addr,
+		"--local-ip=" + strings.Join(o.localIPs(), ","), "--port=53", "--upstream=" + up.Addr,
 		"--setup-interface=true", "--setup-iptables=true", "--iptables-mode=auto",
 		"--interface-name=nodelocaldns", "--cluster-domain=" + clusterDomain,
 		"--kubeconfig=" + kubeconfig, "--node-name=" + o.NodeName,

@@ -23,16 +23,19 @@ type agentRig struct {
 func newAgentRig(t testing.TB, o agentOpts) *agentRig {
 	t.Helper()
 	r := &agentRig{node: newNetNS(t, "node")}
-	r.pod = addPod(t, r.node, linkLocalIP)
+	r.pod = addPod(t, r.node, o.localIPs()...)
 	r.up = startUpstream(t, r.node, "127.0.0.1")
 	r.agent = startAgent(t, r.node, r.up, o)
 	return r
 }
 
-// ask queries the agent from the pod netns.
+// ask queries the agent from the pod netns, at linkLocalIP unless q names
+// a server.
 func (r *agentRig) ask(t testing.TB, q query) answer {
 	t.Helper()
-	q.Server = linkLocalIP
+	if q.Server == "" {
+		q.Server = linkLocalIP
+	}
 	return mustQuery(t, r.pod.NS, q)
 }
 
@@ -40,7 +43,9 @@ func (r *agentRig) ask(t testing.TB, q query) answer {
 // since; it fails the test after 30s with the last answer.
 func (r *agentRig) await(t testing.TB, q query, since time.Time, ok func(answer) bool) time.Duration {
 	t.Helper()
-	q.Server = linkLocalIP
+	if q.Server == "" {
+		q.Server = linkLocalIP
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		a, err := runQuery(t.Context(), r.pod.NS, q)
@@ -158,5 +163,36 @@ func TestForwardAndCache(t *testing.T) {
 				t.Errorf("upstream queries after a repeat: got %d, want 1 (the repeat is a cache hit)", got)
 			}
 		})
+	}
+}
+
+// TestInterceptKubeDNSIP runs the agent on the link-local IP and on the
+// kube-dns ClusterIP too, as NodeLocal DNSCache does to catch pods that still
+// point at kube-dns: both addresses answer over UDP and TCP, and a pod whose
+// resolv.conf names the ClusterIP resolves through the agent.
+func TestInterceptKubeDNSIP(t *testing.T) {
+	requireSuite(t)
+	const kubeDNS = "10.96.0.10"
+	r := newAgentRig(t, agentOpts{ExtraLocalIPs: []string{kubeDNS}})
+	ns := newNamespace(t, "icpt")
+	r.pod.NS.writeResolvConf(t, kubeDNS, ns, clusterDomain)
+	svc := createService(t, serviceSpec(ns, "web", corev1.ServiceTypeClusterIP, false))
+	fqdn := "web." + ns + ".svc." + clusterDomain + "."
+	r.await(t, query{Name: fqdn}, time.Now(), hasData(dns.TypeA, svc.Spec.ClusterIP))
+	for _, server := range []string{linkLocalIP, kubeDNS} {
+		for _, tcp := range []bool{false, true} {
+			a := r.ask(t, query{Server: server, Name: fqdn, TCP: tcp})
+			if got := a.Data(dns.TypeA); a.Rcode != "NOERROR" || !slices.Equal(got, []string{svc.Spec.ClusterIP}) {
+				t.Errorf("%s at %s (tcp=%v): got %v, want NOERROR [%s]", fqdn, server, tcp, a, svc.Spec.ClusterIP)
+			}
+			a = r.ask(t, query{Server: server, Name: "www.example.com.", TCP: tcp})
+			if got := a.Data(dns.TypeA); a.Rcode != "NOERROR" || !slices.Equal(got, []string{"192.0.2.10"}) {
+				t.Errorf("www.example.com. at %s (tcp=%v): got %v, want NOERROR [192.0.2.10]", server, tcp, a)
+			}
+		}
+	}
+	got, err := getentAhosts(t.Context(), r.pod.NS, "web")
+	if err != nil || !slices.Equal(got, []string{svc.Spec.ClusterIP}) {
+		t.Errorf("getent ahosts web with nameserver %s: got %v (err %v), want [%s]", kubeDNS, got, err, svc.Spec.ClusterIP)
 	}
 }
