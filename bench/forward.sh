@@ -1,0 +1,72 @@
+# shellcheck shell=bash
+# The forwarding rows of bench/run.sh (cache hit, miss, RSS) for nodecache,
+# CoreDNS (cache + forward) and Unbound, all in front of the same NSD.
+# Sourced by run.sh.
+
+# measure_forward NAME PID PORT: the forwarding rows for one server.
+measure_forward() {
+  local s=$1 pid=$2 port=$3
+  log "== $s: warming $WARM names"
+  dnsperf_run "$pid" "$port" "$WORK/warm.txt" -n 1 -l 120 -q 50
+  R[rss|$s]=$(rss_mib "$pid")
+  dnsperf_run "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
+  R[hitqps|$s]=$QPS; R[hitcpu|$s]=$CPU_US
+  latency_run "$pid" "$port" "$WORK/hit.txt" "$HIT_RATE"
+  R[hitp50|$s]=$P50; R[hitp99|$s]=$P99; R[hitp999|$s]=$P999; R[hitlcpu|$s]=$LCPU_US; R[hitlost|$s]=$LOST_PCT
+  dnsperf_run "$pid" "$port" "$WORK/miss.txt" -n 1 -l "$PHASE" -q 100
+  R[missqps|$s]=$QPS; R[misscpu|$s]=$CPU_US
+  latency_run "$pid" "$port" "$WORK/misslat.txt" "$MISS_RATE"
+  R[missp50|$s]=$P50; R[missp99|$s]=$P99; R[missp999|$s]=$P999; R[misslatlost|$s]=$LOST_PCT
+}
+
+# nodecache_args PORT: the flags every nodecache of the run shares.
+nodecache_args() {
+  local d=$WORK/nc.$1
+  mkdir -p "$d"
+  echo run --local-ip 127.0.0.1 --port "$1" --setup-interface=false --setup-iptables=false \
+    --cache-size "$CACHE_SIZE" --health-addr "127.0.0.1:$(free_port)" --log-level warn \
+    --admin-socket "$d/admin.sock" --handover-socket "$d/handover.sock"
+}
+
+# profile_hit PID PORT MPORT: a CPU profile over one more hit-path dnsperf
+# run, summarised with `go tool pprof -top`.
+profile_hit() {
+  local pid=$1 port=$2 mport=$3 curl
+  log "== nodecache: CPU profile of the hit path under dnsperf load"
+  curl -sf -o "$WORK/hit.pprof" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=$PHASE" &
+  curl=$!
+  sleep 0.5
+  dnsperf_run "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
+  wait "$curl" || die "fetching the CPU profile (does $NODECACHE have --pprof?)"
+  go tool pprof -top -nodecount=40 "$NODECACHE" "$WORK/hit.pprof" >"$WORK/hit.pprof.top" 2>/dev/null || true
+  if [ "${BENCH_KEEP:-0}" = 1 ]; then log "profile: go tool pprof $NODECACHE $WORK/hit.pprof"; fi
+}
+
+measure_forwarders() {
+  local port mport pid profile=${BENCH_PROFILE:-1}
+  port=$(free_port); mport=$(free_port)
+  # shellcheck disable=SC2046
+  start nodecache 0 "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
+    --metrics-addr "127.0.0.1:$mport" --pprof="$([ "$profile" = 1 ] && echo true || echo false)"
+  pid=$PID
+  wait_dns "$port" "n1.$ZONE" A NOERROR
+  measure_forward nodecache "$pid" "$port"
+  if [ "$profile" = 1 ]; then profile_hit "$pid" "$port" "$mport"; fi
+  stop "$pid"
+
+  port=$(free_port)
+  write_corefile_forward "$WORK/Corefile.forward" "$port" "$NSD_PORT" "$(free_port)"
+  start coredns 0 "$COREDNS" -conf "$WORK/Corefile.forward"
+  pid=$PID
+  wait_dns "$port" "n1.$ZONE" A NOERROR
+  measure_forward coredns "$pid" "$port"
+  stop "$pid"
+
+  port=$(free_port)
+  write_unbound_conf "$WORK/unbound.conf" "$WORK" "$port" "$NSD_PORT"
+  start unbound 0 unbound -d -c "$WORK/unbound.conf"
+  pid=$PID
+  wait_dns "$port" "n1.$ZONE" A NOERROR
+  measure_forward unbound "$pid" "$port"
+  stop "$pid"
+}

@@ -1,0 +1,88 @@
+# shellcheck shell=bash
+# The table of bench/run.sh, as Markdown (it is also bench/RESULTS.md).
+# Reads R[row|server] filled by run.sh and zone.sh. Sourced by run.sh.
+
+# ratio A B: A/B with two decimals, or "–" when either is not a number.
+ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b; else printf "–" }'
+}
+
+# row KEY LABEL: one table line over the three servers.
+row() {
+  local nc=${R[$1|nodecache]:-–} cd=${R[$1|coredns]:-–} ub=${R[$1|unbound]:-–}
+  printf '| %s | %s | %s | %s | %s |\n' "$2" "$nc" "$cd" "$ub" "$(ratio "$nc" "$cd")"
+}
+
+report() {
+  local commit
+  commit=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
+  cat <<EOF
+# nodecache benchmark results
+
+- date: $(date -u +%Y-%m-%dT%H:%MZ)
+- commit: $commit$(cd "$ROOT" && git diff --quiet HEAD -- pkg cmd 2>/dev/null || echo " (working tree differs in pkg/ or cmd/)")
+- command: \`make bench\` (bench/run.sh, BENCH_PHASE_SECONDS=$PHASE)
+- machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(uname -r)
+- versions: nodecache $("$NODECACHE" version 2>/dev/null | head -1 || echo "?"), CoreDNS $COREDNS_VERSION,
+  $(unbound -V 2>/dev/null | sed -n 's/^Version /Unbound /p'), $(nsd -v 2>&1 | head -1), $(dnsperf -h 2>&1 | sed -n 's/^Version /dnsperf /p')
+
+Each server runs alone, pinned to CPU 0 (\`taskset -c 0\`); dnsperf, the Go latency client, NSD (the upstream)
+and the API server share CPU 1. Same upstream (NSD, $NAMES names, TTL 3600), same cache budget
+($CACHE_SIZE; CoreDNS sizes by entries: 400,000; Unbound msg and rrset caches $CACHE_SIZE_UNBOUND each).
+QPS is dnsperf's (UDP, 4 clients, 500 outstanding, ${PHASE} s); CPU µs/answer is the server's utime+stime
+delta over answers; latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s): percentiles
+of the answered queries, the share never answered within 1 s in its own row. Ratio is nodecache ÷ CoreDNS: above 1 is better for QPS, below 1 is better for the rest.
+
+| | nodecache | CoreDNS | Unbound | nodecache/CoreDNS |
+|---|---:|---:|---:|---:|
+EOF
+  row hitqps "cache hit: QPS (max, $HIT names warmed)"
+  row hitcpu "cache hit: CPU µs/answer at max QPS"
+  row hitlcpu "cache hit: CPU µs/answer at $HIT_RATE qps"
+  row hitp50 "cache hit: p50 µs at $HIT_RATE qps"
+  row hitp99 "cache hit: p99 µs at $HIT_RATE qps"
+  row hitp999 "cache hit: p99.9 µs at $HIT_RATE qps"
+  row hitlost "cache hit: % lost at $HIT_RATE qps"
+  row missqps "miss: QPS (max, unique names)"
+  row misscpu "miss: CPU µs/answer"
+  row missp50 "miss: p50 µs at $MISS_RATE qps"
+  row missp99 "miss: p99 µs at $MISS_RATE qps"
+  row missp999 "miss: p99.9 µs at $MISS_RATE qps"
+  row misslatlost "miss: % lost at $MISS_RATE qps"
+  row rss "RSS MiB after warming $WARM names"
+  if [ -n "${R[zoneqps|nodecache]:-}" ]; then
+    R[zoneqpsnc|nodecache]=${R[zoneqps|nodecache]}; R[zonecpunc|nodecache]=${R[zonecpu|nodecache]}
+    row zoneqps "cluster zone ($ZONE_SERVICES svc): QPS; CoreDNS kubernetes + cache 30"
+    row zonecpu "cluster zone: CPU µs/answer; CoreDNS kubernetes + cache 30"
+    row zoneqpsnc "cluster zone: QPS; CoreDNS kubernetes alone"
+    row zonecpunc "cluster zone: CPU µs/answer; CoreDNS kubernetes alone"
+    row zonep50 "cluster zone: p50 µs at $HIT_RATE qps"
+    row zonep99 "cluster zone: p99 µs at $HIT_RATE qps"
+    row zonep999 "cluster zone: p99.9 µs at $HIT_RATE qps"
+    row zonelost "cluster zone: % lost at $HIT_RATE qps"
+    row zonerss "RSS MiB with the $ZONE_SERVICES-service zone synced"
+    row zonemem "heap MiB, zone + informer stores, 10,000 svc / 100,000 endpoints (benchtool zonemem)"
+    if [ -s "$WORK/gobench.txt" ]; then
+      R[zoneheap|nodecache]=$(awk '/^BenchmarkZoneBuild\/10k/ { for (i = 2; i < NF; i++) if ($(i + 1) == "heap-MB") print $i }' "$WORK/gobench.txt")
+      row zoneheap "heap MB, zone tables alone, same cluster (kubezone BenchmarkZoneBuild/10k)"
+    fi
+  fi
+  cat <<EOF
+
+Cluster-zone queries (\`benchtool cluster\`): $ZONE_SERVICES services × $ZONE_ENDPOINTS ready endpoints in 10
+namespaces, every 10th headless, loaded into one kube-apiserver that both servers watch; per ten queries six
+A, one SRV, one PTR, one AAAA (NODATA), one unknown service (NXDOMAIN). nodecache has no cache in front of its
+zone; the CoreDNS rows are the stock Corefile (\`kubernetes\` + \`cache 30\`) and the plugin alone.
+EOF
+  if [ -s "$WORK/gobench.txt" ]; then
+    printf '\n## go test -bench\n\n    go test -run %s -bench . -benchmem ./pkg/wire ./pkg/server ./pkg/cache ./pkg/kubezone\n\n```\n' "'^\$'"
+    grep -E '^(Benchmark|pkg:|ok|FAIL|---)' "$WORK/gobench.txt"
+    printf '```\n'
+  fi
+  if [ -s "$WORK/hit.pprof.top" ]; then
+    printf '\n## Where nodecache spends the hit path (CPU profile under dnsperf, %s s)\n\n```\n' "$PHASE"
+    sed -n '1,45p' "$WORK/hit.pprof.top"
+    printf '```\n'
+  fi
+}

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of nodecache, CoreDNS (cache+forward, kubernetes)
+# and Unbound on one machine; prints one table and writes bench/RESULTS.md.
+# See docs/bench.md. `make bench` runs it after `make build`.
+#
+# Environment:
+#   BENCH_PHASE_SECONDS  length of each load phase (default 10)
+#   BENCH_GO=0           skip the `go test -bench` rows
+#   BENCH_PROFILE=0      skip the CPU profile of nodecache's hit path
+#   BENCH_FORWARD=0      skip the forwarding rows (cache hit, miss, RSS)
+#   BENCH_ZONE=0         skip the cluster-zone rows (no API server needed then)
+#   BENCH_KEEP=1         keep the work directory (logs, configs, profiles)
+#   NODECACHE_BENCH_CACHE  where CoreDNS is built (default ~/.cache/nodecache-bench)
+#   COREDNS_VERSION      default v1.15.0
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PHASE=${BENCH_PHASE_SECONDS:-10}
+CACHE_DIR=${NODECACHE_BENCH_CACHE:-$HOME/.cache/nodecache-bench}
+COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
+NODECACHE=${NODECACHE_BIN:-$ROOT/bin/nodecache}
+ZONE=bench.example.
+NAMES=300000          # names in the upstream zone
+WARM=100000           # names warmed before the RSS reading: n0..n99999
+HIT=10000             # cache-hit working set: n0..n9999 (inside WARM)
+MISS_FROM=100000      # miss throughput: n100000.. (never asked before)
+MISSLAT_FROM=250000   # miss latency: n250000.. (never asked before)
+HIT_RATE=10000        # fixed rate of the latency rows
+MISS_RATE=2000
+CACHE_SIZE=256MiB
+CACHE_SIZE_UNBOUND=256m
+
+WORK=$(mktemp -d /tmp/nodecache-bench.XXXXXX)
+source "$ROOT/bench/lib.sh"
+source "$ROOT/bench/forward.sh"
+source "$ROOT/bench/zone.sh"
+cleanup() {
+  stop_all
+  if [ "${BENCH_KEEP:-0}" = 1 ]; then log "kept $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+[ "$(nproc)" -ge 2 ] || die "needs 2 CPUs: servers run on CPU 0, load generators on CPU 1"
+for t in dnsperf nsd unbound taskset dig ss; do command -v "$t" >/dev/null || die "$t not installed"; done
+[ -x "$NODECACHE" ] || die "$NODECACHE missing: run make build"
+[ "$PHASE" -ge 2 ] && [ "$PHASE" -le 60 ] || die "BENCH_PHASE_SECONDS=$PHASE: want 2 to 60"
+
+# --- tools ----------------------------------------------------------------
+BENCHTOOL=$WORK/benchtool
+(cd "$ROOT" && go build -o "$BENCHTOOL" ./bench/benchtool) || die "building benchtool"
+COREDNS=$CACHE_DIR/bin/coredns-$COREDNS_VERSION
+if [ ! -x "$COREDNS" ]; then
+  log "building CoreDNS $COREDNS_VERSION from the module proxy into $CACHE_DIR (once, a few minutes)"
+  mkdir -p "$CACHE_DIR/bin"
+  (cd "$CACHE_DIR" && GOBIN=$CACHE_DIR/bin GOFLAGS=-mod=mod CGO_ENABLED=0 \
+    go install "github.com/coredns/coredns@$COREDNS_VERSION" && mv "$CACHE_DIR/bin/coredns" "$COREDNS") ||
+    die "building CoreDNS"
+fi
+
+# --- data -----------------------------------------------------------------
+log "generating the upstream zone ($NAMES names) and query files"
+mkdir -p "$WORK/nsd"
+{
+  printf '$ORIGIN %s\n$TTL 3600\n' "$ZONE"
+  printf '@ IN SOA ns hostmaster 1 7200 1800 86400 3600\n@ IN NS ns\nns IN A 127.0.0.1\n'
+  awk -v n="$NAMES" 'BEGIN { for (i = 0; i < n; i++)
+    printf "n%d IN A 10.%d.%d.%d\n", i, int(i / 65536) % 256, int(i / 256) % 256, i % 256 }'
+} >"$WORK/nsd/zone"
+names() { awk -v a="$1" -v b="$2" -v z="$ZONE" 'BEGIN { for (i = a; i < b; i++) printf "n%d.%s A\n", i, z }'; }
+names 0 "$WARM" >"$WORK/warm.txt"
+names 0 "$HIT" >"$WORK/hit.txt"
+names "$MISS_FROM" "$MISSLAT_FROM" >"$WORK/miss.txt"
+names "$MISSLAT_FROM" "$NAMES" >"$WORK/misslat.txt"
+
+NSD_PORT=$(free_port)
+write_nsd_conf "$WORK/nsd" "$NSD_PORT" "$WORK/nsd/zone"
+start nsd 1 nsd -d -c "$WORK/nsd/nsd.conf"
+wait_dns "$NSD_PORT" "n$((NAMES - 1)).$ZONE" A NOERROR 60
+
+declare -A R # R[row|server] = value
+
+if [ "${BENCH_FORWARD:-1}" = 1 ]; then
+  measure_forwarders
+fi
+
+# --- cluster zone ------------------------------------------------------------
+if [ "${BENCH_ZONE:-1}" = 1 ]; then
+  measure_zone
+fi
+stop_all
+
+# --- Go benchmarks -------------------------------------------------------------
+if [ "${BENCH_GO:-1}" = 1 ]; then
+  log "== go test -bench (wire, server, cache, kubezone)"
+  (cd "$ROOT" && go test -run '^$' -bench . -benchmem ./pkg/wire ./pkg/server ./pkg/cache ./pkg/kubezone) \
+    >"$WORK/gobench.txt" 2>&1 || log "go test -bench failed; its output goes to RESULTS.md as is"
+fi
+
+source "$ROOT/bench/report.sh"
+report | tee "$ROOT/bench/RESULTS.md"
