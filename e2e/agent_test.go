@@ -274,10 +274,14 @@ func freePort() (int, error) {
 func poll(ctx context.Context, interval time.Duration, p *proc, check func(context.Context) error) error {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var err error
 	for {
-		err := check(ctx)
-		if err == nil {
+		cerr := check(ctx)
+		if cerr == nil {
 			return nil
+		}
+		if err == nil || ctx.Err() == nil {
+			err = cerr // keep a real failure over the deadline cutting the last try
 		}
 		if p != nil {
 			if gone, werr := p.exited(); gone {

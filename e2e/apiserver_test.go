@@ -12,6 +12,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
 	"net/http"
@@ -243,7 +244,8 @@ func httpOK(ctx context.Context, hc *http.Client, url, token string) error {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("getting %s: got status %d, want 200", url, resp.StatusCode)
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+		return fmt.Errorf("getting %s: got status %d (%s), want 200", url, resp.StatusCode, strings.TrimSpace(string(body)))
 	}
 	return nil
 }

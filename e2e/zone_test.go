@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -203,4 +204,37 @@ func TestPodRecordsVerified(t *testing.T) {
 	}
 	d = r.await(t, query{Name: name("10-244-3-5")}, start, hasRcode("NXDOMAIN"))
 	t.Logf("pod deleted → NXDOMAIN: %v", d.Round(time.Millisecond))
+}
+
+// TestZoneSnapshotRestart restarts the agent with --zone-snapshot while the
+// apiserver is unreachable: the new agent serves the cluster zone from the
+// snapshot the old one wrote on a clean exit, and moves to the live API once
+// it is reachable (objects written meanwhile appear, deleted ones go).
+// Readiness while serving from a snapshot is TestCrashRestart's.
+func TestZoneSnapshotRestart(t *testing.T) {
+	requireSuite(t)
+	snap := "--zone-snapshot=" + filepath.Join(t.TempDir(), "zone.snap")
+	r := newAgentRig(t, agentOpts{Flags: []string{snap}})
+	ns := newNamespace(t, "snap")
+	sfx := "." + ns + ".svc." + clusterDomain + "."
+	old := createService(t, serviceSpec(ns, "old", corev1.ServiceTypeClusterIP, false))
+	r.await(t, query{Name: "old" + sfx}, time.Now(), hasData(dns.TypeA, old.Spec.ClusterIP))
+	r.agent.stop(t)
+
+	r.agent = startAgent(t, r.node, r.up, agentOpts{Flags: []string{snap}, APIDown: true})
+	for _, tcp := range []bool{false, true} {
+		a := r.ask(t, query{Name: "old" + sfx, TCP: tcp})
+		if got := a.Data(dns.TypeA); a.Rcode != "NOERROR" || !slices.Equal(got, []string{old.Spec.ClusterIP}) {
+			t.Errorf("old%s from the snapshot (tcp=%v): got %v, want NOERROR [%s]", sfx, tcp, a, old.Spec.ClusterIP)
+		}
+	}
+	// Written while the agent could not see it; it appears once the API is
+	// back, and the deleted one goes.
+	added := createService(t, serviceSpec(ns, "new", corev1.ServiceTypeClusterIP, false))
+	deleteService(t, ns, "old")
+	start := time.Now()
+	r.agent.API.Resume()
+	d := r.await(t, query{Name: "new" + sfx}, start, hasData(dns.TypeA, added.Spec.ClusterIP))
+	t.Logf("apiserver reachable → snapshot replaced by the live zone: %v", d.Round(time.Millisecond))
+	r.await(t, query{Name: "old" + sfx}, start, hasRcode("NXDOMAIN"))
 }
