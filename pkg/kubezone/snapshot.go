@@ -114,8 +114,9 @@ func decodeSnapshot(raw []byte, domain string) (*snapshotData, error) {
 	return &data, nil
 }
 
-// encodeSnapshotLocked serializes the writer state. The caller holds mu.
-func (z *Zone) encodeSnapshotLocked() ([]byte, error) {
+// snapshotLocked collects the models to persist. The caller holds mu;
+// models are immutable, so encoding can happen after unlocking.
+func (z *Zone) snapshotLocked() *snapshotData {
 	st := z.st
 	data := snapshotData{Domain: z.cfg.Domain, Written: z.now().UTC(), Namespaces: sortedKeys(st.namespaces)}
 	for _, k := range sortedKeys(st.services) {
@@ -129,9 +130,14 @@ func (z *Zone) encodeSnapshotLocked() ([]byte, error) {
 			data.Pods = append(data.Pods, st.pods[k])
 		}
 	}
+	return &data
+}
+
+// encodeSnapshot serializes data in the snapshot file format.
+func encodeSnapshot(data *snapshotData) ([]byte, error) {
 	var payload bytes.Buffer
 	gz := gzip.NewWriter(&payload)
-	if err := json.NewEncoder(gz).Encode(&data); err != nil {
+	if err := json.NewEncoder(gz).Encode(data); err != nil {
 		return nil, fmt.Errorf("encoding snapshot: %w", err)
 	}
 	if err := gz.Close(); err != nil {
@@ -185,9 +191,10 @@ func (z *Zone) writeSnapshot(failing *bool) {
 		z.mu.Unlock()
 		return
 	}
-	raw, err := z.encodeSnapshotLocked()
+	data := z.snapshotLocked()
 	z.snapDirty = false
 	z.mu.Unlock()
+	raw, err := encodeSnapshot(data)
 	if err == nil {
 		err = writeFileAtomic(z.cfg.SnapshotPath, raw)
 	}
