@@ -61,13 +61,19 @@ func (a *agent) udpProbe(ctx context.Context, addr string, m *dns.Msg) error {
 	return nil
 }
 
+// zoneAnswers reports whether the zone can answer: synced from the API
+// server, or loaded from a snapshot while it is unreachable.
+func (a *agent) zoneAnswers() bool {
+	return a.zone.Synced() || a.zone.Source() == "snapshot"
+}
+
 // readiness lists the checks that fail; empty means ready.
 func (a *agent) readiness() []string {
 	var failing []string
 	if !a.server.Serving() {
 		failing = append(failing, "listeners: not serving")
 	}
-	if a.zone != nil && !a.zone.Synced() {
+	if a.zone != nil && !a.zoneAnswers() {
 		failing = append(failing, "zone: not synced and no snapshot loaded (source "+a.zone.Source()+")")
 	}
 	if !a.forwarder.Healthy() {

@@ -154,10 +154,10 @@ func (a *agent) waitZoneSynced(ctx context.Context, d time.Duration) {
 		return
 	}
 	deadline := time.Now().Add(d)
-	for !a.zone.Synced() && time.Now().Before(deadline) && ctx.Err() == nil {
+	for !a.zoneAnswers() && time.Now().Before(deadline) && ctx.Err() == nil {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !a.zone.Synced() {
+	if !a.zoneAnswers() {
 		a.log.Warn("taking over before the zone synced", "waited", d)
 	}
 }
