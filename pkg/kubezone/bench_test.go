@@ -8,6 +8,9 @@ import (
 	"testing"
 
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 // benchLarge adds the 50k services / 500k endpoints cluster to the zone
@@ -170,4 +173,50 @@ func BenchmarkLookup(b *testing.B) {
 			}
 		})
 	})
+}
+
+// BenchmarkInformerStore measures the heap of the informers' stores for the
+// synthetic 10k/100k cluster: slim objects (trimmed metadata and models) in
+// a client-go indexer, as Run keeps them. store-MB leaves out the models,
+// which the zone holds anyway.
+func BenchmarkInformerStore(b *testing.B) {
+	var heap, models uint64
+	for b.Loop() {
+		before := heapInUse()
+		evs := synthCluster(10_000, 10)
+		models = heapInUse() - before
+		runtime.KeepAlive(evs)
+		before = heapInUse()
+		store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+		for _, ev := range synthCluster(10_000, 10) {
+			var obj any
+			switch m := ev.obj.(type) {
+			case *svcModel:
+				ips := []string{"None"}
+				if !m.Headless {
+					ips = []string{m.ClusterIPs[0].String()}
+				}
+				obj = service(m.Namespace, m.Name, ips, svcPort("http", 80), corev1.ServicePort{Protocol: "UDP", Port: 9000})
+			case *sliceModel:
+				eps := make([]ep, 0, len(m.Endpoints))
+				for _, e := range m.Endpoints {
+					eps = append(eps, ep{addrs: []string{e.Addr.String()}, hostname: e.Hostname})
+				}
+				obj = slice(m.Namespace, m.Name, m.Service, []discoveryv1.EndpointPort{slicePort("http", 80)}, eps...)
+			default:
+				continue
+			}
+			trimmed, err := trim(obj)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := store.Add(trimmed); err != nil {
+				b.Fatal(err)
+			}
+		}
+		heap = heapInUse() - before
+		runtime.KeepAlive(store)
+	}
+	b.ReportMetric(float64(heap)/(1<<20), "heap-MB")
+	b.ReportMetric(float64(heap-min(heap, models))/(1<<20), "store-MB")
 }

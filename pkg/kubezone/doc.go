@@ -12,8 +12,12 @@
 // Pods mode "verified" the pod watch is cluster-wide instead (every pod of
 // the cluster held in memory, trimmed to ~200 bytes, and one watch event
 // per pod change on every node: the price of answering pod names only for
-// IPs that exist). Informers trim objects before storing them (WithTransform),
-// never resync, and use the streaming watch-list when client-go's
+// IPs that exist). The informer transform (WithTransform) replaces every
+// object, before it is stored, by its name, namespace, UID, resource
+// version and the zone's compact model of it, shared with the zone: the
+// informer stores then cost ~7 MB beyond the zone for 10k services and
+// 100k endpoints, against ~39 MB for trimmed API objects. Informers never
+// resync, and use the streaming watch-list when client-go's
 // WatchListClient feature is on (its default since v1.35). The caller
 // should set the protobuf content type on the rest config
 // ("application/vnd.kubernetes.protobuf").

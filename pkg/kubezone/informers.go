@@ -156,8 +156,8 @@ func (z *Zone) handler(kind objKind) cache.ResourceEventHandler {
 		if !initial {
 			ev.written = mo.GetCreationTimestamp().Time // trim stored the last write time here
 		}
-		if !deleted {
-			ev.obj = model(obj)
+		if s, ok := obj.(*slim); ok && !deleted {
+			ev.obj = s.model
 		}
 		z.enqueue(ev)
 	}
@@ -173,24 +173,6 @@ func (z *Zone) handler(kind objKind) cache.ResourceEventHandler {
 		},
 		DeleteFunc: func(obj any) { push(obj, true, false) },
 	}
-}
-
-// model converts a trimmed object; nil (untyped) when it contributes
-// nothing, which the writer treats as a deletion.
-func model(obj any) any {
-	switch o := obj.(type) {
-	case *corev1.Service:
-		return serviceFromAPI(o)
-	case *discoveryv1.EndpointSlice:
-		if m := sliceFromAPI(o); m != nil {
-			return m
-		}
-	case *corev1.Namespace:
-		return nsPresent{}
-	case *corev1.Pod:
-		return podFromAPI(o)
-	}
-	return nil
 }
 
 // watchErrorHandler logs a failing list/watch at most once a minute per

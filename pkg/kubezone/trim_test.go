@@ -1,6 +1,8 @@
 package kubezone
 
 import (
+	"net/netip"
+	"reflect"
 	"testing"
 	"time"
 
@@ -10,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// TestTrim: the informer transform keeps what answers need, drops the
-// rest, and records the last write time.
+// TestTrim: the informer transform replaces each object by its trimmed
+// metadata (with the last write time) and its model.
 func TestTrim(t *testing.T) {
 	created := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	written := metav1.NewTime(created.Add(time.Hour))
@@ -23,58 +25,59 @@ func TestTrim(t *testing.T) {
 
 	svc := service("ns", "web", []string{"10.96.0.1"}, svcPort("http", 80))
 	svc.ObjectMeta = *meta.DeepCopy()
-	svc.Spec.Selector = map[string]string{"app": "web"}
-	svc.Spec.Ports[0].TargetPort.IntVal = 8080
-	svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "1.2.3.4"}}
-	if _, err := trim(svc); err != nil {
-		t.Fatal(err)
-	}
-	checkMeta(t, "service", svc.ObjectMeta, written.Time, nil)
-	if svc.Spec.Selector != nil || svc.Spec.Ports[0].TargetPort.IntVal != 0 || len(svc.Status.LoadBalancer.Ingress) != 0 {
-		t.Errorf("service: got spec %+v status %+v, want selector, target port and status dropped", svc.Spec, svc.Status)
-	}
-	if m := serviceFromAPI(svc); len(m.ClusterIPs) != 1 || len(m.Ports) != 1 || m.Ports[0] != (portModel{"http", "tcp", 80}) {
-		t.Errorf("service model after trim: got %+v", m)
-	}
-
-	node, zone := "node-a", "zone-a"
-	es := slice("ns", "web-1", "web", nil, ep{addrs: []string{"10.0.0.1"}, hostname: "h"})
+	es := slice("ns", "web", "web", []discoveryv1.EndpointPort{slicePort("http", 8080)},
+		ep{addrs: []string{"10.0.0.1"}, hostname: "h"})
 	es.ObjectMeta = *meta.DeepCopy()
-	es.Endpoints[0].NodeName, es.Endpoints[0].Zone = &node, &zone
 	es.Endpoints[0].TargetRef = &corev1.ObjectReference{Kind: "Pod", Name: "web-1"}
-	if _, err := trim(es); err != nil {
-		t.Fatal(err)
-	}
-	checkMeta(t, "endpointslice", es.ObjectMeta, written.Time, map[string]string{discoveryv1.LabelServiceName: "web"})
-	if e := es.Endpoints[0]; e.NodeName != nil || e.Zone != nil || e.TargetRef != nil || e.Hostname == nil || e.Addresses[0] != "10.0.0.1" {
-		t.Errorf("endpoint: got %+v, want only addresses, hostname and conditions", e)
-	}
-
-	p := pod("ns", "web-1", "node-a", "10.0.0.1")
+	p := pod("ns", "web", "node-a", "10.0.0.1")
 	p.ObjectMeta = *meta.DeepCopy()
 	p.Spec.Containers = []corev1.Container{{Name: "c", Image: "nginx"}}
-	if _, err := trim(p); err != nil {
-		t.Fatal(err)
-	}
-	checkMeta(t, "pod", p.ObjectMeta, written.Time, nil)
-	if len(p.Spec.Containers) != 0 || p.Spec.NodeName != "node-a" || p.Status.PodIP != "10.0.0.1" {
-		t.Errorf("pod: got spec %+v, want containers dropped, node and IP kept", p.Spec)
-	}
-}
+	ns := namespace("ns")
+	ns.ObjectMeta = *meta.DeepCopy()
+	ns.Namespace = ""
 
-func checkMeta(t *testing.T, kind string, m metav1.ObjectMeta, written time.Time, labels map[string]string) {
-	t.Helper()
-	if m.Annotations != nil || m.ManagedFields != nil {
-		t.Errorf("%s: got annotations %v, managed fields %d, want both dropped", kind, m.Annotations, len(m.ManagedFields))
+	cases := []struct {
+		kind string
+		obj  any
+		want any
+	}{
+		{"service", svc, &svcModel{Namespace: "ns", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+			Ports: []portModel{{"http", "tcp", 80}}}},
+		{"endpointslice", es, &sliceModel{Namespace: "ns", Name: "web", Service: "web", Ports: []portModel{{"http", "tcp", 8080}},
+			Endpoints: []epModel{{Addr: netip.MustParseAddr("10.0.0.1"), Hostname: "h"}}}},
+		{"pod", p, &podModel{Namespace: "ns", Name: "web", Node: "node-a", IPs: []netip.Addr{netip.MustParseAddr("10.0.0.1")},
+			Phase: "Running", DNSPolicy: "ClusterFirst"}},
+		{"namespace", ns, nsPresent{}},
 	}
-	if !m.CreationTimestamp.Time.Equal(written) {
-		t.Errorf("%s: last write time: got %v, want %v", kind, m.CreationTimestamp, written)
-	}
-	if len(m.Labels) != len(labels) || m.Labels[discoveryv1.LabelServiceName] != labels[discoveryv1.LabelServiceName] {
-		t.Errorf("%s: labels: got %v, want %v", kind, m.Labels, labels)
-	}
-	if m.Name == "" || m.Namespace == "" || m.ResourceVersion == "" {
-		t.Errorf("%s: got meta %+v, want name, namespace and resource version kept", kind, m)
+	for _, c := range cases {
+		out, err := trim(c.obj)
+		if err != nil {
+			t.Fatalf("%s: %v", c.kind, err)
+		}
+		s, ok := out.(*slim)
+		if !ok {
+			t.Fatalf("%s: got %T, want *slim", c.kind, out)
+		}
+		m := s.ObjectMeta
+		if m.Annotations != nil || m.ManagedFields != nil || m.Labels != nil {
+			t.Errorf("%s: got annotations %v, labels %v, %d managed fields, want all dropped", c.kind, m.Annotations, m.Labels,
+				len(m.ManagedFields))
+		}
+		if !m.CreationTimestamp.Time.Equal(written.Time) {
+			t.Errorf("%s: last write time: got %v, want %v", c.kind, m.CreationTimestamp, written)
+		}
+		if m.Name != "web" || m.ResourceVersion != "7" {
+			t.Errorf("%s: got meta %+v, want name and resource version kept", c.kind, m)
+		}
+		if !reflect.DeepEqual(s.model, c.want) {
+			t.Errorf("%s: model: got %+v, want %+v", c.kind, s.model, c.want)
+		}
+		if again, _ := trim(s); again != any(s) {
+			t.Errorf("%s: trimming a slim object: got a new object, want it unchanged", c.kind)
+		}
+		if cp := s.DeepCopyObject().(*slim); cp == s || cp.Name != s.Name || cp.model != s.model {
+			t.Errorf("%s: DeepCopyObject: got %+v, want an equal copy", c.kind, cp)
+		}
 	}
 }
 
