@@ -243,6 +243,8 @@ func (z *Zone) ptrNode(rev string, targets []string) *node {
 // observeLocked updates the object gauges and the programming latency.
 func (z *Zone) observeLocked(b *batch) {
 	st := z.st
+	z.counts.Store(&Stats{Namespaces: len(st.namespaces), Services: len(st.services), EndpointSlices: len(st.slices),
+		Endpoints: st.endpoints, Pods: len(st.pods)})
 	z.met.objects.WithLabelValues("namespaces").Set(float64(len(st.namespaces)))
 	z.met.objects.WithLabelValues("services").Set(float64(len(st.services)))
 	z.met.objects.WithLabelValues("endpointslices").Set(float64(len(st.slices)))

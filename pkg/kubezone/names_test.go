@@ -142,6 +142,11 @@ func TestFixtureAndList(t *testing.T) {
 		if st != want {
 			t.Errorf("Stats: got %+v, want %+v", st, want)
 		}
+		walked := 0
+		z.tab.each(func(string, *node) { walked++ })
+		if st.Names != walked || walked < 60 {
+			t.Errorf("Stats.Names: got %d, want %d (names in the table)", st.Names, walked)
+		}
 		recs := z.List("default")
 		var got []string
 		for _, r := range recs {

@@ -77,6 +77,7 @@ func (n *node) typed(t uint16) []dns.RR {
 // search over ~60 names.
 type table struct {
 	seed   maphash.Seed // set once by newTable
+	names  atomic.Int64 // number of names stored
 	shards [shardCount]atomic.Pointer[shard]
 }
 
@@ -145,6 +146,7 @@ func (t *table) apply(changes map[string]*node) {
 			}
 		}
 		next.names, next.nodes = append(next.names, old.names[j:]...), append(next.nodes, old.nodes[j:]...)
+		t.names.Add(int64(len(next.names) - len(old.names)))
 		t.shards[i].Store(next)
 	}
 }

@@ -26,6 +26,7 @@ type Zone struct {
 	synced    atomic.Bool                            // the informers synced once
 	source    atomic.Pointer[string]                 // SourceNone, SourceSnapshot or SourceAPI
 	localPods atomic.Pointer[map[netip.Addr]PodInfo] // node-local pods by IP; always non-nil
+	counts    atomic.Pointer[Stats]                  // object counts of the last publish; nil before
 	serial0   uint32                                 // SOA serial at generation 0
 	podSuffix string                                 // ".pod.<zone>"
 
@@ -158,15 +159,15 @@ type Stats struct {
 	Generation     uint64
 }
 
-// Stats returns current counts. It takes the writer lock briefly; do not
-// call it on the query path.
+// Stats returns current counts without blocking (the object counts are
+// those of the last published generation).
 func (z *Zone) Stats() Stats {
-	z.mu.Lock()
-	s := Stats{Namespaces: len(z.st.namespaces), Services: len(z.st.services), EndpointSlices: len(z.st.slices),
-		Endpoints: z.st.endpoints, Pods: len(z.st.pods)}
-	z.mu.Unlock()
+	s := Stats{}
+	if c := z.counts.Load(); c != nil {
+		s = *c
+	}
 	s.LocalPods = len(*z.localPods.Load())
-	z.tab.each(func(string, *node) { s.Names++ })
+	s.Names = int(z.tab.names.Load())
 	s.Synced, s.Source, s.Generation = z.Synced(), z.Source(), z.Generation()
 	return s
 }
