@@ -29,7 +29,7 @@ import (
 const apiErrorLogEvery = time.Minute
 
 // Run watches the cluster through client and keeps the zone up to date
-// until ctx is done. It returns after every goroutine it started has
+// until ctx is done; one Run at a time. It returns after every goroutine it started has
 // stopped. Informers retry a dead API server on their own; the zone keeps
 // answering from what it last knew (or from a snapshot). The caller sets
 // the protobuf content type on the client's rest config.
@@ -37,6 +37,10 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 	if client == nil {
 		return errors.New("running zone: nil client")
 	}
+	if !z.running.CompareAndSwap(false, true) {
+		return errors.New("running zone: already running")
+	}
+	defer z.running.Store(false)
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim))

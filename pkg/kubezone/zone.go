@@ -24,6 +24,7 @@ type Zone struct {
 	tab       *table                                 // always non-nil
 	meta      atomic.Pointer[meta]                   // always non-nil after New
 	synced    atomic.Bool                            // the informers synced once
+	running   atomic.Bool                            // Run is active
 	source    atomic.Pointer[string]                 // SourceNone, SourceSnapshot or SourceAPI
 	localPods atomic.Pointer[map[netip.Addr]PodInfo] // node-local pods by IP; always non-nil
 	counts    atomic.Pointer[Stats]                  // object counts of the last publish; nil before
