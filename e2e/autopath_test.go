@@ -99,9 +99,12 @@ func ndotsWalk(t *testing.T, ns string, autopath bool) map[string]ndotsCost {
 func awaitAutopath(t testing.TB, r *agentRig, p *pod, ns string) {
 	t.Helper()
 	q := query{Server: linkLocalIP, Name: "ns.example.com." + ns + ".svc." + clusterDomain + "."}
-	waitFor(t, 30*time.Second, "autopath for the pod "+p.IP, func() bool {
+	eventually(t, "autopath for the pod "+p.IP, func() error {
 		a, err := runQuery(t.Context(), p.NS, q)
-		return err == nil && a.Rcode == "NOERROR" && slices.Equal(a.Data(dns.TypeCNAME), []string{"ns.example.com."})
+		if err != nil || a.Rcode != "NOERROR" || !slices.Equal(a.Data(dns.TypeCNAME), []string{"ns.example.com."}) {
+			return fmt.Errorf("%s: got %v (%v), want NOERROR with CNAME ns.example.com.", q.Name, a, err)
+		}
+		return nil
 	})
 }
 

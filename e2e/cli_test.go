@@ -342,7 +342,7 @@ func checkDoctor(t *testing.T, r *agentRig, backend string) {
 	if backend != "nft" && backend != "legacy" {
 		t.Fatalf("status rules backend: got %q, want nft or legacy", backend)
 	}
-	nsCommand(t, r.node, "iptables-"+backend, "-t", "raw", "-D", "NODECACHE-PREROUTING", "1")
+	nsCommand(t, r.node, "iptables-"+backend, "-w", "-t", "raw", "-D", "NODECACHE-PREROUTING", "1")
 	fs, err = r.agent.doctor(t, good)
 	f = failing(fs)
 	if err == nil || len(f["rules"]) == 0 || len(f["resolv.conf"]) > 0 {

@@ -5,7 +5,7 @@ package e2e
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -173,8 +173,8 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 	results, err := load.stop()
-	if err != nil {
-		t.Fatalf("load client: %v", err)
+	if err != nil || len(results) == 0 {
+		t.Fatalf("load client: %d results, error %v", len(results), err)
 	}
 	during, steady := summarise(results, handovers)
 	t.Logf("load %d qps over %d sockets from a pod, %d queries in %v", qps, workers, len(results),
@@ -207,8 +207,14 @@ func TestCrashRestart(t *testing.T) {
 	r := newAgentRig(t, agentOpts{Flags: []string{"--zone-snapshot=" + snap}})
 	ns := newNamespace(t, "crash")
 	fqdn, ips := webService(t, r, ns)
-	d := waitFor(t, 60*time.Second, "the zone snapshot to hold namespace "+ns, func() bool { return snapshotHas(snap, ns) })
-	t.Logf("service answered → in the zone snapshot: %v", d.Round(time.Millisecond))
+	start := time.Now()
+	eventually(t, "the zone snapshot to hold namespace "+ns, func() error {
+		if !snapshotHas(snap, ns) {
+			return fmt.Errorf("%s does not hold %s yet", snap, ns)
+		}
+		return nil
+	})
+	t.Logf("service answered → in the zone snapshot: %v (written every 10s)", time.Since(start).Round(time.Millisecond))
 
 	const timeout = time.Second
 	load := startLoad(t, r.pod.NS, linkLocalIP+":53", loadMix(fqdn, ns), 1000, 8, timeout)
@@ -255,8 +261,8 @@ func TestCrashRestart(t *testing.T) {
 		third.waitHTTP(t, "/healthz")
 		code, body := third.get(t, healthAddr, "/readyz")
 		t.Logf("/readyz with the zone from the snapshot and no API server: %d %q", code, strings.TrimSpace(body))
-		if !strings.Contains(body, "source snapshot") {
-			t.Errorf("/readyz body: got %q, want it to name source snapshot", body)
+		if code != 200 || !strings.Contains(body, "source snapshot") {
+			t.Errorf("/readyz: got %d %q, want 200 naming source snapshot (the zone answers)", code, body)
 		}
 		var st cliStatus
 		third.cliJSON(t, &st, "status")
@@ -287,21 +293,4 @@ func snapshotHas(path, s string) bool {
 	}
 	body, err := io.ReadAll(zr)
 	return err == nil && bytes.Contains(body, []byte(s))
-}
-
-// waitFor polls cond every 50ms for up to d and fails t with what if it
-// never holds.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	defer cancel()
-	for !cond() {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("waiting %v for %s: never happened", d, what)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-	return time.Since(start)
 }

@@ -83,10 +83,11 @@ type table struct {
 
 func newTable() *table { return &table{seed: maphash.MakeSeed()} }
 
-// shard holds the names of one hash bucket, sorted, and their nodes.
+// shard holds the names of one hash bucket, sorted, and their nodes
+// (stored inline: no pointer and no allocation per node).
 type shard struct {
 	names []string
-	nodes []*node
+	nodes []node
 }
 
 // shardOf hashes the name (runtime AES hash) to a shard index.
@@ -109,7 +110,7 @@ func (t *table) get(name string) *node {
 		}
 	}
 	if lo < len(s.names) && s.names[lo] == name {
-		return s.nodes[lo]
+		return &s.nodes[lo]
 	}
 	return nil
 }
@@ -131,7 +132,7 @@ func (t *table) apply(changes map[string]*node) {
 			old = &shard{}
 		}
 		sort.Strings(names)
-		next := &shard{names: make([]string, 0, len(old.names)+len(names)), nodes: make([]*node, 0, len(old.names)+len(names))}
+		next := &shard{names: make([]string, 0, len(old.names)+len(names)), nodes: make([]node, 0, len(old.names)+len(names))}
 		j := 0 // merge the sorted old names with the sorted changed names
 		for _, name := range names {
 			for j < len(old.names) && old.names[j] < name {
@@ -142,7 +143,7 @@ func (t *table) apply(changes map[string]*node) {
 				j++ // replaced or deleted
 			}
 			if n := changes[name]; n != nil {
-				next.names, next.nodes = append(next.names, name), append(next.nodes, n)
+				next.names, next.nodes = append(next.names, name), append(next.nodes, *n)
 			}
 		}
 		next.names, next.nodes = append(next.names, old.names[j:]...), append(next.nodes, old.nodes[j:]...)
@@ -157,7 +158,7 @@ func (t *table) each(f func(name string, n *node)) {
 	for i := range t.shards {
 		if s := t.shards[i].Load(); s != nil {
 			for j, name := range s.names {
-				f(name, s.nodes[j])
+				f(name, &s.nodes[j])
 			}
 		}
 	}
