@@ -240,7 +240,7 @@ func TestCrashRestart(t *testing.T) {
 	if outside.Outcomes[loadOK] != outside.N {
 		t.Errorf("load outside the crash: got %v, want every query answered; first failures %q", outside, outside.Details)
 	}
-	t.Logf("queries lost around the crash: %d refused (ICMP port unreachable, rate-limited by the kernel), %d unanswered",
+	t.Logf("queries lost around the crash: %d refused (ICMP port unreachable), %d unanswered within the timeout",
 		inGap.Outcomes[loadRefused], inGap.Outcomes[loadLost])
 	if n := inGap.Outcomes[loadServFail] + inGap.Outcomes[loadWrong]; n > 0 {
 		t.Errorf("load around the crash: got %d wrong answers, want only answers or losses; %q", n, inGap.Details)
