@@ -146,7 +146,7 @@ func (z *Zone) publishLocked(b *batch) {
 	}
 	z.tab.apply(b.changes)
 	gen := z.meta.Load().gen + 1
-	z.meta.Store(&meta{gen: gen, soaRR: []dns.RR{z.soa(gen)}})
+	z.meta.Store(z.newMeta(gen))
 	z.snapDirty = true
 	z.observeLocked(b)
 }

@@ -44,12 +44,14 @@ func inDomain(name, d string) bool {
 
 // Lookup answers qname (a lowercased FQDN; upper case costs an allocation)
 // for qtype. Answers for service, endpoint, SRV and PTR names are prebuilt
-// and returned without allocating. Names outside the zone get REFUSED.
+// and returned without allocating. Names outside the zone (InZone false)
+// get REFUSED. Negative answers at reverse names carry an in-addr.arpa. or
+// ip6.arpa. SOA, as CoreDNS does.
 func (z *Zone) Lookup(qname string, qtype uint16) Answer {
 	qname = lower(qname)
 	m := z.meta.Load()
-	if !inDomain(qname, z.cfg.Domain) && !isReverse(qname) {
-		return Answer{Rcode: dns.RcodeRefused}
+	if !inDomain(qname, z.cfg.Domain) && (!isReverse(qname) || z.tab.get(qname) == nil) {
+		return Answer{Rcode: dns.RcodeRefused} // not ours: the server forwards it
 	}
 	ans, target := z.lookupName(qname, qtype, m)
 	if target == "" {
@@ -124,6 +126,12 @@ func (z *Zone) lookupName(qname string, qtype uint16, m *meta) (ans Answer, targ
 func (z *Zone) negative(qname string, rcode int, m *meta) Answer {
 	if !z.authoritative() && !z.impossible(qname) {
 		return Answer{Rcode: dns.RcodeServerFailure}
+	}
+	switch {
+	case strings.HasSuffix(qname, ".in-addr.arpa."):
+		return Answer{Rcode: rcode, Ns: m.rev4}
+	case strings.HasSuffix(qname, ".ip6.arpa."):
+		return Answer{Rcode: rcode, Ns: m.rev6}
 	}
 	return Answer{Rcode: rcode, Ns: m.soaRR}
 }

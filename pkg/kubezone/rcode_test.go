@@ -52,6 +52,8 @@ func TestLookupResponseCodes(t *testing.T) {
 		{row: "NS at apex", qname: "cluster.local.", qtype: dns.TypeNS, rcode: ok,
 			answer: []string{"cluster.local. NS ns.dns.cluster.local."},
 			extra:  []string{"ns.dns.cluster.local. A 169.254.20.10", "ns.dns.cluster.local. AAAA fd00::a"}},
+		{row: "NODATA at a reverse name we own", qname: "10.0.96.10.in-addr.arpa.", qtype: dns.TypeA, rcode: ok, soa: true},
+		{row: "reverse name we do not own", qname: "99.0.96.10.in-addr.arpa.", qtype: dns.TypePTR, rcode: dns.RcodeRefused},
 		{row: "NS target resolves", qname: "ns.dns.cluster.local.", qtype: dns.TypeA, rcode: ok,
 			answer: []string{"ns.dns.cluster.local. A 169.254.20.10"}},
 	}
@@ -72,6 +74,9 @@ func TestLookupResponseCodes(t *testing.T) {
 		checkAnswer(t, "SOA at apex", apex, ok, []string{fmt.Sprintf(soa, serial)}, false, "")
 		if ttl := apex.Answer[0].Header().Ttl; ttl != 5 {
 			t.Errorf("SOA TTL: got %d, want 5 (negative TTL)", ttl)
+		}
+		if ns := z.Lookup("10.0.96.10.in-addr.arpa.", dns.TypeA).Ns; len(ns) != 1 || ns[0].Header().Name != "in-addr.arpa." {
+			t.Errorf("NODATA at a reverse name: authority got %v, want the in-addr.arpa. SOA", rrText(ns))
 		}
 		if ttl := z.Lookup("dns-version.cluster.local.", dns.TypeTXT).Answer[0].Header().Ttl; ttl != 28800 {
 			t.Errorf("dns-version TTL: got %d, want 28800", ttl)

@@ -61,7 +61,8 @@ func TestIncrementalUpdates(t *testing.T) {
 		checkAnswer(t, "service deleted", z.Lookup("web.ns.svc.cluster.local.", dns.TypeA), nx, nil, true, "")
 		checkAnswer(t, "service deleted: SRV", z.Lookup("_http._tcp.web.ns.svc.cluster.local.", dns.TypeSRV), nx, nil, true, "")
 		checkAnswer(t, "service deleted: ENT", z.Lookup("_tcp.web.ns.svc.cluster.local.", dns.TypeSRV), nx, nil, true, "")
-		checkAnswer(t, "service deleted: PTR", z.Lookup("1.0.96.10.in-addr.arpa.", dns.TypePTR), nx, nil, true, "")
+		checkAnswer(t, "service deleted: PTR no longer ours", z.Lookup("1.0.96.10.in-addr.arpa.", dns.TypePTR),
+			dns.RcodeRefused, nil, false, "")
 
 		if got := z.Generation(); got <= gen {
 			t.Errorf("generation: got %d, want > %d", got, gen)

@@ -44,6 +44,8 @@ type Zone struct {
 type meta struct {
 	gen   uint64
 	soaRR []dns.RR // the single current SOA, for the apex answer and negative answers
+	rev4  []dns.RR // SOA of in-addr.arpa., for negative answers at reverse names we own
+	rev6  []dns.RR // SOA of ip6.arpa.
 }
 
 // state is the writer's view of the cluster: the object models and what
@@ -89,17 +91,22 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error)
 	src := SourceNone
 	z.source.Store(&src)
 	z.met.setSource(src)
-	z.meta.Store(&meta{soaRR: []dns.RR{z.soa(0)}})
+	z.meta.Store(z.newMeta(0))
 	z.tab.apply(z.staticNodes())
 	return z, nil
 }
 
-// soa is the SOA record of generation gen.
-func (z *Zone) soa(gen uint64) *dns.SOA {
-	d := z.cfg.Domain
+// newMeta returns the per-generation data of generation gen.
+func (z *Zone) newMeta(gen uint64) *meta {
+	return &meta{gen: gen, soaRR: []dns.RR{z.soa(z.cfg.Domain, gen)},
+		rev4: []dns.RR{z.soa("in-addr.arpa.", gen)}, rev6: []dns.RR{z.soa("ip6.arpa.", gen)}}
+}
+
+// soa is the SOA record at owner d of generation gen.
+func (z *Zone) soa(d string, gen uint64) *dns.SOA {
 	neg := z.cfg.negTTLSeconds()
 	return &dns.SOA{Hdr: dns.RR_Header{Name: d, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: neg},
-		Ns: "ns.dns." + d, Mbox: "hostmaster." + d, Serial: z.serial0 + uint32(gen),
+		Ns: "ns.dns." + z.cfg.Domain, Mbox: "hostmaster." + z.cfg.Domain, Serial: z.serial0 + uint32(gen),
 		Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: neg}
 }
 
