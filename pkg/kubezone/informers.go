@@ -157,7 +157,7 @@ func (z *Zone) handler(kind objKind) cache.ResourceEventHandler {
 		if kind == objNamespace {
 			ev.key = mo.GetName()
 		}
-		if !initial {
+		if !initial && !deleted {
 			ev.written = mo.GetCreationTimestamp().Time // trim stored the last write time here
 		}
 		if s, ok := obj.(*slim); ok && !deleted {

@@ -12,6 +12,9 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 )
 
 // listWithoutSOA is List("") minus the SOA (its serial differs per zone).
@@ -165,5 +168,38 @@ func TestSnapshotWriteFailure(t *testing.T) {
 		}
 		checkAnswer(t, "still serving", z.Lookup("web.demo.svc.cluster.local.", dns.TypeA), ok,
 			[]string{"web.demo.svc.cluster.local. A 10.96.0.10"}, false, "")
+	})
+}
+
+// TestSnapshotWithDeadAPIServer: loaded at start while the API server is
+// unreachable, the snapshot is served (authoritatively) for as long as the
+// outage lasts.
+func TestSnapshotWithDeadAPIServer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := fixtureConfig()
+		cfg.SnapshotPath = filepath.Join(t.TempDir(), "zone.snap")
+		cfg.SnapshotInterval = 10 * time.Second
+		writeFixtureSnapshot(t, cfg)
+
+		z, _ := newZone(t, cfg)
+		if err := z.LoadSnapshot(); err != nil {
+			t.Fatalf("LoadSnapshot: %v", err)
+		}
+		client := fake.NewClientset()
+		client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("connection refused")
+		})
+		runZone(t, z, client)
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		if z.Synced() || z.Source() != SourceSnapshot {
+			t.Errorf("got synced %v source %q, want false, snapshot", z.Synced(), z.Source())
+		}
+		checkAnswer(t, "from the snapshot", z.Lookup("web.demo.svc.cluster.local.", dns.TypeA), ok,
+			[]string{"web.demo.svc.cluster.local. A 10.96.0.10"}, false, "")
+		checkAnswer(t, "authoritative NXDOMAIN", z.Lookup("nope.demo.svc.cluster.local.", dns.TypeA), nx, nil, true, "")
+		if got := testutil.ToFloat64(z.met.snapWrites.WithLabelValues("ok")); got != 0 {
+			t.Errorf("snapshot rewritten from a snapshot: got %v writes, want 0", got)
+		}
 	})
 }
