@@ -210,7 +210,7 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 }
 
 // ptrTargets returns the PTR targets of rev as this batch has them so far
-// (a fresh slice the caller may change).
+// (the batch's own slice, or a new one: the caller may change it).
 func (z *Zone) ptrTargets(rev string, b *batch) []string {
 	if ts, ok := b.ptrs[rev]; ok {
 		return ts
