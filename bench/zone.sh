@@ -76,13 +76,16 @@ zone_rows() {
   R[zonerss|$s]=$(rss_mib "$pid")
 }
 
-# zone_ready PORT: the last service answers (every service loaded and synced).
-zone_ready() {
-  wait_dns "$1" "svc-$((ZONE_SERVICES - 1)).ns-$(((ZONE_SERVICES - 1) % 10)).svc.cluster.local" A NOERROR 120
+# zone_start NAME PORT CMD...: starts CMD on CPU 0 and waits until the last
+# service answers (every service loaded and synced); sets PID.
+zone_start() {
+  local name=$1 port=$2; shift 2
+  start "$name" 0 "$@"
+  wait_dns "$port" "svc-$((ZONE_SERVICES - 1)).ns-$(((ZONE_SERVICES - 1) % 10)).svc.cluster.local" A NOERROR 120
 }
 
 measure_zone() {
-  local port pid
+  local port
   if ! command -v openssl >/dev/null || ! command -v kubectl >/dev/null; then
     log "zone rows skipped: openssl and kubectl are needed"; return 0
   fi
@@ -92,29 +95,23 @@ measure_zone() {
 
   port=$(free_port)
   # shellcheck disable=SC2046
-  start nodecache-zone 0 "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
+  zone_start nodecache-zone "$port" "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
     --metrics-addr "127.0.0.1:$(free_port)" --kubeconfig "$KUBECONFIG_FILE"
-  pid=$PID
-  zone_ready "$port"
-  zone_rows nodecache "$pid" "$port"
-  stop "$pid"
+  zone_rows nodecache "$PID" "$port"
+  stop "$PID"
 
   port=$(free_port)
   write_corefile_zone "$WORK/Corefile.zone" "$port" "$NSD_PORT" "$(free_port)" "$KUBECONFIG_FILE" "cache 30"
-  start coredns-zone 0 "$COREDNS" -conf "$WORK/Corefile.zone"
-  pid=$PID
-  zone_ready "$port"
-  zone_rows coredns "$pid" "$port"
-  stop "$pid"
+  zone_start coredns-zone "$port" "$COREDNS" -conf "$WORK/Corefile.zone"
+  zone_rows coredns "$PID" "$port"
+  stop "$PID"
 
   port=$(free_port)
   write_corefile_zone "$WORK/Corefile.zone-nocache" "$port" "$NSD_PORT" "$(free_port)" "$KUBECONFIG_FILE" ""
-  start coredns-zone-nocache 0 "$COREDNS" -conf "$WORK/Corefile.zone-nocache"
-  pid=$PID
-  zone_ready "$port"
-  dnsperf_run "$pid" "$port" "$WORK/zone.txt" -l "$PHASE"
+  zone_start coredns-zone-nocache "$port" "$COREDNS" -conf "$WORK/Corefile.zone-nocache"
+  dnsperf_run "$PID" "$port" "$WORK/zone.txt" -l "$PHASE"
   R[zoneqpsnc|coredns]=$QPS; R[zonecpunc|coredns]=$CPU_US
-  stop "$pid"
+  stop "$PID"
 
   R[zonemem|nodecache]=$(taskset -c 0 "$BENCHTOOL" zonemem -services 10000 -endpoints 10 | tr ' ' '\n' |
     sed -n 's/^heap_mib=//p')
