@@ -35,7 +35,9 @@ func Listen(ctx context.Context, addrs []netip.AddrPort, perAddr int) (*Listener
 				l.Close()
 				return nil, fmt.Errorf("listening on udp %s: %w", a, err)
 			}
-			l.UDP = append(l.UDP, pc.(*net.UDPConn))
+			u := pc.(*net.UDPConn)
+			growReceiveBuffer(u)
+			l.UDP = append(l.UDP, u)
 		}
 		ln, err := lc.Listen(ctx, "tcp"+network, a.String())
 		if err != nil {
@@ -61,6 +63,27 @@ func reusePort(_, _ string, c syscall.RawConn) error {
 		return err
 	}
 	return serr
+}
+
+// udpReceiveBuffer is what each UDP socket asks for: the default 208 KiB
+// holds about 300 queries, so a 30 ms pause (GC, a busy core) overflows it
+// and the kernel drops queries (measured in bench/: 1.9% lost at 10k qps).
+const udpReceiveBuffer = 4 << 20
+
+// growReceiveBuffer raises the socket's receive buffer past rmem_max when the
+// agent may (CAP_NET_ADMIN: SO_RCVBUFFORCE), else up to rmem_max.
+func growReceiveBuffer(c *net.UDPConn) {
+	raw, err := c.SyscallConn()
+	if err == nil {
+		var serr error
+		err = raw.Control(func(fd uintptr) {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, udpReceiveBuffer)
+		})
+		if err == nil && serr == nil {
+			return
+		}
+	}
+	_ = c.SetReadBuffer(udpReceiveBuffer) // best effort: capped at rmem_max
 }
 
 // Close closes every socket. It is safe to call more than once.
