@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark of nodecache, CoreDNS (cache+forward, kubernetes)
 # and Unbound on one machine; prints one table and writes bench/RESULTS.md.
-# See docs/bench.md. `make bench` runs it after `make build`.
+# See bench/README.md and the README's Performance section. `make bench` runs it after `make build`.
 #
 # Environment:
 #   BENCH_PHASE_SECONDS  length of each load phase (default 10)
