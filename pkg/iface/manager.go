@@ -188,7 +188,9 @@ func (m *Manager) Teardown(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("iface: teardown: %w", err)
 	}
-	m.log.Info("removed interface and rules", "interface", m.cfg.InterfaceName)
+	if m.cfg.SetupInterface || m.cfg.SetupIPTables {
+		m.log.Info("removed interface and rules", "interface", m.cfg.InterfaceName)
+	}
 	return nil
 }
 
