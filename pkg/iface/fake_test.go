@@ -239,12 +239,6 @@ func (f *fakeLinks) addrFlags(name, cidr string) int {
 	return -1
 }
 
-func cidrList(s ...string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
-}
-
 func joinLines(lines []string) string { return strings.Join(lines, "\n") }
 
 func newLinkOfKind(kind, name string) netlink.Link {

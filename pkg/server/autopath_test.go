@@ -86,8 +86,10 @@ func TestClientLimiterRefillsAndStaysBounded(t *testing.T) {
 	l := newClientLimiter(10, 2, 4)
 	now := time.Unix(1000, 0)
 	a := netip.MustParseAddr("10.0.0.1")
-	if !l.allow(a, now) || !l.allow(a, now) || l.allow(a, now) {
-		t.Fatal("burst of 2: want two allowed then refused")
+	for i, want := range []bool{true, true, false} {
+		if got := l.allow(a, now); got != want {
+			t.Fatalf("burst of 2, query %d: got allowed %v, want %v", i+1, got, want)
+		}
 	}
 	if !l.allow(a, now.Add(100*time.Millisecond)) {
 		t.Error("after 100ms at 10/s: want a token back")

@@ -113,7 +113,7 @@ func parseResolvConf(path string) ([]netip.AddrPort, error) {
 func ParseStubDomain(spec string) (string, []netip.AddrPort, error) {
 	domain, list, ok := strings.Cut(strings.TrimSpace(spec), "=")
 	if !ok {
-		return "", nil, fmt.Errorf("stub domain %q: want domain=IP[:port],...", spec)
+		return "", nil, fmt.Errorf("stub domain %q: want domain=IP[:port][,IP[:port]]", spec)
 	}
 	domain, err := canonicalDomain(domain)
 	if err != nil {
