@@ -83,7 +83,10 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, 
 		if p, ok := s.memo.get(q, s.zone.Generation()); ok && (p.Rcode() != dns.RcodeNameError || s.pods == nil) {
 			return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: p.Rcode(), Source: SourceZone}, true
 		}
-		return nil, Result{}, false
+		if s.zone == nil || hasWireSuffix(q.LowerName(), s.domainWire) || s.zone.InZone(keyName(q)) {
+			return nil, Result{}, false
+		}
+		// A reverse name the zone does not own: the cache may answer it.
 	}
 	if p, mode, ok := s.resolver.Lookup(q, now); ok {
 		return p.AppendReply(out, q, mode, maxSize), Result{Rcode: p.Rcode(), Source: SourceCache}, true

@@ -96,6 +96,10 @@ func TestZoneChaseAndReverse(t *testing.T) {
 	if f.calls.Load() != calls+1 {
 		t.Errorf("a reverse name the zone does not own must go upstream")
 	}
+	exchange(t, addr.String(), "9.9.9.9.in-addr.arpa.", dns.TypePTR)
+	if f.calls.Load() != calls+1 {
+		t.Errorf("a cached reverse name the zone does not own must be a cache hit, got another resolve")
+	}
 }
 
 // BenchmarkHitPath measures the inline path of the UDP loop for a cache hit:
