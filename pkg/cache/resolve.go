@@ -185,7 +185,7 @@ func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*w
 		c.met.uncacheable[why].Add(1)
 		return packReply(reply)
 	}
-	p, err := wire.Pack(clampTTLs(reply, ttl))
+	p, err := wire.PackOwned(clampTTLs(reply, ttl)) // clampTTLs returns a copy
 	if err != nil {
 		c.met.uncacheable[reasonBadReply].Add(1)
 		return nil, fmt.Errorf("packing upstream reply for %s: %w", key.PresentationName(), err)

@@ -31,7 +31,17 @@ func Pack(m *dns.Msg) (*Packed, error) {
 	if len(m.Question) != 1 {
 		return nil, fmt.Errorf("packing reply: %d questions, want 1", len(m.Question))
 	}
-	c := m.Copy()
+	return PackOwned(m.Copy())
+}
+
+// PackOwned is Pack for a message the caller owns and will not use again: it
+// rewrites c in place (ID, names, OPT removed) instead of copying it first,
+// saving a deep copy on the miss path.
+func PackOwned(c *dns.Msg) (*Packed, error) {
+	if len(c.Question) != 1 {
+		return nil, fmt.Errorf("packing reply: %d questions, want 1", len(c.Question))
+	}
+	rcode := c.Rcode
 	c.Id = 0
 	c.Compress = true
 	qname := strings.ToLower(c.Question[0].Name)
@@ -57,7 +67,7 @@ func Pack(m *dns.Msg) (*Packed, error) {
 	if err != nil {
 		return nil, fmt.Errorf("packing reply for %s: %w", qname, err)
 	}
-	return newPacked(buf, m.Rcode)
+	return newPacked(buf, rcode)
 }
 
 // newPacked indexes the TTL fields of an already packed reply.
