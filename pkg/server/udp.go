@@ -19,12 +19,16 @@ const (
 	protoTCP
 )
 
-// serveUDP is one socket's read loop. Hits are answered inline from a buffer
-// owned by the loop; misses are copied to a goroutine.
+// serveUDP is one socket's read loop: batched (recvmmsg/sendmmsg) where the
+// kernel offers it, else one datagram a syscall. Hits are answered inline
+// from buffers owned by the loop; misses are copied to a goroutine.
 func (s *Server) serveUDP(c *net.UDPConn) {
+	if s.serveUDPBatched(c) {
+		return
+	}
 	buf := make([]byte, 65535)
-	out := make([]byte, 0, 65535)
 	var q wire.Query
+	w := &singleWriter{c: c, out: make([]byte, 0, 65535)}
 	for {
 		n, client, err := c.ReadFromUDPAddrPort(buf)
 		if err != nil {
@@ -36,32 +40,57 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 			}
 			continue
 		}
-		start := time.Now()
-		pkt := buf[:n]
-		perr := wire.Parse(pkt, &q)
-		maxSize := s.udpSize(&q)
-		reply, res, ok := s.fast(pkt, &q, perr, client.Addr(), out[:0], maxSize, start)
-		if ok {
-			if reply != nil {
-				s.writeUDP(c, reply, client)
-				s.record(client.Addr(), &q, res, start, protoUDP)
-			}
-			continue
-		}
-		if !s.inflight.TryAcquire(1) {
-			s.metrics.dropped("inflight_limit")
-			s.writeUDP(c, wire.AppendError(out[:0], pkt, &q, dns.RcodeRefused), client)
-			s.record(client.Addr(), &q, Result{Rcode: dns.RcodeRefused, Source: SourceLocal}, start, protoUDP)
-			continue
-		}
-		p := bytes.Clone(pkt)
-		s.queries.Add(1)
-		go func() {
-			defer s.queries.Done()
-			defer s.inflight.Release(1)
-			s.slowUDP(c, p, client, start)
-		}()
+		s.serveDatagram(c, buf[:n], client, &q, time.Now(), w)
 	}
+}
+
+// replyQueue is where the read loop puts replies it answers inline: sent at
+// once, or batched until the loop flushes.
+type replyQueue interface {
+	slot() []byte
+	queue(reply []byte, to netip.AddrPort) error
+}
+
+// singleWriter sends each reply at once with one sendto.
+type singleWriter struct {
+	c   *net.UDPConn
+	out []byte
+}
+
+func (w *singleWriter) slot() []byte { return w.out[:0] }
+
+func (w *singleWriter) queue(reply []byte, to netip.AddrPort) error {
+	_, err := w.c.WriteToUDPAddrPort(reply, to)
+	return err
+}
+
+// serveDatagram answers one query: inline on the fast path (into rq), or
+// on a goroutine of its own for the slow path.
+func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *wire.Query, start time.Time, rq replyQueue) {
+	perr := wire.Parse(pkt, q)
+	maxSize := s.udpSize(q)
+	reply, res, ok := s.fast(pkt, q, perr, client.Addr(), rq.slot(), maxSize, start)
+	if !ok && !s.inflight.TryAcquire(1) {
+		s.metrics.dropped("inflight_limit")
+		reply, res, ok = wire.AppendError(rq.slot(), pkt, q, dns.RcodeRefused), Result{Rcode: dns.RcodeRefused, Source: SourceLocal}, true
+	}
+	if ok {
+		if reply != nil {
+			if err := rq.queue(reply, client); err != nil {
+				s.metrics.dropped("write_error")
+				s.logRated("udp-write", "writing udp reply", "client", client, "err", err)
+			}
+			s.record(client.Addr(), q, res, start, protoUDP)
+		}
+		return
+	}
+	p := bytes.Clone(pkt)
+	s.queries.Add(1)
+	go func() {
+		defer s.queries.Done()
+		defer s.inflight.Release(1)
+		s.slowUDP(c, p, client, start)
+	}()
 }
 
 func (s *Server) slowUDP(c *net.UDPConn, pkt []byte, client netip.AddrPort, start time.Time) {
