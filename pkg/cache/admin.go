@@ -49,7 +49,7 @@ func (c *Cache) Dump(suffix string, fn func(EntryInfo) bool) {
 func infoOf(e *entry, name string, now time.Time) EntryInfo {
 	return EntryInfo{
 		Name: name, Type: e.key.Type, Class: e.key.Class, DO: e.key.DO, CD: e.key.CD,
-		Kind: e.kind.String(), Rcode: e.packed.Rcode(), TTL: e.ttl, Left: e.expire.Sub(now),
+		Kind: e.kind.String(), Rcode: e.packed.Rcode(), TTL: e.ttl, Left: e.expire().Sub(now),
 		Stale: !e.fresh(now), Size: e.size,
 	}
 }

@@ -130,7 +130,7 @@ func encodeRecord(e *entry) ([]byte, error) {
 	b = binary.BigEndian.AppendUint16(b, e.key.Type)
 	b = binary.BigEndian.AppendUint16(b, e.key.Class)
 	b = append(b, flags, byte(e.kind))
-	b = binary.BigEndian.AppendUint64(b, uint64(e.stored.UnixNano()))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.stored))
 	b = binary.BigEndian.AppendUint64(b, uint64(e.ttl))
 	return append(b, msg...), nil
 }

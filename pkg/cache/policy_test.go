@@ -100,7 +100,7 @@ func TestClampTTLs(t *testing.T) {
 }
 
 func TestElapsedRoundsUp(t *testing.T) {
-	e := &entry{stored: t0}
+	e := &entry{stored: t0.UnixNano()}
 	tests := []struct {
 		after time.Duration
 		want  uint32
@@ -120,7 +120,7 @@ func TestElapsedRoundsUp(t *testing.T) {
 }
 
 func TestDeadAndUsable(t *testing.T) {
-	e := &entry{stored: t0, expire: t0.Add(time.Minute), ttl: time.Minute}
+	e := &entry{stored: t0.UnixNano(), ttl: time.Minute}
 	tests := []struct {
 		at       time.Duration
 		maxAge   time.Duration

@@ -83,7 +83,7 @@ func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (Result, bool) {
 		s.hits++
 		e.hits++
 		return Result{Packed: e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
-	case !e.failedAt.IsZero() && now.Sub(e.failedAt) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
+	case e.failedAt != 0 && now.Sub(time.Unix(0, e.failedAt)) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
 		c.met.stale.Add(1)
 		return c.staleResult(e), true
 	}
@@ -109,7 +109,7 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result
 		s.mu.Unlock()
 		return Result{}, false
 	}
-	e.failedAt = now
+	e.failedAt = now.UnixNano()
 	s.mu.Unlock()
 	c.met.stale.Add(1)
 	if kick {

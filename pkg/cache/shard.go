@@ -18,31 +18,33 @@ const entryOverhead = 256
 // the rest are guarded by the owning shard's mu.
 type entry struct {
 	key    wire.Key
-	packed *wire.Packed // always non-nil
-	stored time.Time
-	expire time.Time     // stored + ttl
+	packed *wire.Packed  // always non-nil
+	stored int64         // wall clock, Unix nanoseconds (not time.Time: 8 bytes, not 24, per entry)
 	ttl    time.Duration // whole seconds, > 0
 	size   int64         // bytes charged against the shard budget
 	kind   kind
 
-	hits        uint32    // fresh hits in this entry's life
-	prefetching bool      // a prefetch was started; never again for this entry
-	failedAt    time.Time // last upstream failure while this entry was stale
+	hits        uint32 // fresh hits in this entry's life
+	prefetching bool   // a prefetch was started; never again for this entry
+	failedAt    int64  // Unix nanoseconds of the last upstream failure while stale; 0: none
 }
 
 func newEntry(key wire.Key, p *wire.Packed, k kind, stored time.Time, ttl time.Duration) *entry {
 	return &entry{
-		key: key, packed: p, kind: k, stored: stored, expire: stored.Add(ttl), ttl: ttl,
+		key: key, packed: p, kind: k, stored: stored.UnixNano(), ttl: ttl,
 		size: int64(p.Size() + len(key.Name) + entryOverhead),
 	}
 }
 
-func (e *entry) fresh(now time.Time) bool { return now.Before(e.expire) }
+// expire is when e stops being fresh.
+func (e *entry) expire() time.Time { return time.Unix(0, e.stored+int64(e.ttl)) }
+
+func (e *entry) fresh(now time.Time) bool { return now.UnixNano() < e.stored+int64(e.ttl) }
 
 // elapsed is the whole seconds since e was stored, rounded up, so that a
 // TTL decremented by it is never larger than what the entry has left.
 func (e *entry) elapsed(now time.Time) uint32 {
-	d := now.Sub(e.stored)
+	d := time.Duration(now.UnixNano() - e.stored)
 	if d <= 0 {
 		return 0
 	}
@@ -73,7 +75,7 @@ func dead(e *entry, now time.Time, staleMaxAge time.Duration) bool {
 	if staleMaxAge < 0 {
 		return !e.fresh(now)
 	}
-	return now.Sub(e.expire) > staleMaxAge
+	return now.Sub(e.expire()) > staleMaxAge
 }
 
 // staleable reports whether e may be served stale: expired, within
