@@ -165,7 +165,11 @@ func (m *Manager) createLink() (netlink.Link, error) {
 		m.log.Warn("kernel has no dummy link driver, using an empty bridge instead",
 			"interface", name, "error", err)
 	}
-	if err := m.links.LinkAdd(&netlink.Bridge{LinkAttrs: attrs}); err != nil {
+	// Without multicast snooping the bridge joins no multicast router
+	// group, so the kernel sends no IGMP reports from the local IPs (which
+	// would show up as conntrack entries); a dummy link sends none either.
+	snooping := false
+	if err := m.links.LinkAdd(&netlink.Bridge{LinkAttrs: attrs, MulticastSnooping: &snooping}); err != nil {
 		return nil, fmt.Errorf("adding bridge link %s: %w", name, err)
 	}
 	return m.lookupCreated()
