@@ -14,11 +14,12 @@ import (
 // loadClient sends queries over UDP at a steady pace until stopped and counts
 // what comes back.
 type loadClient struct {
+	net                            string // "udp" or "tcp" (a connection per query)
 	sent, answered, servfail, lost atomic.Int64
 }
 
 func (l *loadClient) run(ctx context.Context, addr string, names []string, every time.Duration) {
-	c := &dns.Client{Timeout: time.Second}
+	c := &dns.Client{Net: l.net, Timeout: time.Second}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var wg sync.WaitGroup
@@ -64,9 +65,12 @@ func TestHandoverLosesNoQuery(t *testing.T) {
 	before := up.queries.Load()
 
 	ctx, cancel := context.WithCancel(context.Background())
-	load := &loadClient{}
-	done := make(chan struct{})
-	go func() { defer close(done); load.run(ctx, addr, names, 2*time.Millisecond) }()
+	loads := []*loadClient{{net: "udp"}, {net: "tcp"}}
+	var wg sync.WaitGroup
+	for _, l := range loads {
+		wg.Add(1)
+		go func() { defer wg.Done(); l.run(ctx, addr, names, 2*time.Millisecond) }()
+	}
 
 	// Three upgrades in a row, each successor taking over from the last. As in
 	// a DaemonSet, the successor shares the health and metrics ports; the
@@ -84,14 +88,16 @@ func TestHandoverLosesNoQuery(t *testing.T) {
 	}
 	time.Sleep(150 * time.Millisecond)
 	cancel()
-	<-done
-	t.Logf("during 3 handovers: sent %d, answered %d, SERVFAIL %d, lost %d",
-		load.sent.Load(), load.answered.Load(), load.servfail.Load(), load.lost.Load())
-	if load.lost.Load() != 0 || load.servfail.Load() != 0 {
-		t.Errorf("got %d lost and %d SERVFAIL, want none", load.lost.Load(), load.servfail.Load())
-	}
-	if load.answered.Load() < 100 {
-		t.Errorf("only %d queries answered; the load did not run", load.answered.Load())
+	wg.Wait()
+	for _, load := range loads {
+		t.Logf("%s during 3 handovers: sent %d, answered %d, SERVFAIL %d, lost %d", load.net,
+			load.sent.Load(), load.answered.Load(), load.servfail.Load(), load.lost.Load())
+		if load.lost.Load() != 0 || load.servfail.Load() != 0 {
+			t.Errorf("%s: got %d lost and %d SERVFAIL, want none", load.net, load.lost.Load(), load.servfail.Load())
+		}
+		if load.answered.Load() < 100 {
+			t.Errorf("%s: only %d queries answered; the load did not run", load.net, load.answered.Load())
+		}
 	}
 	// The warm cache came along: no new upstream queries for the names.
 	if got := up.queries.Load(); got != before {

@@ -174,10 +174,11 @@ func (s *Server) stop(ctx context.Context, closeSockets bool) error {
 	}
 	s.wg.Wait()
 	s.serving.Store(false)
-	// Idle TCP connections are closed now; busy ones finish their queries.
+	// TCP connections answer what is already on its way, then close; busy
+	// ones finish their queries first.
 	s.mu.Lock()
 	for c := range s.conns {
-		_ = c.SetReadDeadline(time.Unix(1, 0))
+		_ = c.SetReadDeadline(time.Now().Add(tcpDrain))
 	}
 	s.mu.Unlock()
 	done := make(chan struct{})

@@ -78,10 +78,7 @@ func (s *Server) serveConn(c *net.TCPConn) {
 	out := make([]byte, 0, 4096)
 	var q wire.Query
 	for {
-		if s.isClosing() {
-			return
-		}
-		_ = c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
+		s.extendReadDeadline(c)
 		var hdr [2]byte
 		if _, err := io.ReadFull(r, hdr[:]); err != nil {
 			return // EOF, idle timeout, shutdown
@@ -121,4 +118,20 @@ func (s *Server) slowTCP(pkt []byte, client netip.Addr, start time.Time, write f
 	reply, res := s.slow(ctx, pkt, &q, client, make([]byte, 0, 512), 65535)
 	write(reply)
 	s.record(client, &q, res, start, protoTCP)
+}
+
+// tcpDrain is how long a connection may still deliver queries that are
+// already on their way once the server stops reading: a query in the socket
+// buffer is answered, not dropped with the connection.
+const tcpDrain = 100 * time.Millisecond
+
+// extendReadDeadline gives c another idle timeout, unless the server is
+// stopping: then stop has set the drain deadline, which must stand. The lock
+// orders this against stop.
+func (s *Server) extendReadDeadline(c *net.TCPConn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closing {
+		_ = c.SetReadDeadline(time.Now().Add(s.cfg.TCPIdleTimeout))
+	}
 }
