@@ -131,6 +131,18 @@ func (c Config) families() []Family {
 	return out
 }
 
+// staleFamilies are the families without local IPs: a predecessor run with
+// another --local-ip may have left our chains there.
+func (c Config) staleFamilies() []Family {
+	var out []Family
+	for _, fam := range []Family{FamilyV4, FamilyV6} {
+		if !slices.Contains(c.families(), fam) {
+			out = append(out, fam)
+		}
+	}
+	return out
+}
+
 // ipsOf returns the local IPs of family fam.
 func (c Config) ipsOf(fam Family) []netip.Addr {
 	var out []netip.Addr

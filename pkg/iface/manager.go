@@ -90,6 +90,11 @@ func (m *Manager) Setup(ctx context.Context) error {
 	if err := m.reconcileLocked(ctx, true); err != nil {
 		return fmt.Errorf("iface: setup: %w", err)
 	}
+	if m.rules != nil {
+		if _, err := m.removeStaleFamilies(ctx); err != nil {
+			return fmt.Errorf("iface: setup: %w", err)
+		}
+	}
 	return nil
 }
 

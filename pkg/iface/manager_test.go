@@ -255,3 +255,40 @@ func TestTeardownOrder(t *testing.T) {
 		t.Errorf("second Teardown: got ops %v, want none", got)
 	}
 }
+
+func TestSetupRemovesRulesOfAFamilyWithoutLocalIPs(t *testing.T) {
+	var predecessor string
+	e := newEnv(t, baseConfig("169.254.20.10"), func(e *env) {
+		// A predecessor ran dual-stack; this agent is v4 only.
+		old, err := NewWithBackends(baseConfig("169.254.20.10", "fd00:20::10"),
+			e.links, e.rules, nil, slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Setup(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		predecessor = e.rules.dump()
+	})
+	if !strings.Contains(predecessor, "fd00:20::10") {
+		t.Fatalf("predecessor state lacks its v6 rules:\n%s", predecessor)
+	}
+	e.setup(t)
+	e.assertConverged(t)
+	for _, ref := range ourChains() {
+		if _, exists, _ := e.rules.ListRules(FamilyV6, ref.Table, ref.Chain); exists {
+			t.Errorf("v6 %s/%s: still there after setup without v6 local IPs", ref.Table, ref.Chain)
+		}
+		for _, r := range e.rules.get(FamilyV6, ref.Table, ref.Parent) {
+			if strings.Contains(r, ref.Chain) {
+				t.Errorf("v6 %s/%s: jump %q left", ref.Table, ref.Parent, r)
+			}
+		}
+	}
+	if got := e.rules.dump(); strings.Contains(got, "fd00:20::10") {
+		t.Errorf("got v6 rules after setup:\n%s", got)
+	}
+	if n := e.logs.count(slog.LevelInfo, "family without local IPs"); n != 1 {
+		t.Errorf("log lines about the stale family: got %d, want 1", n)
+	}
+}

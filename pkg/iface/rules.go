@@ -185,10 +185,20 @@ func (m *Manager) deleteJumps(fam Family, ref chainRef, keep int) error {
 	return fmt.Errorf("deleting jumps %s %s/%s: too many copies", fam, ref.Table, ref.Parent)
 }
 
-// teardownRules removes all jumps first, then our chains, in every family that has local IPs.
+// teardownRules removes all jumps first, then our chains, in every family that has local IPs, and
+// whatever a predecessor left in the others.
 func (m *Manager) teardownRules(ctx context.Context) error {
+	errs := []error{m.removeRules(ctx, m.cfg.families())}
+	if _, err := m.removeStaleFamilies(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// removeRules deletes every jump to our chains, then the chains, in fams.
+func (m *Manager) removeRules(ctx context.Context, fams []Family) error {
 	var errs []error
-	for _, fam := range m.cfg.families() {
+	for _, fam := range fams {
 		for _, ref := range ourChains() {
 			if err := ctx.Err(); err != nil {
 				return err
@@ -196,7 +206,7 @@ func (m *Manager) teardownRules(ctx context.Context) error {
 			errs = append(errs, m.deleteJumps(fam, ref, 0))
 		}
 	}
-	for _, fam := range m.cfg.families() {
+	for _, fam := range fams {
 		for _, ref := range ourChains() {
 			if err := m.rules.DeleteChain(fam, ref.Table, ref.Chain); err != nil {
 				errs = append(errs, fmt.Errorf("deleting %s %s/%s: %w", fam, ref.Table, ref.Chain, err))
@@ -204,4 +214,31 @@ func (m *Manager) teardownRules(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// removeStaleFamilies removes our chains and jumps from the families that have no local IPs now,
+// left by a predecessor run with other --local-ip values, so they do not linger. A family this
+// host cannot list (no ip6tables) holds nothing of ours.
+func (m *Manager) removeStaleFamilies(ctx context.Context) (int, error) {
+	var stale []Family
+	for _, fam := range m.cfg.staleFamilies() {
+		for _, ref := range ourChains() {
+			_, exists, err := m.rules.ListRules(fam, ref.Table, ref.Chain)
+			if err == nil && exists {
+				stale = append(stale, fam)
+				break
+			}
+		}
+	}
+	if len(stale) == 0 {
+		return 0, nil
+	}
+	for _, fam := range stale {
+		m.log.Info("removing rules left in a family without local IPs", "family", fam.String())
+	}
+	if err := m.removeRules(ctx, stale); err != nil {
+		m.countErr(kindRule)
+		return len(stale), fmt.Errorf("removing stale rules: %w", err)
+	}
+	return len(stale), nil
 }
