@@ -129,8 +129,22 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
 	}
 	g.Go(func() error { return a.iface.Run(gctx) })
 	g.Go(func() error { return a.serveHTTP(gctx) })
-	g.Go(func() error { return a.serveAdmin(gctx) })
-	g.Go(func() error { return a.serveHandover(gctx) })
+	// The admin API and the handover socket are conveniences: if their
+	// directory is not writable, say so once and keep serving DNS.
+	g.Go(func() error {
+		if err := a.serveAdmin(gctx); err != nil {
+			log.Error("admin API unavailable; DNS keeps serving", "err", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		err := a.serveHandover(gctx)
+		if err != nil && !errors.Is(err, errHandedOver) {
+			log.Error("handover socket unavailable: the next upgrade will start cold; DNS keeps serving", "err", err)
+			return nil
+		}
+		return err
+	})
 	log.Info("nodecache serving", "addrs", a.addrs, "upstreams", a.forwarder.Status(), "zone", a.zone != nil,
 		"startup", time.Since(a.started).Round(time.Millisecond))
 

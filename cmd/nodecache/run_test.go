@@ -291,3 +291,26 @@ func (w testLogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))
 	return len(p), nil
 }
+
+func TestUnwritableSocketsDoNotStopDNS(t *testing.T) {
+	up := startUpstream(t)
+	port := freePort(t)
+	cfg := testAgentConfig(t, up.addr, t.TempDir(), port)
+	// A regular file where the socket directories should be: neither can be created.
+	blocker := filepath.Join(t.TempDir(), "file")
+	if err := writeFile(blocker, "x"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.AdminSocket = filepath.Join(blocker, "admin.sock")
+	cfg.HandoverSocket = filepath.Join(blocker, "handover.sock")
+	ta := startAgent(t, cfg)
+	r := ask(t, fmt.Sprintf("127.0.0.1:%d", port), "web.demo.svc.cluster.local.", dns.TypeA)
+	if r.Rcode != dns.RcodeSuccess || len(r.Answer) == 0 {
+		t.Errorf("got %v, want the service answered with the admin and handover sockets unavailable", r)
+	}
+	// The socket failures come right at start; an agent that stopped for
+	// them would have exited by now (errc is written once run returns).
+	if err := ta.wait(500 * time.Millisecond); err == nil || !strings.Contains(err.Error(), "did not exit") {
+		t.Errorf("agent exited (%v), want it serving", err)
+	}
+}
