@@ -3,16 +3,12 @@
 package server
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestBatchedBurst sends bursts from several clients, v4 and v6, so that
@@ -29,7 +25,7 @@ func TestBatchedBurst(t *testing.T) {
 	for _, ip := range addrs {
 		t.Run(ip, func(t *testing.T) {
 			f := &fakeResolver{}
-			addr := startOn(t, netip.MustParseAddr(ip), f)
+			_, addr := startServerOn(t, netip.MustParseAddr(ip), 1, Config{}, Deps{Resolver: f})
 			// Warm the cache so the burst is served inline by the batch loop.
 			for i := 0; i < 4; i++ {
 				exchange(t, addr.String(), name(i), dns.TypeA)
@@ -85,35 +81,3 @@ func TestBatchedBurst(t *testing.T) {
 }
 
 func name(i int) string { return string(rune('a'+i)) + ".burst.example." }
-
-// startOn serves on ip at a free port with one UDP socket.
-func startOn(t *testing.T, ip netip.Addr, r Resolver) netip.AddrPort {
-	t.Helper()
-	network := "udp4"
-	if ip.Is6() {
-		network = "udp6"
-	}
-	pc, err := net.ListenPacket(network, netip.AddrPortFrom(ip, 0).String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := pc.LocalAddr().(*net.UDPAddr).AddrPort()
-	_ = pc.Close()
-	l, err := Listen(context.Background(), []netip.AddrPort{addr}, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(Config{Addrs: []netip.AddrPort{addr}}, Deps{Resolver: r}, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Serve(l); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = s.Shutdown(ctx)
-	})
-	return netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
-}

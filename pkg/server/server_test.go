@@ -78,18 +78,27 @@ func startServer(t *testing.T, cfg Config, zone Zone, r Resolver) (*Server, neti
 
 func startServerDeps(t *testing.T, cfg Config, deps Deps) (*Server, netip.AddrPort) {
 	t.Helper()
-	ctx := context.Background()
-	// Pick a free port for both UDP and TCP.
+	return startServerOn(t, netip.MustParseAddr("127.0.0.1"), 2, cfg, deps)
+}
+
+// startServerOn serves on ip at a free port (UDP and TCP), with perAddr UDP
+// sockets, until the test ends.
+func startServerOn(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps Deps) (*Server, netip.AddrPort) {
+	t.Helper()
+	network := "udp4"
+	if ip.Is6() {
+		network = "udp6"
+	}
 	var l *Listeners
 	var addr netip.AddrPort
 	for i := 0; ; i++ {
-		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+		pc, err := net.ListenPacket(network, netip.AddrPortFrom(ip, 0).String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		addr = pc.LocalAddr().(*net.UDPAddr).AddrPort()
 		_ = pc.Close()
-		if l, err = Listen(ctx, []netip.AddrPort{addr}, 2); err == nil {
+		if l, err = Listen(context.Background(), []netip.AddrPort{addr}, perAddr); err == nil {
 			break
 		} else if i > 10 {
 			t.Fatalf("listening: %v", err)
@@ -110,7 +119,7 @@ func startServerDeps(t *testing.T, cfg Config, deps Deps) (*Server, netip.AddrPo
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return s, addr
+	return s, netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 }
 
 // rawExchange sends pkt over UDP and returns the reply, or nil on timeout.
