@@ -59,21 +59,34 @@ type loadRun struct {
 // timeout counts as lost.
 func startLoad(t testing.TB, ns *netNS, server string, names []loadName, qps, workers int, timeout time.Duration) *loadRun {
 	t.Helper()
+	return startLoadNet(t, ns, "udp", server, names, qps, workers, timeout)
+}
+
+// startLoadNet is startLoad over network: "udp" (a connected socket per
+// worker) or "tcp" (a new connection per query, as a stub resolver falling
+// back to TCP does).
+func startLoadNet(t testing.TB, ns *netNS, network, server string, names []loadName, qps, workers int, timeout time.Duration) *loadRun {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &loadRun{cancel: cancel}
 	interval := time.Duration(float64(time.Second) * float64(workers) / float64(qps))
 	start := time.Now()
 	for w := range workers {
-		c, err := ns.dial(ctx, "udp", server)
-		if err != nil {
-			cancel()
-			l.wg.Wait()
-			t.Fatalf("load socket in %s: %v", ns.Name, err)
+		var c net.Conn
+		if network == "udp" {
+			var err error
+			if c, err = ns.dial(ctx, "udp", server); err != nil {
+				cancel()
+				l.wg.Wait()
+				t.Fatalf("load socket in %s: %v", ns.Name, err)
+			}
 		}
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			defer c.Close()
+			if c != nil {
+				defer c.Close()
+			}
 			next := start.Add(interval * time.Duration(w) / time.Duration(workers))
 			for i := w; ctx.Err() == nil; i += workers {
 				if d := time.Until(next); d > 0 {
@@ -83,7 +96,16 @@ func startLoad(t testing.TB, ns *netNS, server string, names []loadName, qps, wo
 				if now := time.Now(); next.Before(now) {
 					next = now // fell behind: do not burst to catch up
 				}
-				r, err := exchangeOnce(c, names[i%len(names)], timeout)
+				var r loadResult
+				var err error
+				if network == "tcp" {
+					r, err = exchangeTCP(ctx, ns, server, names[i%len(names)], timeout)
+				} else {
+					r, err = exchangeOnce(c, names[i%len(names)], timeout)
+				}
+				if errors.Is(err, errLoadStopped) {
+					return // stop() came while this query was being set up
+				}
 				if err != nil {
 					l.fail(err)
 					return
@@ -163,6 +185,45 @@ func exchangeOnce(c net.Conn, q loadName, timeout time.Duration) (loadResult, er
 		}
 		return r, nil
 	}
+}
+
+// errLoadStopped ends a worker quietly: the run was stopped mid-query.
+var errLoadStopped = errors.New("load stopped")
+
+// exchangeTCP sends q over a new TCP connection from ns and reads its reply.
+// A refused connection or one closed before the reply is an outcome.
+func exchangeTCP(ctx context.Context, ns *netNS, server string, q loadName, timeout time.Duration) (loadResult, error) {
+	m := new(dns.Msg)
+	m.SetQuestion(q.Name, q.Type)
+	r := loadResult{Sent: time.Now()}
+	dctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	nc, err := ns.dial(dctx, "tcp", server)
+	if err != nil {
+		if ctx.Err() != nil {
+			return r, errLoadStopped
+		}
+		r.Outcome, r.Detail = loadRefused, err.Error()
+		return r, nil
+	}
+	defer nc.Close()
+	c := &dns.Conn{Conn: nc}
+	_ = c.SetDeadline(r.Sent.Add(timeout))
+	if err := c.WriteMsg(m); err != nil {
+		r.Outcome, r.Detail = loadLost, "writing: "+err.Error()
+		return r, nil
+	}
+	reply, err := c.ReadMsg()
+	if err != nil {
+		r.Outcome, r.Detail = loadLost, "reading: "+err.Error()
+		return r, nil
+	}
+	r.RTT = time.Since(r.Sent)
+	r.Outcome = judgeReply(reply, q)
+	if r.Outcome != loadOK {
+		r.Detail = fmt.Sprintf("%s %s over tcp: %s", q.Name, dns.TypeToString[q.Type], dns.RcodeToString[reply.Rcode])
+	}
+	return r, nil
 }
 
 func judgeReply(reply *dns.Msg, q loadName) string {

@@ -152,6 +152,9 @@ func TestUpgradeUnderLoad(t *testing.T) {
 
 	const qps, workers = 2000, 16
 	load := startLoad(t, r.pod.NS, linkLocalIP+":53", loadMix(fqdn, ns), qps, workers, 2*time.Second)
+	// TCP beside it, a connection per query, as a stub resolver retrying
+	// a truncated answer does.
+	tcpLoad := startLoadNet(t, r.pod.NS, "tcp", linkLocalIP+":53", loadMix(fqdn, ns), 200, 4, 2*time.Second)
 	time.Sleep(3 * time.Second)
 	cur := r.agent
 	var handovers []window
@@ -175,6 +178,18 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	results, err := load.stop()
 	if err != nil || len(results) == 0 {
 		t.Fatalf("load client: %d results, error %v", len(results), err)
+	}
+	tcpResults, err := tcpLoad.stop()
+	if err != nil || len(tcpResults) == 0 {
+		t.Fatalf("tcp load client: %d results, error %v", len(tcpResults), err)
+	}
+	tcpDuring, tcpSteady := summarise(tcpResults, handovers)
+	t.Logf("tcp, steady state:     %v", tcpSteady)
+	t.Logf("tcp, during handovers: %v", tcpDuring)
+	for _, s := range []loadStats{tcpSteady, tcpDuring} {
+		if s.Outcomes[loadOK] != s.N {
+			t.Errorf("tcp load: got %v, want every query answered with its rcode; first failures %q", s, s.Details)
+		}
 	}
 	during, steady := summarise(results, handovers)
 	t.Logf("load %d qps over %d sockets from a pod, %d queries in %v", qps, workers, len(results),
