@@ -194,6 +194,7 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn) bool {
 		a.log.Warn("refusing a successor's handover", "op", hello.Op, "version", hello.Version, "err", err)
 		return false
 	}
+	a.successorSeen.Store(true)
 	l := a.server.Listeners()
 	files, err := l.Files()
 	if err != nil {

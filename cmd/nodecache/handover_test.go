@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -102,5 +103,42 @@ func TestHandoverLosesNoQuery(t *testing.T) {
 	// The warm cache came along: no new upstream queries for the names.
 	if got := up.queries.Load(); got != before {
 		t.Errorf("upstream queries after handovers: got %d new, want 0 (warm cache handed over)", got-before)
+	}
+}
+
+// TestHandoverRefusedOnOtherAddresses: a successor configured for other
+// addresses does not take the predecessor's sockets; it opens its own
+// (SO_REUSEPORT) and both serve until the predecessor is stopped.
+func TestHandoverRefusedOnOtherAddresses(t *testing.T) {
+	up := startUpstream(t)
+	port := freePort(t)
+	dir := t.TempDir()
+	cfgA := testAgentConfig(t, up.addr, dir, port)
+	a := startAgent(t, cfgA)
+
+	cfgB := testAgentConfig(t, up.addr, dir, port, "--local-ip", "127.0.0.1,127.0.0.2")
+	startAgent(t, cfgB)
+	if err := a.wait(300 * time.Millisecond); err == nil || !strings.Contains(err.Error(), "did not exit") {
+		t.Fatalf("predecessor exited (%v); want it serving, the handover refused", err)
+	}
+	// The successor relies on the same link and rules: stopping the
+	// predecessor now must leave them in place.
+	if keep, why := a.agent().keepHostState(); !keep {
+		t.Errorf("predecessor would tear down the host state under a running successor (%q)", why)
+	}
+	for _, ip := range []string{"127.0.0.1", "127.0.0.2"} {
+		r := ask(t, fmt.Sprintf("%s:%d", ip, port), "web.demo.svc.cluster.local.", dns.TypeA)
+		if r.Rcode != dns.RcodeSuccess {
+			t.Errorf("%s with both agents up: got %s, want NOERROR", ip, dns.RcodeToString[r.Rcode])
+		}
+	}
+	if err := a.stop(); err != nil {
+		t.Fatalf("stopping the predecessor: %v", err)
+	}
+	for i := 0; i < 20; i++ { // every query lands on the successor's own sockets now
+		r := ask(t, fmt.Sprintf("127.0.0.1:%d", port), "web.demo.svc.cluster.local.", dns.TypeA)
+		if r.Rcode != dns.RcodeSuccess {
+			t.Fatalf("after the predecessor stopped: got %s, want NOERROR", dns.RcodeToString[r.Rcode])
+		}
 	}
 }

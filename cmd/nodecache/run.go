@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,7 +43,10 @@ type agent struct {
 	clients   *clientStats
 	m         *agentMetrics
 	handedOff chan struct{} // closed when a successor took the sockets over
-	stopEarly context.CancelFunc
+	// successorSeen is set when a successor greeted us on the handover
+	// socket, whether or not it took the sockets.
+	successorSeen atomic.Bool
+	stopEarly     context.CancelFunc
 }
 
 func newLogger(c *runConfig) (*slog.Logger, error) {
@@ -75,9 +79,17 @@ func cmdRun(args []string) error {
 
 // run wires the agent and serves until ctx ends or a component fails.
 func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
-	a := &agent{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
+	return newAgent(cfg, log).run(ctx)
+}
+
+func newAgent(cfg *runConfig, log *slog.Logger) *agent {
+	return &agent{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
 		addrs: listenAddrs(cfg.LocalIPs, uint16(cfg.Port)), clients: newClientStats(4096),
 		handedOff: make(chan struct{})}
+}
+
+func (a *agent) run(ctx context.Context) error {
+	cfg, log := a.cfg, a.log
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.m = newAgentMetrics(a.reg)
 	if err := a.build(); err != nil {
@@ -329,6 +341,19 @@ func (a *agent) kubeClient() (kubernetes.Interface, error) {
 	return c, nil
 }
 
+// keepHostState says whether stopping must leave the interface and rules
+// alone, and why: --skip-teardown, or a successor that refused our sockets
+// (other --local-ip) and serves on its own, relying on the same link.
+func (a *agent) keepHostState() (bool, string) {
+	switch {
+	case a.cfg.SkipTeardown:
+		return true, "--skip-teardown"
+	case a.successorSeen.Load():
+		return true, "a successor agent is running"
+	}
+	return false, ""
+}
+
 // shutdown stops serving and, unless a successor took over or
 // --skip-teardown is set, removes the rules, then the address and link.
 func (a *agent) shutdown(cause error) error {
@@ -344,8 +369,8 @@ func (a *agent) shutdown(cause error) error {
 	if err := a.server.Shutdown(ctx); err != nil {
 		a.log.Warn("shutting down listeners", "err", err)
 	}
-	if a.cfg.SkipTeardown {
-		a.log.Info("--skip-teardown: leaving interface and rules in place")
+	if keep, why := a.keepHostState(); keep {
+		a.log.Info(why + ": leaving interface and rules in place")
 	} else if err := a.iface.Teardown(ctx); err != nil {
 		a.log.Error("tearing down interface and rules", "err", err)
 	}

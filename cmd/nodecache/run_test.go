@@ -102,6 +102,7 @@ type testAgent struct {
 	cfg    *runConfig
 	cancel context.CancelFunc
 	errc   chan error // receives run's result once
+	a      *agent     // for inspection; its fields are run's to write
 	once   sync.Once
 	err    error
 }
@@ -112,10 +113,14 @@ func launchAgent(t *testing.T, cfg *runConfig) *testAgent {
 	ctx, cancel := context.WithCancel(context.Background())
 	ta := &testAgent{cfg: cfg, cancel: cancel, errc: make(chan error, 1)}
 	log := slog.New(slog.NewTextHandler(testLogWriter{t}, nil)).With("agent", fmt.Sprintf("%p", cfg))
-	go func() { ta.errc <- run(ctx, cfg, log) }()
+	ta.a = newAgent(cfg, log)
+	go func() { ta.errc <- ta.a.run(ctx) }()
 	t.Cleanup(func() { _ = ta.stop() })
 	return ta
 }
+
+// agent returns the running agent, for checks of its state.
+func (ta *testAgent) agent() *agent { return ta.a }
 
 // wait returns run's result once the agent has exited by itself, or an
 // error after d.
