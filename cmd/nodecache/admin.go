@@ -226,18 +226,9 @@ func (a *agent) serveAdmin(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("creating admin socket directory: %w", err)
-	}
-	_ = os.Remove(path) // a predecessor's or a crashed agent's
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	ln, err := listenRootSocket(path)
 	if err != nil {
-		return fmt.Errorf("listening on admin socket %s: %w", path, err)
-	}
-	ln.SetUnlinkOnClose(false) // a successor may already have replaced it
-	if err := os.Chmod(path, 0o600); err != nil {
-		_ = ln.Close()
-		return fmt.Errorf("restricting admin socket to root: %w", err)
+		return fmt.Errorf("admin socket: %w", err)
 	}
 	h := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second}
 	errc := make(chan error, 1)
@@ -268,4 +259,25 @@ func atoiDefault(s string, def int) int {
 		return n
 	}
 	return def
+}
+
+// listenRootSocket listens on the unix socket path, readable and writable by
+// root only (0600, in a 0700 directory it creates if needed). A file already
+// there is a predecessor's or a crashed agent's and is replaced. The path is
+// not removed on close: a successor may already have replaced it.
+func listenRootSocket(path string) (*net.UnixListener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("creating directory for %s: %w", path, err)
+	}
+	_ = os.Remove(path)
+	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	if err != nil {
+		return nil, fmt.Errorf("listening on %s: %w", path, err)
+	}
+	ln.SetUnlinkOnClose(false)
+	if err := os.Chmod(path, 0o600); err != nil {
+		_ = ln.Close()
+		return nil, fmt.Errorf("restricting %s to root: %w", path, err)
+	}
+	return ln, nil
 }

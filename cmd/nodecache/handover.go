@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -157,16 +156,11 @@ func (a *agent) serveHandover(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return fmt.Errorf("creating handover socket directory: %w", err)
-	}
-	_ = os.Remove(path) // a predecessor's, already done, or a stale one
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
+	// Root only: whoever connects receives the DNS sockets and stops us.
+	ln, err := listenRootSocket(path)
 	if err != nil {
-		return fmt.Errorf("listening for a successor on %s: %w", path, err)
+		return fmt.Errorf("handover socket: %w", err)
 	}
-	ln.SetUnlinkOnClose(false) // the successor owns the path once it takes over
-	_ = os.Chmod(path, 0o600)
 	go func() { <-ctx.Done(); _ = ln.Close() }()
 	for {
 		conn, err := ln.AcceptUnix()
