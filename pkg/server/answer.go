@@ -101,12 +101,13 @@ func (s *Server) slow(ctx context.Context, pkt []byte, q *wire.Query, client net
 		return s.packAndAppend(rfc8482(q), q, out, maxSize, Result{Rcode: dns.RcodeSuccess, Source: SourceLocal})
 	}
 	if s.inZoneSuffix(q.LowerName()) {
-		if base, ns, ok := s.autopathBase(client, keyName(q)); ok {
-			if m, ok := s.autopath(ctx, q, base, ns); ok {
+		qname := keyName(q)
+		if base, ns, ok := s.autopathBase(client, qname); ok {
+			if m, ok := s.autopath(ctx, q, qname, base, ns); ok {
 				return s.packAndAppend(m, q, out, maxSize, Result{Rcode: m.Rcode, Source: SourceZone})
 			}
 		}
-		if out, res, ok := s.answerZone(ctx, pkt, q, out, maxSize); ok {
+		if out, res, ok := s.answerZone(ctx, pkt, q, qname, out, maxSize); ok {
 			return out, res
 		}
 	}

@@ -50,10 +50,9 @@ func (s *Server) searchPath(base, ns string) []string {
 // path at once: the first name that is not NXDOMAIN is the answer, behind a
 // CNAME from the question, so the client's resolver stops there (the
 // approach of CoreDNS's autopath, possible here because the agent sees the
-// pod's own IP). ok is false when the first expansion exists: the normal
+// pod's own IP). first is q's name, lowercased. ok is false when the first expansion exists: the normal
 // answer is then right.
-func (s *Server) autopath(ctx context.Context, q *wire.Query, base, ns string) (*dns.Msg, bool) {
-	first := keyName(q)
+func (s *Server) autopath(ctx context.Context, q *wire.Query, first, base, ns string) (*dns.Msg, bool) {
 	if za := s.zone.Lookup(first, q.Type); za.Rcode != dns.RcodeNameError {
 		return nil, false
 	}

@@ -69,13 +69,12 @@ func hasWireSuffix(name, suffix []byte) bool {
 	return false
 }
 
-// answerZone answers q from the zone. ok is false when the name turns out not
+// answerZone answers q (qname: its name, lowercased) from the zone. ok is false when the name turns out not
 // to be the zone's (a reverse name it does not own); the caller forwards it.
-func (s *Server) answerZone(ctx context.Context, pkt []byte, q *wire.Query, out []byte, maxSize int) ([]byte, Result, bool) {
+func (s *Server) answerZone(ctx context.Context, pkt []byte, q *wire.Query, qname string, out []byte, maxSize int) ([]byte, Result, bool) {
 	if s.zone == nil {
 		return wire.AppendError(out, pkt, q, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: SourceZone}, true
 	}
-	qname := keyName(q)
 	if !s.zone.InZone(qname) {
 		return nil, Result{}, false
 	}
