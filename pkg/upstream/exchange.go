@@ -167,8 +167,7 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire
 // one within the same deadline.
 func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire []byte, deadline time.Time) (*dns.Msg, error) {
 	for {
-		conn := s.pool.get(time.Now())
-		reused := conn != nil
+		conn, reused := s.tcp.get(time.Now())
 		if !reused {
 			d := net.Dialer{Deadline: deadline}
 			c, err := d.DialContext(ctx, "tcp", s.addr.String())
@@ -179,7 +178,7 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 		}
 		resp, err := f.roundTripTCP(ctx, s, conn, q, wire, deadline)
 		if err == nil {
-			s.pool.put(conn, time.Now())
+			s.tcp.put(conn, time.Now().Add(f.cfg.TCPIdleTimeout))
 			return resp, nil
 		}
 		_ = conn.Close()

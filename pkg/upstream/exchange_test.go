@@ -79,7 +79,7 @@ func TestTCPConnectionReuse(t *testing.T) {
 	if got, want := ts.accepts.Load(), int64(1); got != want {
 		t.Errorf("tcp connections accepted: got %d, want %d", got, want)
 	}
-	if got, want := f.all[0].pool.size(), 1; got != want {
+	if got, want := f.all[0].tcp.size(), 1; got != want {
 		t.Errorf("idle pooled connections: got %d, want %d", got, want)
 	}
 }

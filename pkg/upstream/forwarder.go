@@ -230,7 +230,7 @@ func (f *Forwarder) sweepLoop() {
 			return
 		case now := <-t.C:
 			for _, s := range f.all {
-				s.pool.sweep(now)
+				s.tcp.sweep(now)
 			}
 		}
 	}
@@ -267,7 +267,7 @@ func (f *Forwarder) Close() error {
 		f.cancel()
 		f.wg.Wait()
 		for _, s := range f.all {
-			s.pool.close()
+			s.tcp.close()
 		}
 	})
 	return nil

@@ -1,91 +1,101 @@
 package upstream
 
 import (
+	"io"
 	"net"
 	"sync"
 	"time"
 )
 
-// tcpPool keeps the idle TCP connections to one upstream server for reuse.
-// A connection is owned by exactly one query between get and put; the pool
-// only holds idle ones. It is bounded by maxIdle, and connections idle for
-// longer than idleTimeout are closed by get and by sweep.
-type tcpPool struct {
-	maxIdle     int           // > 0
-	idleTimeout time.Duration // > 0
+// connPool keeps the idle connections to one upstream server for reuse:
+// TCP connections (tcpPool) and connected UDP sockets (udpPool). A
+// connection is owned by exactly one query between get and put; the pool
+// only holds idle ones. It is bounded by maxIdle, and each idle connection
+// carries the time it expires, after which get and sweep close it.
+type connPool[C io.Closer] struct {
+	maxIdle int // > 0
 
-	mu     sync.Mutex // guards following
-	idle   []idleConn // oldest first; the last one was put most recently
-	closed bool       // once set, put closes instead of keeping
+	mu     sync.Mutex     // guards following
+	idle   []idleEntry[C] // oldest put first; the last one was put most recently
+	closed bool           // once set, put closes instead of keeping
 }
 
-type idleConn struct {
-	conn  net.Conn
-	since time.Time // when it was put back
+type idleEntry[C io.Closer] struct {
+	conn    C
+	expires time.Time // closed rather than handed out from then on
 }
 
-func newTCPPool(maxIdle int, idleTimeout time.Duration) *tcpPool {
-	return &tcpPool{maxIdle: maxIdle, idleTimeout: idleTimeout}
+// tcpPool holds idle TCP connections; each expires TCPIdleTimeout after it
+// was put back.
+type tcpPool = connPool[net.Conn]
+
+func newConnPool[C io.Closer](maxIdle int) *connPool[C] {
+	return &connPool[C]{maxIdle: maxIdle}
 }
 
-// get returns the most recently used connection that has not expired at
-// now, or nil. Expired connections found on the way are closed.
-func (p *tcpPool) get(now time.Time) net.Conn {
+// get returns the most recently put connection that has not expired at
+// now, and true; or false when there is none. Expired connections found on
+// the way are closed.
+func (p *connPool[C]) get(now time.Time) (C, bool) {
+	var c C
+	found := false
+	var expired []idleEntry[C]
 	p.mu.Lock()
-	var c net.Conn
-	var expired []idleConn
-	if n := len(p.idle); n > 0 {
-		last := p.idle[n-1]
-		if now.Sub(last.since) < p.idleTimeout {
-			c = last.conn
-			p.idle[n-1] = idleConn{}
-			p.idle = p.idle[:n-1]
+	for n := len(p.idle); n > 0 && !found; n-- {
+		e := p.idle[n-1]
+		p.idle[n-1] = idleEntry[C]{}
+		p.idle = p.idle[:n-1]
+		if now.Before(e.expires) {
+			c, found = e.conn, true
 		} else {
-			// The newest has expired, so all have.
-			expired = p.idle
-			p.idle = nil
+			expired = append(expired, e)
 		}
 	}
 	p.mu.Unlock()
 	closeAll(expired)
-	return c
+	return c, found
 }
 
-// put returns a healthy connection to the pool at time now. When the pool
-// is full the oldest idle connection is closed; after close, c is closed.
-func (p *tcpPool) put(c net.Conn, now time.Time) {
+// put returns a healthy connection to the pool, to be closed at expires.
+// When the pool is full the oldest idle connection is closed; after close,
+// c is closed.
+func (p *connPool[C]) put(c C, expires time.Time) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
 		_ = c.Close()
 		return
 	}
-	var evicted net.Conn
-	if len(p.idle) >= p.maxIdle {
+	var evicted C
+	evict := len(p.idle) >= p.maxIdle
+	if evict {
 		evicted = p.idle[0].conn
 		copy(p.idle, p.idle[1:])
-		p.idle[len(p.idle)-1] = idleConn{}
+		p.idle[len(p.idle)-1] = idleEntry[C]{}
 		p.idle = p.idle[:len(p.idle)-1]
 	}
-	p.idle = append(p.idle, idleConn{conn: c, since: now})
+	p.idle = append(p.idle, idleEntry[C]{conn: c, expires: expires})
 	p.mu.Unlock()
-	if evicted != nil {
+	if evict {
 		_ = evicted.Close()
 	}
 }
 
-// sweep closes the connections idle for idleTimeout or longer at now and
-// returns how many it closed.
-func (p *tcpPool) sweep(now time.Time) int {
+// sweep closes the connections that have expired at now and returns how
+// many it closed.
+func (p *connPool[C]) sweep(now time.Time) int {
+	var expired []idleEntry[C]
 	p.mu.Lock()
-	keep := 0
-	for keep < len(p.idle) && now.Sub(p.idle[keep].since) >= p.idleTimeout {
-		keep++
+	keep := p.idle[:0]
+	for _, e := range p.idle {
+		if now.Before(e.expires) {
+			keep = append(keep, e)
+		} else {
+			expired = append(expired, e)
+		}
 	}
-	expired := make([]idleConn, keep)
-	copy(expired, p.idle[:keep])
-	p.idle = append(p.idle[:0], p.idle[keep:]...)
-	clear(p.idle[len(p.idle):cap(p.idle)])
+	clear(p.idle[len(keep):])
+	p.idle = keep
 	p.mu.Unlock()
 	closeAll(expired)
 	return len(expired)
@@ -93,7 +103,7 @@ func (p *tcpPool) sweep(now time.Time) int {
 
 // close closes every idle connection; later puts close their connection.
 // It is idempotent.
-func (p *tcpPool) close() {
+func (p *connPool[C]) close() {
 	p.mu.Lock()
 	p.closed = true
 	idle := p.idle
@@ -103,14 +113,14 @@ func (p *tcpPool) close() {
 }
 
 // size returns the number of idle connections.
-func (p *tcpPool) size() int {
+func (p *connPool[C]) size() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.idle)
 }
 
-func closeAll(conns []idleConn) {
-	for _, ic := range conns {
-		_ = ic.conn.Close()
+func closeAll[C io.Closer](entries []idleEntry[C]) {
+	for _, e := range entries {
+		_ = e.conn.Close()
 	}
 }

@@ -14,9 +14,11 @@ type fakeConn struct {
 
 func (c *fakeConn) Close() error { c.closed = true; return nil }
 
-func TestTCPPool(t *testing.T) {
+func TestConnPool(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	const idle = 10 * time.Second
+	// Each put below expires idle after it, as the TCP pool's do, except
+	// where a case says otherwise.
 	tests := []struct {
 		name       string
 		run        func(p *tcpPool, c []net.Conn) net.Conn // returns what get gave, if it matters
@@ -26,16 +28,16 @@ func TestTCPPool(t *testing.T) {
 	}{
 		{
 			name:     "empty pool gives nil",
-			run:      func(p *tcpPool, _ []net.Conn) net.Conn { return p.get(t0) },
+			run:      func(p *tcpPool, _ []net.Conn) net.Conn { return get(t, p, t0) },
 			wantGot:  -1,
 			wantSize: 0,
 		},
 		{
 			name: "most recent first",
 			run: func(p *tcpPool, c []net.Conn) net.Conn {
-				p.put(c[0], t0)
-				p.put(c[1], t0.Add(time.Second))
-				return p.get(t0.Add(2 * time.Second))
+				p.put(c[0], t0.Add(idle))
+				p.put(c[1], t0.Add(time.Second+idle))
+				return get(t, p, t0.Add(2*time.Second))
 			},
 			wantGot:  1,
 			wantSize: 1,
@@ -43,20 +45,32 @@ func TestTCPPool(t *testing.T) {
 		{
 			name: "expired newest closes all",
 			run: func(p *tcpPool, c []net.Conn) net.Conn {
-				p.put(c[0], t0)
-				p.put(c[1], t0.Add(time.Second))
-				return p.get(t0.Add(time.Second + idle))
+				p.put(c[0], t0.Add(idle))
+				p.put(c[1], t0.Add(time.Second+idle))
+				return get(t, p, t0.Add(time.Second+idle))
 			},
 			wantGot:    -1,
 			wantSize:   0,
 			wantClosed: []int{0, 1},
 		},
 		{
+			// UDP sockets expire by age, so the newest put may expire first.
+			name: "expired newest is skipped for an older live one",
+			run: func(p *tcpPool, c []net.Conn) net.Conn {
+				p.put(c[0], t0.Add(idle))
+				p.put(c[1], t0.Add(time.Second))
+				return get(t, p, t0.Add(2*time.Second))
+			},
+			wantGot:    0,
+			wantSize:   0,
+			wantClosed: []int{1},
+		},
+		{
 			name: "full pool evicts oldest",
 			run: func(p *tcpPool, c []net.Conn) net.Conn {
-				p.put(c[0], t0)
-				p.put(c[1], t0)
-				p.put(c[2], t0)
+				p.put(c[0], t0.Add(idle))
+				p.put(c[1], t0.Add(idle))
+				p.put(c[2], t0.Add(idle))
 				return nil
 			},
 			wantGot:    -1,
@@ -66,25 +80,25 @@ func TestTCPPool(t *testing.T) {
 		{
 			name: "sweep closes only expired",
 			run: func(p *tcpPool, c []net.Conn) net.Conn {
-				p.put(c[0], t0)
-				p.put(c[1], t0.Add(5*time.Second))
+				p.put(c[0], t0.Add(5*time.Second+idle))
+				p.put(c[1], t0.Add(idle))
 				if got := p.sweep(t0.Add(idle)); got != 1 {
 					t.Errorf("sweep: got %d closed, want 1", got)
 				}
-				return p.get(t0.Add(idle))
+				return get(t, p, t0.Add(idle))
 			},
-			wantGot:    1,
+			wantGot:    0,
 			wantSize:   0,
-			wantClosed: []int{0},
+			wantClosed: []int{1},
 		},
 		{
 			name: "close closes idle and later puts",
 			run: func(p *tcpPool, c []net.Conn) net.Conn {
-				p.put(c[0], t0)
+				p.put(c[0], t0.Add(idle))
 				p.close()
 				p.close()
-				p.put(c[1], t0)
-				return p.get(t0)
+				p.put(c[1], t0.Add(idle))
+				return get(t, p, t0)
 			},
 			wantGot:    -1,
 			wantSize:   0,
@@ -93,7 +107,7 @@ func TestTCPPool(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := newTCPPool(2, idle)
+			p := newConnPool[net.Conn](2)
 			fakes := []*fakeConn{{}, {}, {}}
 			conns := []net.Conn{fakes[0], fakes[1], fakes[2]}
 			got := tt.run(p, conns)
@@ -118,4 +132,14 @@ func TestTCPPool(t *testing.T) {
 			}
 		})
 	}
+}
+
+// get is p.get with nil for none, checking the two results agree.
+func get(tb testing.TB, p *tcpPool, now time.Time) net.Conn {
+	tb.Helper()
+	c, ok := p.get(now)
+	if ok != (c != nil) {
+		tb.Errorf("get: got conn %v with ok %v", c, ok)
+	}
+	return c
 }

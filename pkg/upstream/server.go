@@ -20,7 +20,7 @@ const maxProbeBackoff = 30
 type server struct {
 	addr    netip.AddrPort // always valid
 	udpAddr *net.UDPAddr   // addr, converted once
-	pool    *tcpPool       // always non-nil
+	tcp     *tcpPool       // always non-nil
 	m       serverMetrics
 
 	fails    atomic.Int64 // consecutive failed attempts
@@ -35,7 +35,7 @@ func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
 	return &server{
 		addr:    addr,
 		udpAddr: net.UDPAddrFromAddrPort(addr),
-		pool:    newTCPPool(cfg.TCPMaxIdle, cfg.TCPIdleTimeout),
+		tcp:     newConnPool[net.Conn](cfg.TCPMaxIdle),
 		m:       m.forServer(addr.String()),
 	}
 }
