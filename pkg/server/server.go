@@ -47,6 +47,7 @@ type Server struct {
 	metrics    *metrics
 	inflight   *semaphore.Weighted
 	tcpConns   *semaphore.Weighted
+	workers    *workers // runs the UDP slow path
 	logLimiter rateLimiter
 
 	ctx    context.Context // cancelled by Shutdown's deadline to abort the slow path
@@ -98,6 +99,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 		metrics:    m,
 		inflight:   semaphore.NewWeighted(int64(cfg.MaxInFlight)),
 		tcpConns:   semaphore.NewWeighted(int64(cfg.MaxTCPConns)),
+		workers:    newWorkers(ctx),
 		ctx:        ctx, cancel: cancel,
 		conns: make(map[net.Conn]struct{}),
 	}, nil

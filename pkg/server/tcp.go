@@ -100,11 +100,11 @@ func (s *Server) serveConn(c *net.TCPConn) {
 		}
 		slots <- struct{}{}
 		wg.Add(1)
-		go func() {
+		s.workers.run(func() {
 			defer wg.Done()
 			defer func() { <-slots }()
 			s.slowTCP(pkt, client, start, write)
-		}()
+		})
 	}
 }
 

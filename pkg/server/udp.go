@@ -65,7 +65,7 @@ func (w *singleWriter) queue(reply []byte, to netip.AddrPort) error {
 }
 
 // serveDatagram answers one query: inline on the fast path (into rq), or
-// on a goroutine of its own for the slow path.
+// on a slow-path worker.
 func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *wire.Query, start time.Time, rq replyQueue) {
 	perr := wire.Parse(pkt, q)
 	maxSize := s.udpSize(q)
@@ -86,11 +86,11 @@ func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort
 	}
 	p := bytes.Clone(pkt)
 	s.queries.Add(1)
-	go func() {
+	s.workers.run(func() {
 		defer s.queries.Done()
 		defer s.inflight.Release(1)
 		s.slowUDP(c, p, client, start)
-	}()
+	})
 }
 
 func (s *Server) slowUDP(c *net.UDPConn, pkt []byte, client netip.AddrPort, start time.Time) {

@@ -1,0 +1,59 @@
+package server
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+)
+
+// waitFor polls cond until it holds; the bound only stops a broken test
+// from hanging, it is not a timing assertion.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); runtime.Gosched() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+	}
+}
+
+// TestWorkersReuse checks that a worker left idle takes the next task
+// instead of a new goroutine, that busy workers do not hold a task up, and
+// that cancelling the context ends the idle workers.
+func TestWorkersReuse(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := newWorkers(ctx)
+
+	done := make(chan struct{}, 3)
+	w.run(func() { done <- struct{}{} })
+	<-done
+	// The one worker takes each later task: offer (run's first step)
+	// succeeds once it waits again, and no goroutine is started.
+	for i := 0; i < 2; i++ {
+		waitFor(t, "the idle worker to take a task", func() bool { return w.offer(func() { done <- struct{}{} }) })
+		<-done
+	}
+	if got := w.started.Load(); got != 1 {
+		t.Fatalf("sequential tasks started %d goroutines; want 1, reused", got)
+	}
+	waitFor(t, "the worker to wait for a task", func() bool { return w.waiting.Load() == 1 })
+
+	// Two tasks at once: the second cannot wait for the busy first one.
+	release := make(chan struct{})
+	both := make(chan struct{}, 2)
+	block := func() { both <- struct{}{}; <-release }
+	waitFor(t, "the idle worker to take the first task", func() bool { return w.offer(block) })
+	w.run(block)
+	<-both
+	<-both
+	close(release)
+	if got := w.started.Load(); got != 2 {
+		t.Fatalf("two concurrent tasks on one idle worker started %d goroutines in all; want 2", got)
+	}
+
+	waitFor(t, "both workers to go idle", func() bool { return w.waiting.Load() == 2 })
+	cancel()
+	waitFor(t, "idle workers to exit after cancel", func() bool { return w.waiting.Load() == 0 })
+}
