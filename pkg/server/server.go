@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
+	"github.com/nodecache/nodecache/internal/workers"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -47,7 +48,7 @@ type Server struct {
 	metrics    *metrics
 	inflight   *semaphore.Weighted
 	tcpConns   *semaphore.Weighted
-	workers    *workers // runs the UDP slow path
+	workers    *workers.Pool // runs the slow path
 	logLimiter rateLimiter
 
 	ctx    context.Context // cancelled by Shutdown's deadline to abort the slow path
@@ -99,7 +100,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 		metrics:    m,
 		inflight:   semaphore.NewWeighted(int64(cfg.MaxInFlight)),
 		tcpConns:   semaphore.NewWeighted(int64(cfg.MaxTCPConns)),
-		workers:    newWorkers(ctx),
+		workers:    workers.New(ctx),
 		ctx:        ctx, cancel: cancel,
 		conns: make(map[net.Conn]struct{}),
 	}, nil

@@ -100,7 +100,7 @@ func (s *Server) serveConn(c *net.TCPConn) {
 		}
 		slots <- struct{}{}
 		wg.Add(1)
-		s.workers.run(func() {
+		s.workers.Run(func() {
 			defer wg.Done()
 			defer func() { <-slots }()
 			s.slowTCP(pkt, client, start, write)

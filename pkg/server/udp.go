@@ -86,7 +86,7 @@ func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort
 	}
 	p := bytes.Clone(pkt)
 	s.queries.Add(1)
-	s.workers.run(func() {
+	s.workers.Run(func() {
 		defer s.queries.Done()
 		defer s.inflight.Release(1)
 		s.slowUDP(c, p, client, start)

@@ -1,4 +1,4 @@
-package server
+package workers
 
 import (
 	"context"
@@ -18,18 +18,18 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// TestWorkersReuse checks that a worker left idle takes the next task
+// TestReuse checks that a worker left idle takes the next task
 // instead of a new goroutine, that busy workers do not hold a task up, and
 // that cancelling the context ends the idle workers.
-func TestWorkersReuse(t *testing.T) {
+func TestReuse(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	w := newWorkers(ctx)
+	w := New(ctx)
 
 	done := make(chan struct{}, 3)
-	w.run(func() { done <- struct{}{} })
+	w.Run(func() { done <- struct{}{} })
 	<-done
-	// The one worker takes each later task: offer (run's first step)
+	// The one worker takes each later task: offer (Run's first step)
 	// succeeds once it waits again, and no goroutine is started.
 	for i := 0; i < 2; i++ {
 		waitFor(t, "the idle worker to take a task", func() bool { return w.offer(func() { done <- struct{}{} }) })
@@ -45,7 +45,7 @@ func TestWorkersReuse(t *testing.T) {
 	both := make(chan struct{}, 2)
 	block := func() { both <- struct{}{}; <-release }
 	waitFor(t, "the idle worker to take the first task", func() bool { return w.offer(block) })
-	w.run(block)
+	w.Run(block)
 	<-both
 	<-both
 	close(release)

@@ -1,0 +1,77 @@
+// Package workers runs short tasks on reused goroutines.
+//
+// nodecache's slow paths (a cache miss, an upstream query) each used to
+// start a goroutine. A fresh goroutine has an 8 KiB stack, and unpacking an
+// upstream reply with miekg/dns grows it, so every miss paid for a goroutine
+// start and a stack copy (~5% of the miss path's CPU under dnsperf). A Pool
+// hands each task to a goroutine that finished an earlier one and kept its
+// stack.
+package workers
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// idleFor is how long a worker waits for its next task before it exits:
+// long enough that a steady stream of tasks keeps the same goroutines and
+// their grown stacks, short enough that a burst's workers do not linger.
+const idleFor = 5 * time.Second
+
+// Pool runs tasks on reused goroutines. A task goes to a worker waiting for
+// one, else to a new goroutine that then waits for more; callers bound how
+// many tasks run at once, so the pool needs no bound of its own. Workers
+// exit after idleFor without a task, or when ctx ends. A Pool is safe for
+// concurrent use.
+type Pool struct {
+	ctx   context.Context
+	tasks chan func() // unbuffered: a send succeeds only into a waiting worker
+
+	started atomic.Uint64 // goroutines started, for tests
+	waiting atomic.Int64  // workers in (or entering) their wait, for tests
+}
+
+// New returns a Pool whose workers exit when ctx ends.
+func New(ctx context.Context) *Pool {
+	return &Pool{ctx: ctx, tasks: make(chan func())}
+}
+
+// Run starts task on an idle worker or a new one. It never blocks.
+func (w *Pool) Run(task func()) {
+	if !w.offer(task) {
+		w.started.Add(1)
+		go w.work(task)
+	}
+}
+
+// offer hands task to a worker waiting for one, if any.
+func (w *Pool) offer(task func()) bool {
+	select {
+	case w.tasks <- task:
+		return true
+	default:
+		return false
+	}
+}
+
+func (w *Pool) work(task func()) {
+	task()
+	idle := time.NewTimer(idleFor)
+	defer idle.Stop()
+	for {
+		w.waiting.Add(1)
+		select {
+		case task := <-w.tasks:
+			w.waiting.Add(-1)
+			task()
+			idle.Reset(idleFor)
+		case <-idle.C:
+			w.waiting.Add(-1)
+			return
+		case <-w.ctx.Done():
+			w.waiting.Add(-1)
+			return
+		}
+	}
+}
