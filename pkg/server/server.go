@@ -49,6 +49,7 @@ type Server struct {
 	inflight   *semaphore.Weighted
 	tcpConns   *semaphore.Weighted
 	workers    *workers.Pool // runs the slow path
+	slowBufs   slowBufPool   // the UDP slow path's query and reply buffers
 	logLimiter rateLimiter
 
 	ctx    context.Context // cancelled by Shutdown's deadline to abort the slow path

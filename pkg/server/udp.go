@@ -1,12 +1,12 @@
 package server
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"net"
 	"net/netip"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/miekg/dns"
@@ -84,25 +84,56 @@ func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort
 		}
 		return
 	}
-	p := bytes.Clone(pkt)
+	b := s.slowBufs.get()
+	b.pkt = append(b.pkt[:0], pkt...)
 	s.queries.Add(1)
 	s.workers.Run(func() {
 		defer s.queries.Done()
 		defer s.inflight.Release(1)
-		s.slowUDP(c, p, client, start)
+		s.slowUDP(c, b, client, start)
 	})
 }
 
-func (s *Server) slowUDP(c *net.UDPConn, pkt []byte, client netip.AddrPort, start time.Time) {
+func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, start time.Time) {
+	defer s.slowBufs.put(b)
 	var q wire.Query
-	if err := wire.Parse(pkt, &q); err != nil {
+	if err := wire.Parse(b.pkt, &q); err != nil {
 		return // parsed once already; cannot happen
 	}
 	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.QueryTimeout)
 	defer cancel()
-	reply, res := s.slow(ctx, pkt, &q, client.Addr(), make([]byte, 0, 512), s.udpSize(&q))
+	reply, res := s.slow(ctx, b.pkt, &q, client.Addr(), b.out[:0], s.udpSize(&q))
 	s.writeUDP(c, reply, client)
+	b.out = reply
 	s.record(client.Addr(), &q, res, start, protoUDP)
+}
+
+// slowBuf holds a UDP query handed to the slow path and the buffer its
+// reply is built in; both return to a pool once the reply is sent (a miss
+// used to allocate both, ~1 KiB of garbage per miss).
+type slowBuf struct {
+	pkt []byte
+	out []byte
+}
+
+// slowBufPool recycles slowBufs. Buffers grown past maxPooledBuf for an
+// unusually large query or reply are dropped rather than kept.
+type slowBufPool struct{ p sync.Pool }
+
+const maxPooledBuf = 4096
+
+func (p *slowBufPool) get() *slowBuf {
+	if b, ok := p.p.Get().(*slowBuf); ok {
+		return b
+	}
+	return &slowBuf{pkt: make([]byte, 0, 512), out: make([]byte, 0, wire.DefaultUDPSize)}
+}
+
+func (p *slowBufPool) put(b *slowBuf) {
+	if cap(b.pkt) > maxPooledBuf || cap(b.out) > maxPooledBuf {
+		return
+	}
+	p.p.Put(b)
 }
 
 func (s *Server) writeUDP(c *net.UDPConn, reply []byte, client netip.AddrPort) {
