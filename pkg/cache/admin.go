@@ -35,22 +35,23 @@ func (c *Cache) Dump(suffix string, fn func(EntryInfo) bool) {
 	now := c.cfg.Now()
 	for _, s := range c.shards {
 		for _, e := range s.snapshot() {
-			name := e.key.PresentationName()
+			key := e.key()
+			name := key.PresentationName()
 			if suffix != "" && !dns.IsSubDomain(suffix, name) {
 				continue
 			}
-			if !fn(infoOf(e, name, now)) {
+			if !fn(infoOf(e, &key, name, now)) {
 				return
 			}
 		}
 	}
 }
 
-func infoOf(e *entry, name string, now time.Time) EntryInfo {
+func infoOf(e *entry, key *wire.Key, name string, now time.Time) EntryInfo {
 	return EntryInfo{
-		Name: name, Type: e.key.Type, Class: e.key.Class, DO: e.key.DO, CD: e.key.CD,
-		Kind: e.kind.String(), Rcode: e.packed.Rcode(), TTL: e.ttl, Left: e.expire().Sub(now),
-		Stale: !e.fresh(now), Size: e.size,
+		Name: name, Type: key.Type, Class: key.Class, DO: key.DO, CD: key.CD,
+		Kind: e.kind.String(), Rcode: e.packed.Rcode(), TTL: e.lifetime(), Left: e.expire().Sub(now),
+		Stale: !e.fresh(now), Size: int64(e.size),
 	}
 }
 
@@ -76,7 +77,7 @@ func (c *Cache) Flush(name string) int {
 			continue
 		}
 		for _, h := range s.lru.Keys() {
-			if e, ok := s.lru.Peek(h); ok && e.key.Name == want {
+			if e, ok := s.lru.Peek(h); ok && e.hasName(want) {
 				s.removeLocked(h)
 				n++
 			}

@@ -128,7 +128,7 @@ func (c *Cache) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode
 	s := c.shardOf(h)
 	s.mu.Lock()
 	e, ok := s.lru.Get(h)
-	if !ok || !q.Matches(&e.key) || !e.fresh(now) {
+	if !ok || !e.answers(q) || !e.fresh(now) {
 		s.mu.Unlock()
 		return nil, wire.TTLMode{}, false
 	}
@@ -139,7 +139,7 @@ func (c *Cache) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode
 	if pf {
 		c.prefetch(s, e)
 	}
-	return e.packed, wire.TTLMode{Elapsed: e.elapsed(now)}, true
+	return &e.packed, wire.TTLMode{Elapsed: e.elapsed(now)}, true
 }
 
 // wantPrefetchLocked reports whether e should be prefetched now, and marks
@@ -148,7 +148,7 @@ func (c *Cache) wantPrefetchLocked(e *entry, now time.Time) bool {
 	if c.cfg.PrefetchPercent < 0 || e.prefetching || int(e.hits) < c.cfg.PrefetchMinHits {
 		return false
 	}
-	if e.expire().Sub(now)*100 >= e.ttl*time.Duration(c.cfg.PrefetchPercent) {
+	if e.expire().Sub(now)*100 >= e.lifetime()*time.Duration(c.cfg.PrefetchPercent) {
 		return false
 	}
 	e.prefetching = true
@@ -158,7 +158,7 @@ func (c *Cache) wantPrefetchLocked(e *entry, now time.Time) bool {
 // prefetch refreshes e in the background; when no slot is free the mark
 // is cleared so a later hit tries again.
 func (c *Cache) prefetch(s *shard, e *entry) {
-	started, err := c.refresh(e.key)
+	started, err := c.refresh(e.key())
 	switch {
 	case started:
 		c.met.prefetches.Add(1)

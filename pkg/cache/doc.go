@@ -4,9 +4,16 @@
 // Exchanger (the upstream forwarder).
 //
 // The hit path, Lookup, hashes the parsed query with a seeded maphash,
-// checks the entry's key against the question (a hash collision is a miss)
-// and returns the Packed reply with the seconds elapsed since it was stored,
-// rounded up so a served TTL never outlives the entry. It does not allocate.
+// checks the stored reply's own question and the entry's DO and CD bits
+// against the query (a hash collision is a miss) and returns the Packed
+// reply with the seconds elapsed since it was stored, rounded up so a
+// served TTL never outlives the entry. It does not allocate.
+//
+// An entry keeps no separate copy of its name: the key is the reply's
+// question. A one-A-record name costs about 230 bytes of heap (the entry
+// with its Packed, one buffer for the reply and its TTL offsets, the LRU's
+// list element and map slot); the cache charges about 250 against MaxBytes
+// (shard.go, entryOverhead), so the budget bounds the heap it holds.
 //
 // The miss path, Resolve, folds concurrent misses for a key into one
 // upstream query (a flight), except that a flight older than FlightMaxAge

@@ -87,7 +87,7 @@ func (c *Cache) exportEntries(bw *bufio.Writer, maxBytes, written int64, deadlin
 			}
 			rec, err := encodeRecord(e)
 			if err != nil {
-				c.log.Debug("skipping entry in cache export", "name", e.key.PresentationName(), "err", err)
+				c.log.Debug("skipping entry in cache export", "err", err)
 				continue
 			}
 			if maxBytes > 0 && written+int64(4+len(rec)) > maxBytes {
@@ -109,29 +109,30 @@ func (c *Cache) exportEntries(bw *bufio.Writer, maxBytes, written int64, deadlin
 }
 
 func encodeRecord(e *entry) ([]byte, error) {
+	key := e.key()
 	m, err := e.packed.Msg()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("unpacking %s: %w", key.PresentationName(), err)
 	}
 	msg, err := m.Pack()
 	if err != nil {
-		return nil, fmt.Errorf("packing %s: %w", e.key.PresentationName(), err)
+		return nil, fmt.Errorf("packing %s: %w", key.PresentationName(), err)
 	}
-	b := make([]byte, 0, recordFixedLen+len(e.key.Name)+len(msg))
-	b = append(b, byte(len(e.key.Name)))
-	b = append(b, e.key.Name...)
+	b := make([]byte, 0, recordFixedLen+len(key.Name)+len(msg))
+	b = append(b, byte(len(key.Name)))
+	b = append(b, key.Name...)
 	var flags byte
-	if e.key.DO {
+	if key.DO {
 		flags |= 1
 	}
-	if e.key.CD {
+	if key.CD {
 		flags |= 2
 	}
-	b = binary.BigEndian.AppendUint16(b, e.key.Type)
-	b = binary.BigEndian.AppendUint16(b, e.key.Class)
+	b = binary.BigEndian.AppendUint16(b, key.Type)
+	b = binary.BigEndian.AppendUint16(b, key.Class)
 	b = append(b, flags, byte(e.kind))
 	b = binary.BigEndian.AppendUint64(b, uint64(e.stored))
-	b = binary.BigEndian.AppendUint64(b, uint64(e.ttl))
+	b = binary.BigEndian.AppendUint64(b, uint64(e.lifetime()))
 	return append(b, msg...), nil
 }
 
@@ -185,7 +186,10 @@ func (c *Cache) Import(r io.Reader, deadline time.Time) (int, error) {
 		if err != nil {
 			return n, fmt.Errorf("decoding cache dump record %d: %w: %w", i, ErrBadDump, err)
 		}
-		if e != nil && c.insert(e.key.Hash(c.seed), e, now) {
+		if e == nil {
+			continue
+		}
+		if key := e.key(); c.insert(key.Hash(c.seed), e, now) {
 			n++
 		}
 	}
@@ -228,11 +232,11 @@ func (c *Cache) decodeRecord(b []byte, now time.Time) (*entry, error) {
 	if ttl <= 0 || !now.Before(stored.Add(ttl)) {
 		return nil, nil
 	}
-	p, err := wire.Pack(clampTTLs(m, ttl))
+	p, err := wire.PackOwned(clampTTLs(m, ttl)) // clampTTLs returns a copy
 	if err != nil {
 		return nil, fmt.Errorf("packing reply for %s: %w", pres, err)
 	}
-	return newEntry(key, p, k, stored, ttl), nil
+	return newEntry(&key, p, k, stored, ttl), nil
 }
 
 // capFor is the longest this cache keeps an entry of kind k.

@@ -5,11 +5,40 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"unsafe"
 
 	"github.com/miekg/dns"
 
 	"github.com/nodecache/nodecache/pkg/wire"
 )
+
+// warm resolves n distinct one-A-record names through c.
+func warm(tb testing.TB, c *Cache, n int) {
+	tb.Helper()
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		req := new(dns.Msg)
+		req.SetQuestion(fmt.Sprintf("name%06d.example.org.", i), dns.TypeA)
+		key, err := wire.KeyOf(req)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if _, err := c.Resolve(ctx, key, req); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if got := c.Stats().Entries; got != n {
+		tb.Fatalf("entries: got %d, want %d", got, n)
+	}
+}
+
+// liveHeap returns the heap in use after a full collection.
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
 
 // BenchmarkMemoryPerName fills the cache with 100,000 one-A-record names and
 // reports the live heap they hold per name, and what the cache accounts for
@@ -18,34 +47,43 @@ func BenchmarkMemoryPerName(b *testing.B) {
 	const names = 100_000
 	for b.Loop() {
 		b.StopTimer()
-		runtime.GC()
-		var before runtime.MemStats
-		runtime.ReadMemStats(&before)
+		before := liveHeap()
 		c := newTestCache(b, Config{MaxBytes: 1 << 30}, &fakeUpstream{reply: answerA(3600)}, nil)
 		b.StartTimer()
-		ctx := context.Background()
-		for i := 0; i < names; i++ {
-			req := new(dns.Msg)
-			req.SetQuestion(fmt.Sprintf("name%06d.example.org.", i), dns.TypeA)
-			key, err := wire.KeyOf(req)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := c.Resolve(ctx, key, req); err != nil {
-				b.Fatal(err)
-			}
-		}
+		warm(b, c, names)
 		b.StopTimer()
-		runtime.GC()
-		var after runtime.MemStats
-		runtime.ReadMemStats(&after)
-		st := c.Stats()
-		if st.Entries != names {
-			b.Fatalf("entries: got %d, want %d", st.Entries, names)
-		}
-		b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/names, "heapB/name")
-		b.ReportMetric(float64(st.Bytes)/names, "accountedB/name")
+		after := liveHeap()
+		b.ReportMetric(float64(after-before)/names, "heapB/name")
+		b.ReportMetric(float64(c.Stats().Bytes)/names, "accountedB/name")
 		runtime.KeepAlive(c)
 		b.StartTimer()
+	}
+}
+
+// TestAccountingCoversHeap checks that the bytes the cache charges against
+// its budget are at least the heap its entries hold, so that --cache-size
+// bounds memory rather than understating it.
+func TestAccountingCoversHeap(t *testing.T) {
+	const names = 20_000
+	before := liveHeap()
+	c := newTestCache(t, Config{MaxBytes: 1 << 30}, &fakeUpstream{reply: answerA(3600)}, nil)
+	warm(t, c, names)
+	held := int64(liveHeap()) - int64(before)
+	if accounted := c.Stats().Bytes; accounted < held {
+		t.Errorf("accounted bytes: got %d (%d per name), want at least the %d (%d per name) held on the heap",
+			accounted, accounted/names, held, held/names)
+	}
+	runtime.KeepAlive(c)
+}
+
+// TestEntrySize pins an entry to the 64-byte size class entryOverhead
+// charges for: a field that pushed it into the next class (80) would cost
+// every cached name 16 bytes more. Its Packed is 32 of those bytes.
+func TestEntrySize(t *testing.T) {
+	if got := unsafe.Sizeof(entry{}); got > 64 {
+		t.Errorf("entry size: got %d bytes, want at most 64", got)
+	}
+	if got := unsafe.Sizeof(wire.Packed{}); got > 32 {
+		t.Errorf("wire.Packed size: got %d bytes, want at most 32", got)
 	}
 }

@@ -120,7 +120,7 @@ func TestElapsedRoundsUp(t *testing.T) {
 }
 
 func TestDeadAndUsable(t *testing.T) {
-	e := &entry{stored: t0.UnixNano(), ttl: time.Minute}
+	e := &entry{stored: t0.UnixNano(), ttl: 60} // seconds
 	tests := []struct {
 		at       time.Duration
 		maxAge   time.Duration

@@ -77,12 +77,12 @@ func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (Result, bool) {
 	defer s.mu.Unlock()
 	e, ok := s.lru.Get(h)
 	switch {
-	case !ok || e.key != *key:
+	case !ok || !e.hasKey(key):
 		return Result{}, false
 	case e.fresh(now):
 		s.hits++
 		e.hits++
-		return Result{Packed: e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
+		return Result{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
 	case e.failedAt != 0 && now.Sub(time.Unix(0, e.failedAt)) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
 		c.met.stale.Add(1)
 		return c.staleResult(e), true
@@ -98,13 +98,13 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result
 	s.mu.Lock()
 	e, ok := s.lru.Peek(h)
 	switch {
-	case !ok || e.key != *key || e.fresh(now) && e.kind == kindServfail:
+	case !ok || !e.hasKey(key) || e.fresh(now) && e.kind == kindServfail:
 		s.mu.Unlock()
 		return Result{}, false
 	case e.fresh(now): // stored by another flight meanwhile
 		s.hits++
 		s.mu.Unlock()
-		return Result{Packed: e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
+		return Result{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
 	case !staleable(e, now, c.cfg.StaleMaxAge):
 		s.mu.Unlock()
 		return Result{}, false
@@ -121,7 +121,7 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result
 }
 
 func (c *Cache) staleResult(e *entry) Result {
-	return Result{Packed: e.packed, Mode: wire.TTLMode{Fixed: uint32(c.cfg.StaleTTL / time.Second)}, Source: SourceStale}
+	return Result{Packed: &e.packed, Mode: wire.TTLMode{Fixed: uint32(c.cfg.StaleTTL / time.Second)}, Source: SourceStale}
 }
 
 // join returns the flight for key, starting one unless a flight younger
@@ -190,8 +190,9 @@ func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*w
 		c.met.uncacheable[reasonBadReply].Add(1)
 		return nil, fmt.Errorf("packing upstream reply for %s: %w", key.PresentationName(), err)
 	}
-	c.insert(h, newEntry(key, p, k, now, ttl), now)
-	return p, nil
+	e := newEntry(&key, p, k, now, ttl)
+	c.insert(h, e, now)
+	return &e.packed, nil
 }
 
 func packReply(reply *dns.Msg) (*wire.Packed, error) {
@@ -206,12 +207,12 @@ func packReply(reply *dns.Msg) (*wire.Packed, error) {
 // that would displace an entry still usable (fresh or stale).
 func (c *Cache) insert(h uint64, e *entry, now time.Time) bool {
 	s := c.shardOf(h)
-	if e.size > s.budget {
+	if int64(e.size) > s.budget {
 		c.met.uncacheable[reasonTooLarge].Add(1)
 		return false
 	}
 	s.mu.Lock()
-	if old, ok := s.lru.Peek(h); ok && e.kind == kindServfail && old.key == e.key && old.kind != kindServfail &&
+	if old, ok := s.lru.Peek(h); ok && e.kind == kindServfail && old.kind != kindServfail && sameKey(old, e) &&
 		usable(old, now, c.cfg.StaleMaxAge) {
 		s.mu.Unlock()
 		return false

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"bytes"
 	"math"
 	"sync"
 	"time"
@@ -10,36 +11,84 @@ import (
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
-// entryOverhead approximates what an entry costs beyond its reply and name:
-// the entry struct, the LRU's list element and its map slot.
-const entryOverhead = 256
+// entryOverhead is what an entry costs beyond its reply buffer: the entry
+// struct (one 64-byte size class, the Packed in it included), the LRU's
+// list element (80: links, key, value, and an expiry simplelru keeps for
+// its expirable sibling) and its map slot (16 bytes, plus a control byte,
+// in a table 7/16 to 7/8 full: at most 40). It errs high, so that the byte
+// budget stays a bound on the heap the cache holds; BenchmarkMemoryPerName
+// reports both figures.
+const entryOverhead = 64 + 80 + 40
 
 // entry is one cached reply. Its first fields never change after insert;
-// the rest are guarded by the owning shard's mu.
+// the rest are guarded by the owning shard's mu. It keeps no key: the name,
+// type and class are the reply's own question, and only the DO and CD bits,
+// which a reply does not carry, are stored beside it. Fields are ordered
+// and sized to fit a 64-byte size class (see TestEntrySize).
 type entry struct {
-	key    wire.Key
-	packed *wire.Packed  // always non-nil
-	stored int64         // wall clock, Unix nanoseconds (not time.Time: 8 bytes, not 24, per entry)
-	ttl    time.Duration // whole seconds, > 0
-	size   int64         // bytes charged against the shard budget
+	packed wire.Packed // its question is the key's name, type and class
+	stored int64       // wall clock, Unix nanoseconds (not time.Time: 8 bytes, not 24, per entry)
+	ttl    uint32      // lifetime in whole seconds, > 0
+	size   int32       // bytes charged against the shard budget
 	kind   kind
+	do, cd bool // the key's DNSSEC bits
 
-	hits        uint32 // fresh hits in this entry's life
 	prefetching bool   // a prefetch was started; never again for this entry
+	hits        uint32 // fresh hits in this entry's life
 	failedAt    int64  // Unix nanoseconds of the last upstream failure while stale; 0: none
 }
 
-func newEntry(key wire.Key, p *wire.Packed, k kind, stored time.Time, ttl time.Duration) *entry {
+// newEntry stores p, the reply to key, for ttl (whole seconds, > 0; capped
+// at the 136 years a uint32 holds, beyond any record's TTL). Lookups
+// compare queries with p's own question, so even a reply that did not
+// answer key could never be served for another name.
+func newEntry(key *wire.Key, p wire.Packed, k kind, stored time.Time, ttl time.Duration) *entry {
 	return &entry{
-		key: key, packed: p, kind: k, stored: stored.UnixNano(), ttl: ttl,
-		size: int64(p.Size() + len(key.Name) + entryOverhead),
+		packed: p, kind: k, do: key.DO, cd: key.CD, stored: stored.UnixNano(),
+		ttl:  uint32(min(ttl/time.Second, math.MaxUint32)),
+		size: int32(p.BufSize() + entryOverhead),
 	}
 }
 
-// expire is when e stops being fresh.
-func (e *entry) expire() time.Time { return time.Unix(0, e.stored+int64(e.ttl)) }
+// key returns e's cache key. It allocates the name: for the slow paths.
+func (e *entry) key() wire.Key {
+	name, typ, class := e.packed.Question()
+	return wire.Key{Name: string(name), Type: typ, Class: class, DO: e.do, CD: e.cd}
+}
 
-func (e *entry) fresh(now time.Time) bool { return now.UnixNano() < e.stored+int64(e.ttl) }
+// answers reports whether e is the entry for q, without allocating: a
+// hash collision must be a miss, never another name's reply.
+func (e *entry) answers(q *wire.Query) bool {
+	name, typ, class := e.packed.Question()
+	return q.Type == typ && q.Class == class && q.DO == e.do && q.CD() == e.cd && bytes.Equal(q.LowerName(), name)
+}
+
+// hasKey reports whether e is the entry for k, without allocating.
+func (e *entry) hasKey(k *wire.Key) bool {
+	name, typ, class := e.packed.Question()
+	return k.Type == typ && k.Class == class && k.DO == e.do && k.CD == e.cd && k.Name == string(name)
+}
+
+// hasName reports whether e's name is name (wire form, lowercased).
+func (e *entry) hasName(name string) bool {
+	n, _, _ := e.packed.Question()
+	return string(n) == name
+}
+
+// sameKey reports whether a and b are entries for the same key.
+func sameKey(a, b *entry) bool {
+	an, at, ac := a.packed.Question()
+	bn, bt, bc := b.packed.Question()
+	return at == bt && ac == bc && a.do == b.do && a.cd == b.cd && bytes.Equal(an, bn)
+}
+
+// lifetime is how long e is fresh.
+func (e *entry) lifetime() time.Duration { return time.Duration(e.ttl) * time.Second }
+
+// expire is when e stops being fresh.
+func (e *entry) expire() time.Time { return time.Unix(0, e.stored+int64(e.lifetime())) }
+
+func (e *entry) fresh(now time.Time) bool { return now.UnixNano() < e.stored+int64(e.lifetime()) }
 
 // elapsed is the whole seconds since e was stored, rounded up, so that a
 // TTL decremented by it is never larger than what the entry has left.
@@ -104,7 +153,7 @@ func (s *shard) insertLocked(h uint64, e *entry, now time.Time, staleMaxAge time
 		s.removeOldestLocked()
 	}
 	s.lru.Add(h, e)
-	s.bytes += e.size
+	s.bytes += int64(e.size)
 	for s.bytes > s.budget {
 		s.removeOldestLocked()
 		evicted++
@@ -118,13 +167,13 @@ func (s *shard) removeLocked(h uint64) bool {
 		return false
 	}
 	s.lru.Remove(h)
-	s.bytes -= old.size
+	s.bytes -= int64(old.size)
 	return true
 }
 
 func (s *shard) removeOldestLocked() {
 	if _, old, ok := s.lru.RemoveOldest(); ok {
-		s.bytes -= old.size
+		s.bytes -= int64(old.size)
 	}
 }
 

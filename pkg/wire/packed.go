@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -14,13 +15,22 @@ const DefaultUDPSize = 1232
 
 // Packed is a reply kept in wire form: ID zero, the question lowercased, no
 // OPT record, and the offsets of every TTL field. It is immutable once built
-// and safe for concurrent use; AppendReply writes a copy fitted to one query.
+// and safe for concurrent use, and may be copied (the copies share the
+// bytes); AppendReply writes a copy fitted to one query. The zero Packed is
+// not a reply: build one with Pack or PackOwned.
+//
+// A cache holds one Packed per name, so its layout is kept small: one
+// allocation holds the reply and, after it, the TTL offsets, and the header
+// fields fit in the padding a slice header leaves in a 32-byte struct.
 type Packed struct {
-	buf     []byte   // the whole reply; never modified after Pack
-	ttlOffs []uint16 // offsets of each RR's TTL field in buf (OPT excluded)
-	qEnd    int      // offset just past the question
-	rcode   int
-	minTTL  uint32
+	// buf is the reply (buf[:msgLen]), then each record's TTL field offset
+	// in it as a big-endian uint16 (OPT excluded). Never modified after
+	// Pack; its capacity is the allocator's size class, so that BufSize
+	// is what it really costs.
+	buf    []byte
+	msgLen uint16 // length of the reply; at most dns.MaxMsgSize
+	qEnd   uint16 // offset just past the question
+	minTTL uint32
 }
 
 // Pack turns m into a Packed reply. m is not modified. The question name is
@@ -31,17 +41,21 @@ func Pack(m *dns.Msg) (*Packed, error) {
 	if len(m.Question) != 1 {
 		return nil, fmt.Errorf("packing reply: %d questions, want 1", len(m.Question))
 	}
-	return PackOwned(m.Copy())
+	p, err := PackOwned(m.Copy())
+	if err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // PackOwned is Pack for a message the caller owns and will not use again: it
 // rewrites c in place (ID, names, OPT removed) instead of copying it first,
-// saving a deep copy on the miss path.
-func PackOwned(c *dns.Msg) (*Packed, error) {
+// saving a deep copy on the miss path. It returns the Packed by value, for a
+// holder (a cache entry) that embeds it rather than pointing to it.
+func PackOwned(c *dns.Msg) (Packed, error) {
 	if len(c.Question) != 1 {
-		return nil, fmt.Errorf("packing reply: %d questions, want 1", len(c.Question))
+		return Packed{}, fmt.Errorf("packing reply: %d questions, want 1", len(c.Question))
 	}
-	rcode := c.Rcode
 	c.Id = 0
 	c.Compress = true
 	qname := strings.ToLower(c.Question[0].Name)
@@ -63,64 +77,84 @@ func PackOwned(c *dns.Msg) (*Packed, error) {
 	}
 	c.Extra = extra
 	lowerOwners(c.Extra)
-	buf, err := c.Pack()
+	msg, err := c.Pack()
 	if err != nil {
-		return nil, fmt.Errorf("packing reply for %s: %w", qname, err)
+		return Packed{}, fmt.Errorf("packing reply for %s: %w", qname, err)
 	}
-	return newPacked(buf, rcode)
+	return newPacked(msg)
 }
 
-// newPacked indexes the TTL fields of an already packed reply.
-func newPacked(buf []byte, rcode int) (*Packed, error) {
+// newPacked indexes the TTL fields of an already packed reply (with no OPT
+// record, so that every record has a TTL to rewrite) and copies it, with
+// the offsets, into one buffer. msg itself is not kept: dns.Msg.Pack sizes
+// its buffer for the uncompressed message, larger than the reply.
+func newPacked(msg []byte) (Packed, error) {
 	var q Query
 	// The packed reply has QR set; parse its question by hand.
-	if len(buf) < HeaderLen {
-		return nil, ErrFormat
+	if len(msg) < HeaderLen {
+		return Packed{}, ErrFormat
 	}
-	qEnd, err := q.parseQuestion(buf)
+	if len(msg) > dns.MaxMsgSize {
+		return Packed{}, fmt.Errorf("indexing packed reply: %d bytes, more than %d", len(msg), dns.MaxMsgSize)
+	}
+	qEnd, err := q.parseQuestion(msg)
 	if err != nil {
-		return nil, fmt.Errorf("indexing packed reply: %w", err)
+		return Packed{}, fmt.Errorf("indexing packed reply: %w", err)
 	}
-	p := &Packed{buf: buf, qEnd: qEnd, rcode: rcode, minTTL: ^uint32(0)}
-	n := int(binary.BigEndian.Uint16(buf[6:])) + int(binary.BigEndian.Uint16(buf[8:])) + int(binary.BigEndian.Uint16(buf[10:]))
-	p.ttlOffs = make([]uint16, 0, n)
+	n := int(binary.BigEndian.Uint16(msg[6:])) + int(binary.BigEndian.Uint16(msg[8:])) + int(binary.BigEndian.Uint16(msg[10:]))
+	// slices.Grow rounds the capacity up to the allocator's size class.
+	buf := append(slices.Grow([]byte(nil), len(msg)+2*n), msg...)
+	minTTL := ^uint32(0)
 	off := qEnd
 	for i := 0; i < n; i++ {
-		if off, err = skipName(buf, off); err != nil {
-			return nil, fmt.Errorf("indexing packed reply: %w", err)
+		if off, err = skipName(msg, off); err != nil {
+			return Packed{}, fmt.Errorf("indexing packed reply: %w", err)
 		}
-		if off+10 > len(buf) {
-			return nil, ErrFormat
+		if off+10 > len(msg) {
+			return Packed{}, ErrFormat
 		}
-		p.ttlOffs = append(p.ttlOffs, uint16(off+4))
-		p.minTTL = min(p.minTTL, binary.BigEndian.Uint32(buf[off+4:]))
-		off += 10 + int(binary.BigEndian.Uint16(buf[off+8:]))
+		buf = binary.BigEndian.AppendUint16(buf, uint16(off+4))
+		minTTL = min(minTTL, binary.BigEndian.Uint32(msg[off+4:]))
+		off += 10 + int(binary.BigEndian.Uint16(msg[off+8:]))
 	}
 	if n == 0 {
-		p.minTTL = 0
+		minTTL = 0
 	}
-	return p, nil
+	return Packed{buf: buf, msgLen: uint16(len(msg)), qEnd: uint16(qEnd), minTTL: minTTL}, nil
 }
 
-// Rcode returns the reply's rcode (the 4-bit header part).
-func (p *Packed) Rcode() int { return p.rcode }
+// Rcode returns the reply's rcode (the 4-bit header part: a stored reply
+// has no OPT record to extend it).
+func (p *Packed) Rcode() int { return int(p.buf[3] & rcodeMask) }
 
 // Len returns the size of the stored reply in bytes.
-func (p *Packed) Len() int { return len(p.buf) }
+func (p *Packed) Len() int { return int(p.msgLen) }
 
-// Size estimates the memory the Packed holds, for byte-bounded caches.
-func (p *Packed) Size() int { return 64 + cap(p.buf) + 2*cap(p.ttlOffs) }
+// BufSize is the heap memory p's buffer takes (reply and TTL offsets), for
+// byte-bounded caches. The Packed struct itself is its holder's to count.
+func (p *Packed) BufSize() int { return cap(p.buf) }
 
 // MinTTL returns the smallest TTL in the reply (0 when it has no records).
 func (p *Packed) MinTTL() uint32 { return p.minTTL }
 
 // Records returns the number of resource records in the reply.
-func (p *Packed) Records() int { return len(p.ttlOffs) }
+func (p *Packed) Records() int { return len(p.ttlOffs()) / 2 }
+
+// ttlOffs returns the TTL field offsets, two bytes each.
+func (p *Packed) ttlOffs() []byte { return p.buf[p.msgLen:] }
+
+// Question returns the reply's question: its name in wire form, lowercased,
+// and its type and class. name aliases p and must not be modified. A cache
+// keys its entries by it rather than keeping a second copy of the name.
+func (p *Packed) Question() (name []byte, typ, class uint16) {
+	t := int(p.qEnd) - 4
+	return p.buf[HeaderLen:t:t], binary.BigEndian.Uint16(p.buf[t:]), binary.BigEndian.Uint16(p.buf[t+2:])
+}
 
 // Msg unpacks the stored reply, for the slow paths (CLI dumps, tests).
 func (p *Packed) Msg() (*dns.Msg, error) {
 	m := new(dns.Msg)
-	if err := m.Unpack(p.buf); err != nil {
+	if err := m.Unpack(p.buf[:p.msgLen]); err != nil {
 		return nil, fmt.Errorf("unpacking stored reply: %w", err)
 	}
 	return m, nil
@@ -141,7 +175,7 @@ type TTLMode struct {
 // result is larger than maxSize. It does not allocate when dst has room.
 func (p *Packed) AppendReply(dst []byte, q *Query, mode TTLMode, maxSize int) []byte {
 	start := len(dst)
-	dst = append(dst, p.buf...)
+	dst = append(dst, p.buf[:p.msgLen]...)
 	out := dst[start:]
 	binary.BigEndian.PutUint16(out, q.ID)
 	flags := binary.BigEndian.Uint16(out[2:])
@@ -150,10 +184,12 @@ func (p *Packed) AppendReply(dst []byte, q *Query, mode TTLMode, maxSize int) []
 		flags &^= flagAD
 	}
 	binary.BigEndian.PutUint16(out[2:], flags)
-	if len(q.Name) == p.qEnd-4-HeaderLen {
+	if len(q.Name) == int(p.qEnd)-4-HeaderLen {
 		copy(out[HeaderLen:], q.Name)
 	}
-	for _, o := range p.ttlOffs {
+	offs := p.ttlOffs()
+	for i := 0; i+1 < len(offs); i += 2 {
+		o := binary.BigEndian.Uint16(offs[i:])
 		ttl := mode.Fixed
 		if ttl == 0 {
 			ttl = binary.BigEndian.Uint32(out[o:])
@@ -165,7 +201,7 @@ func (p *Packed) AppendReply(dst []byte, q *Query, mode TTLMode, maxSize int) []
 		dst = appendOPT(dst, start, q.DO, 0)
 	}
 	if len(dst)-start > maxSize {
-		dst = truncate(dst, start, p.qEnd, q)
+		dst = truncate(dst, start, int(p.qEnd), q)
 	}
 	return dst
 }

@@ -121,6 +121,16 @@ func TestAppendReply(t *testing.T) {
 	if p.MinTTL() != 300 || p.Records() != 3 {
 		t.Fatalf("got min TTL %d, records %d; want 300, 3", p.MinTTL(), p.Records())
 	}
+	mixed, err := Pack(reply(t, query("WWW.Example.ORG.", dns.TypeA), 300, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name, typ, class := mixed.Question(); string(name) != "\x03www\x07example\x03org\x00" || typ != dns.TypeA || class != dns.ClassINET {
+		t.Errorf("question: got %q %d %d, want www.example.org. A IN, lowercased, in wire form", name, typ, class)
+	}
+	if p.BufSize() < p.Len()+2*p.Records() {
+		t.Errorf("buffer size: got %d, want at least the %d-byte reply and 2 bytes per record", p.BufSize(), p.Len())
+	}
 
 	req := query("WWW.Example.ORG.", dns.TypeA)
 	req.Id = 4242
