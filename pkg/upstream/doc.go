@@ -7,15 +7,26 @@
 // Forwarder.Exchange packs the caller's request once (without modifying
 // it) and tries the servers of the matching set: the stub domain that is
 // the longest suffix of the query name, else the default servers. Each
-// attempt uses a new connected UDP socket, so the kernel picks a random
-// source port and drops datagrams from any other address, and a new random
-// query ID. A reply is taken only if it has that ID, QR set and the same
+// attempt sends a new random query ID on a connected UDP socket, so the
+// kernel picks a random source port and drops datagrams from any other
+// address. A reply is taken only if it has that ID, QR set and the same
 // question (name compared case-insensitively, type and class); anything
 // else is counted as spoofed or malformed and the read goes on until the
 // per-try timeout. A truncated reply is retried over TCP on a connection
 // from a small per-server pool (idle expiry, bounded, one owner at a
 // time). A server that answers REFUSED is skipped in favour of the next;
 // its reply is returned only if no other server answers.
+//
+// UDP sockets are pooled per server too, as dialling one per query was
+// most of the miss path's CPU. A socket serves one query at a time and
+// goes back to the pool only after a clean round trip: a timeout, a
+// socket error (ICMP port unreachable included), a cancel, a truncated
+// reply or any spoofed or malformed datagram read on the way closes it,
+// so nothing an abandoned query left behind reaches the next. A pooled
+// socket is also closed rather than reused when a datagram or an error
+// waits on it. So that source ports keep rotating (RFC 5452), a socket
+// serves at most 64 queries and lives at most 10s; at most 256 idle
+// sockets (and no more than Config.MaxInFlight) are kept per server.
 //
 // Servers are ordered per query by Config.Policy (sequential, random,
 // round_robin); servers marked down go last but are still tried, so a

@@ -90,13 +90,17 @@ func sameQuestion(m *dns.Msg, q *dns.Question) bool {
 }
 
 // watch sets a past deadline on c when ctx is cancelled, unblocking any
-// read or write. The returned func stops watching.
+// read or write. The returned func stops watching; it returns false if the
+// deadline has been or is being set, in which case c must not be reused:
+// the past deadline may land after the next owner has set its own.
 func watch(ctx context.Context, c net.Conn) (stop func() bool) {
 	if ctx.Done() == nil {
-		return func() bool { return true }
+		return watchedNothing
 	}
 	return context.AfterFunc(ctx, func() { _ = c.SetDeadline(aLongTimeAgo) })
 }
+
+func watchedNothing() bool { return true }
 
 // newID writes a fresh random query ID into the packed message.
 func newID(wire []byte) uint16 {
@@ -105,8 +109,9 @@ func newID(wire []byte) uint16 {
 	return id
 }
 
-// tryServer makes one attempt at s: UDP from a fresh socket, then TCP if
-// the reply is truncated. wire is the packed request; its ID is rewritten.
+// tryServer makes one attempt at s: UDP on a pooled or new socket, then
+// TCP if the reply is truncated. wire is the packed request; its ID is
+// rewritten.
 func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (*dns.Msg, error) {
 	resp, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline)
 	if err != nil || !truncated {
@@ -116,21 +121,40 @@ func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, w
 	return f.tryTCP(ctx, s, q, wire, deadline)
 }
 
+// tryUDP sends the query on a connected UDP socket of s's pool: the kernel
+// gave it a random ephemeral port and drops datagrams from any address but
+// the server's. The socket goes back to the pool only after a clean round
+// trip (see releaseUDP).
 func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (*dns.Msg, bool, error) {
-	// A connected socket per query: the kernel picks a random ephemeral
-	// port and drops datagrams from any address but the server's.
-	conn, err := net.DialUDP("udp", nil, s.udpAddr)
+	u, err := s.udpSocket(time.Now())
 	if err != nil {
 		return nil, false, classify(ctx, s.addr, protoUDP, err)
 	}
-	defer conn.Close()
-	defer watch(ctx, conn)()
-	_ = conn.SetDeadline(deadline)
-
-	id := newID(wire)
-	s.countRequest(protoUDP)
-	if _, err := conn.Write(wire); err != nil {
+	// The deadline is set before the watch starts, so that a cancel that
+	// fires at once is not overwritten by it.
+	if err := u.conn.SetDeadline(deadline); err != nil {
+		_ = u.Close()
 		return nil, false, classify(ctx, s.addr, protoUDP, err)
+	}
+	stop := u.watch(ctx)
+	resp, truncated, clean, err := f.roundTripUDP(s, u, q, wire, readSize)
+	stopped := stop()
+	s.releaseUDP(u, clean && stopped)
+	if err != nil {
+		return nil, false, classify(ctx, s.addr, protoUDP, err)
+	}
+	return resp, truncated, nil
+}
+
+// roundTripUDP sends wire on u and reads datagrams until one answers it.
+// clean reports a valid, untruncated reply that was the only datagram
+// read. The returned error is the raw socket error.
+func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []byte, readSize int) (resp *dns.Msg, truncated, clean bool, err error) {
+	id := newID(wire)
+	u.uses++
+	s.countRequest(protoUDP)
+	if _, err := u.conn.Write(wire); err != nil {
+		return nil, false, false, err
 	}
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
@@ -138,27 +162,30 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire
 	if readSize > len(buf) {
 		buf = make([]byte, readSize)
 	}
+	clean = true
 	for {
-		n, err := conn.Read(buf)
+		n, err := u.conn.Read(buf)
 		if err != nil {
-			return nil, false, classify(ctx, s.addr, protoUDP, err)
+			return nil, false, false, err
 		}
 		resp, v := parseReply(buf[:n], id, q)
 		switch v {
 		case replyOK:
-			return resp, false, nil
+			return resp, false, clean, nil
 		case replyTruncated:
-			return nil, true, nil
+			return nil, true, false, nil
 		case replySpoofed:
 			s.countError(kindSpoofed)
 		case replyMalformed:
 			if n == len(buf) {
 				// The kernel cut a datagram larger than the client's
 				// EDNS size; the whole reply may come over TCP.
-				return nil, true, nil
+				return nil, true, false, nil
 			}
 			s.countError(kindMalformed)
 		}
+		// Whoever sent that may send more; the next owner must not read it.
+		clean = false
 	}
 }
 
@@ -176,9 +203,13 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 			}
 			conn = c
 		}
-		resp, err := f.roundTripTCP(ctx, s, conn, q, wire, deadline)
+		resp, reusable, err := f.watchedTCP(ctx, s, conn, q, wire, deadline)
 		if err == nil {
-			s.tcp.put(conn, time.Now().Add(f.cfg.TCPIdleTimeout))
+			if reusable {
+				s.tcp.put(conn, time.Now().Add(f.cfg.TCPIdleTimeout))
+			} else {
+				_ = conn.Close()
+			}
 			return resp, nil
 		}
 		_ = conn.Close()
@@ -188,13 +219,21 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 	}
 }
 
+// watchedTCP is roundTripTCP under conn's deadline and a watch on ctx.
+// reusable is false when the watcher ran as the reply came in: conn may
+// then carry a past deadline and must not be pooled.
+func (f *Forwarder) watchedTCP(ctx context.Context, s *server, conn net.Conn, q *dns.Question, wire []byte, deadline time.Time) (resp *dns.Msg, reusable bool, err error) {
+	if err := conn.SetDeadline(deadline); err != nil {
+		return nil, false, err
+	}
+	stop := watch(ctx, conn)
+	resp, err = f.roundTripTCP(s, conn, q, wire)
+	return resp, stop(), err
+}
+
 // roundTripTCP writes one length-prefixed query on conn and reads replies
 // until one matches it. The returned error is the raw socket error.
-func (f *Forwarder) roundTripTCP(ctx context.Context, s *server, conn net.Conn, q *dns.Question, wire []byte, deadline time.Time) (*dns.Msg, error) {
-	defer watch(ctx, conn)()
-	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, err
-	}
+func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire []byte) (*dns.Msg, error) {
 	id := newID(wire)
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)

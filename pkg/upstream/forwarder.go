@@ -219,10 +219,11 @@ func (f *Forwarder) route(qname string) *serverSet {
 	return f.def
 }
 
-// sweepLoop closes expired pooled TCP connections until Close.
+// sweepLoop closes expired pooled TCP connections and UDP sockets until
+// Close.
 func (f *Forwarder) sweepLoop() {
 	defer f.wg.Done()
-	t := time.NewTicker(max(f.cfg.TCPIdleTimeout/2, 10*time.Millisecond))
+	t := time.NewTicker(max(min(f.cfg.TCPIdleTimeout, udpMaxAge)/2, 10*time.Millisecond))
 	defer t.Stop()
 	for {
 		select {
@@ -231,6 +232,7 @@ func (f *Forwarder) sweepLoop() {
 		case now := <-t.C:
 			for _, s := range f.all {
 				s.tcp.sweep(now)
+				s.udp.sweep(now)
 			}
 		}
 	}
@@ -257,7 +259,8 @@ func (f *Forwarder) Status() []ServerStatus {
 }
 
 // Close stops the probes and the pool sweeper, waits for them and closes
-// the pooled connections. Exchange calls still running finish on their own
+// the pooled TCP connections and UDP sockets (those in use are closed when
+// their query ends). Exchange calls still running finish on their own
 // deadline. Close is idempotent and always returns nil.
 func (f *Forwarder) Close() error {
 	f.closeOnce.Do(func() {
@@ -268,6 +271,7 @@ func (f *Forwarder) Close() error {
 		f.wg.Wait()
 		for _, s := range f.all {
 			s.tcp.close()
+			s.udp.close()
 		}
 	})
 	return nil

@@ -139,6 +139,8 @@ func TestCallerContextEndsExchange(t *testing.T) {
 			if st := f.Status()[0]; st.ConsecutiveFails != tt.wantFails {
 				t.Errorf("consecutive fails: got %d, want %d", st.ConsecutiveFails, tt.wantFails)
 			}
+			// The socket of an abandoned query is closed, never pooled.
+			checkUDPIdle(t, f.all[0], 0)
 		})
 	}
 }

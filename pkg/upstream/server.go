@@ -21,6 +21,7 @@ type server struct {
 	addr    netip.AddrPort // always valid
 	udpAddr *net.UDPAddr   // addr, converted once
 	tcp     *tcpPool       // always non-nil
+	udp     *udpPool       // always non-nil
 	m       serverMetrics
 
 	fails    atomic.Int64 // consecutive failed attempts
@@ -36,6 +37,7 @@ func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
 		addr:    addr,
 		udpAddr: net.UDPAddrFromAddrPort(addr),
 		tcp:     newConnPool[net.Conn](cfg.TCPMaxIdle),
+		udp:     newConnPool[*udpSock](min(udpMaxIdle, cfg.MaxInFlight)),
 		m:       m.forServer(addr.String()),
 	}
 }
