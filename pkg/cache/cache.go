@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodecache/nodecache/internal/workers"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -70,6 +71,7 @@ type Cache struct {
 	mask   uint64
 	met    *metrics
 	sem    chan struct{} // one token per running background refresh
+	runner *workers.Pool // runs the flights
 
 	ctx    context.Context // cancelled by Close; parent of every upstream query
 	cancel context.CancelFunc
@@ -115,6 +117,7 @@ func New(cfg Config, up Exchanger, reg prometheus.Registerer, log *slog.Logger) 
 		}
 	}
 	c.ctx, c.cancel = context.WithCancel(context.Background())
+	c.runner = workers.New(c.ctx)
 	return c, nil
 }
 
