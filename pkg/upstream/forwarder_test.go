@@ -231,21 +231,31 @@ func TestStubDomainRouting(t *testing.T) {
 
 // BenchmarkExchangeUDP measures one forwarded query over loopback UDP,
 // server included (go test -bench Exchange -benchmem ./pkg/upstream/).
-func BenchmarkExchangeUDP(b *testing.B) { benchExchange(b, answerA("192.0.2.1")) }
+func BenchmarkExchangeUDP(b *testing.B) { benchExchange(b, answerA("192.0.2.1"), false) }
+
+// BenchmarkExchangeUDPDeadline is BenchmarkExchangeUDP with a deadline on
+// each query's context, as the cache sets one: the cancel watch runs.
+func BenchmarkExchangeUDPDeadline(b *testing.B) { benchExchange(b, answerA("192.0.2.1"), true) }
 
 // BenchmarkExchangeTCP measures a query that is truncated over UDP and
 // retried on a pooled TCP connection.
-func BenchmarkExchangeTCP(b *testing.B) { benchExchange(b, truncateUDP("192.0.2.1")) }
+func BenchmarkExchangeTCP(b *testing.B) { benchExchange(b, truncateUDP("192.0.2.1"), false) }
 
-// benchExchange forwards one query a loop to a loopback server answering with h.
-func benchExchange(b *testing.B, h dns.HandlerFunc) {
+// benchExchange forwards one query a loop to a loopback server answering
+// with h, under a fresh 5s context deadline per query if withDeadline.
+func benchExchange(b *testing.B, h dns.HandlerFunc, withDeadline bool) {
 	ts := startServer(b, h)
 	f, _ := newTestForwarder(b, testConfig(ts), hooks{})
 	req := query("www.example.", dns.TypeA)
-	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, _, err := f.Exchange(ctx, req); err != nil {
+		ctx, cancel := context.Background(), context.CancelFunc(func() {})
+		if withDeadline {
+			ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		}
+		_, _, err := f.Exchange(ctx, req)
+		cancel()
+		if err != nil {
 			b.Fatal(err)
 		}
 	}
