@@ -18,6 +18,8 @@ import (
 )
 
 // Exchanger sends one query upstream. *upstream.Forwarder implements it.
+// The reply it returns must be a fresh message the cache then owns: the
+// cache clamps and packs it in place.
 type Exchanger interface {
 	Exchange(ctx context.Context, req *dns.Msg) (*dns.Msg, netip.AddrPort, error)
 }
@@ -50,13 +52,12 @@ func (s Source) String() string {
 	return "unknown"
 }
 
-// Result is Resolve's answer. Packed and Msg are shared: do not modify them.
+// Result is Resolve's answer. Packed is shared: do not modify it.
 type Result struct {
 	Packed *wire.Packed   // always non-nil when err is nil
 	Mode   wire.TTLMode   // how to write TTLs: elapsed time, or fixed for stale
 	Source Source         // where the answer came from
 	Server netip.AddrPort // the upstream that answered, for SourceUpstream
-	Msg    *dns.Msg       // the upstream reply for SourceUpstream; nil otherwise
 }
 
 // Cache is a byte-bounded, sharded LRU of upstream replies in front of an

@@ -23,8 +23,8 @@ func TestHitAndMiss(t *testing.T) {
 		t.Fatal("Lookup on an empty cache: got a hit, want a miss")
 	}
 	r := resolve(t, c, qs)
-	if r.Source != SourceUpstream || r.Server != testServer || r.Msg == nil {
-		t.Errorf("first Resolve: got source %v server %v msg %v, want upstream from %v with its reply", r.Source, r.Server, r.Msg != nil, testServer)
+	if r.Source != SourceUpstream || r.Server != testServer || r.Packed == nil {
+		t.Errorf("first Resolve: got source %v server %v reply %v, want upstream from %v with its reply", r.Source, r.Server, r.Packed != nil, testServer)
 	}
 	p, mode, ok := c.Lookup(&qs.q, clk.Now())
 	if !ok || p != r.Packed || mode.Elapsed != 0 {
@@ -319,7 +319,7 @@ func TestLoopbackHitAndMiss(t *testing.T) {
 		t.Fatal("Lookup before any query: got a hit")
 	}
 	r := resolve(t, c, qs)
-	if r.Source != SourceUpstream || r.Server != addr || r.Msg == nil || len(r.Msg.Answer) != 1 {
+	if m, err := r.Packed.Msg(); r.Source != SourceUpstream || r.Server != addr || err != nil || len(m.Answer) != 1 {
 		t.Fatalf("Resolve: got source %v from %v, want upstream from %v with one answer", r.Source, r.Server, addr)
 	}
 	p, mode, ok := c.Lookup(&qs.q, clk.Now())

@@ -124,18 +124,18 @@ func findSOA(rrs []dns.RR) *dns.SOA {
 	return nil
 }
 
-// clampTTLs returns a copy of m whose records' TTLs are at most ttl, so
-// that what a hit serves never outlives the entry (and a negative reply's
-// SOA carries the negative TTL, RFC 2308 3). m is not modified.
+// clampTTLs lowers m's record TTLs to at most ttl, in place, so that what a
+// hit serves never outlives the entry (and a negative reply's SOA carries
+// the negative TTL, RFC 2308 3). It returns m. The OPT record's TTL field
+// holds EDNS flags and is left alone.
 func clampTTLs(m *dns.Msg, ttl time.Duration) *dns.Msg {
-	c := m.Copy()
 	s := uint32(ttl / time.Second)
-	for _, sec := range [][]dns.RR{c.Answer, c.Ns, c.Extra} {
+	for _, sec := range [][]dns.RR{m.Answer, m.Ns, m.Extra} {
 		for _, rr := range sec {
 			if h := rr.Header(); h.Rrtype != dns.TypeOPT {
 				h.Ttl = min(h.Ttl, s)
 			}
 		}
 	}
-	return c
+	return m
 }

@@ -22,7 +22,6 @@ type flight struct {
 
 	// Set before done is closed, read-only after.
 	packed *wire.Packed
-	msg    *dns.Msg
 	server netip.AddrPort
 	err    error
 }
@@ -62,7 +61,7 @@ func (c *Cache) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (Result
 	if f.err != nil {
 		return Result{}, f.err
 	}
-	return Result{Packed: f.packed, Source: SourceUpstream, Server: f.server, Msg: f.msg}, nil
+	return Result{Packed: f.packed, Source: SourceUpstream, Server: f.server}, nil
 }
 
 func (c *Cache) overloaded(err error) bool {
@@ -165,7 +164,7 @@ func (c *Cache) run(f *flight, req *dns.Msg, deadline time.Time) {
 	if err != nil {
 		f.err = fmt.Errorf("resolving %s %s upstream: %w", f.key.PresentationName(), dns.TypeToString[f.key.Type], err)
 	} else {
-		f.msg, f.server = msg, server
+		f.server = server
 		f.packed, f.err = c.store(f.key, f.hash, msg, c.cfg.Now())
 	}
 	c.mu.Lock()
@@ -187,7 +186,9 @@ func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*w
 		c.met.uncacheable[why].Add(1)
 		return packReply(reply)
 	}
-	p, err := wire.PackOwned(clampTTLs(reply, ttl)) // clampTTLs returns a copy
+	// The reply is ours (the Exchanger hands over a fresh message per
+	// query): clamped and packed in place, with no copy.
+	p, err := wire.PackOwned(clampTTLs(reply, ttl))
 	if err != nil {
 		c.met.uncacheable[reasonBadReply].Add(1)
 		return nil, fmt.Errorf("packing upstream reply for %s: %w", key.PresentationName(), err)
@@ -198,11 +199,11 @@ func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*w
 }
 
 func packReply(reply *dns.Msg) (*wire.Packed, error) {
-	p, err := wire.Pack(reply)
+	p, err := wire.PackOwned(reply)
 	if err != nil {
 		return nil, fmt.Errorf("packing upstream reply: %w", err)
 	}
-	return p, nil
+	return &p, nil
 }
 
 // insert adds e unless it is too large for a shard, or it is a SERVFAIL

@@ -99,7 +99,8 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 }
 
 // Exchange forwards req and returns the first valid reply and the server
-// that gave it. req is not modified. The reply keeps whatever OPT record
+// that gave it. req is not modified; the reply is a fresh message the
+// caller owns and may modify. The reply keeps whatever OPT record
 // the upstream sent; the caller strips it before caching. A REFUSED answer
 // makes Exchange try the next server, and is returned only if no server
 // answers otherwise. Errors: ErrBadRequest, ErrClosed, ErrOverloaded, or
