@@ -72,6 +72,7 @@ func cmdRun(args []string) error {
 		return err
 	}
 	klog.SetSlogLogger(log.With("component", "client-go"))
+	applyGCDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return run(ctx, cfg, log)
