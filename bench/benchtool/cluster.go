@@ -61,16 +61,20 @@ func endpointIP(i, j int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 128 + byte(n>>16), byte(n >> 8), byte(n)})
 }
 
-// objects returns the cluster's Namespaces, Services and EndpointSlices.
-func (c clusterSpec) objects() []any {
+// objects returns the cluster's Services and EndpointSlices from index
+// from on, and its Namespaces when from is 0. A from above 0 grows a
+// cluster already loaded with services 0..from-1 into this one: same
+// names, addresses and headless services as the whole cluster, nothing
+// that exists already.
+func (c clusterSpec) objects(from int) []any {
 	var out []any
-	for n := 0; n < c.Namespaces; n++ {
+	for n := 0; n < c.Namespaces && from == 0; n++ {
 		out = append(out, &corev1.Namespace{
 			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
 			ObjectMeta: metav1.ObjectMeta{Name: nsName(n)},
 		})
 	}
-	for i := 0; i < c.Services; i++ {
+	for i := from; i < c.Services; i++ {
 		out = append(out, c.service(i), c.slice(i))
 	}
 	return out
@@ -125,11 +129,11 @@ func (c clusterSpec) slice(i int) *discoveryv1.EndpointSlice {
 	return s
 }
 
-// writeYAML writes the objects as one multi-document YAML stream, the
+// writeYAML writes objects(from) as one multi-document YAML stream, the
 // format of `nodecache --fixture` and `kubectl create -f`.
-func (c clusterSpec) writeYAML(w io.Writer) error {
+func (c clusterSpec) writeYAML(w io.Writer, from int) error {
 	bw := bufio.NewWriter(w)
-	for _, o := range c.objects() {
+	for _, o := range c.objects(from) {
 		b, err := yaml.Marshal(o)
 		if err != nil {
 			return fmt.Errorf("encoding object: %w", err)

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -66,7 +67,7 @@ func TestAddressPlanUnique(t *testing.T) {
 func startZone(t testing.TB, spec clusterSpec) *kubezone.Zone {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cluster.yaml")
-	if err := writeFile(path, spec.writeYAML); err != nil {
+	if err := writeFile(path, func(w io.Writer) error { return spec.writeYAML(w, 0) }); err != nil {
 		t.Fatal(err)
 	}
 	client, err := kubezone.LoadFixture(path)
@@ -171,5 +172,42 @@ func TestMeasureZoneMem(t *testing.T) {
 	}
 	if m.HeapBytes == 0 {
 		t.Error("got 0 heap bytes for a synced zone, want the zone's size")
+	}
+}
+
+// TestGrowCluster checks that the YAML of a K-service cluster followed by
+// the -from K YAML of an N-service one is the N-service cluster's YAML:
+// the growth adds every object the bigger cluster has, once, and no
+// namespace again (kubectl create would fail on one that exists).
+func TestGrowCluster(t *testing.T) {
+	small := clusterSpec{Namespaces: 3, Services: 7, Endpoints: 2, Headless: 4}
+	big := small
+	big.Services = 25
+	var grown, whole bytes.Buffer
+	if err := small.writeYAML(&grown, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := big.writeYAML(&grown, small.Services); err != nil {
+		t.Fatal(err)
+	}
+	if err := big.writeYAML(&whole, 0); err != nil {
+		t.Fatal(err)
+	}
+	if grown.String() != whole.String() {
+		t.Errorf("got %d bytes of grown YAML differing from the %d of the whole cluster, want the same",
+			grown.Len(), whole.Len())
+	}
+	if got := strings.Count(grown.String(), "kind: Namespace"); got != big.Namespaces {
+		t.Errorf("got %d Namespaces in the grown YAML, want %d", got, big.Namespaces)
+	}
+}
+
+func TestRunClusterFromRange(t *testing.T) {
+	for _, from := range []string{"-1", "20"} {
+		err := run(context.Background(), []string{"cluster", "-services", "20", "-from", from,
+			"-fixture", filepath.Join(t.TempDir(), "c.yaml")}, io.Discard)
+		if err == nil {
+			t.Errorf("-services 20 -from %s: got no error, want one", from)
+		}
 	}
 }

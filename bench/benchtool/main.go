@@ -3,7 +3,9 @@
 //	benchtool cluster  -services N -endpoints E -fixture F.yaml -queries Q.txt
 //	    writes a synthetic cluster (Namespaces, Services, EndpointSlices) as
 //	    YAML for `nodecache --fixture` and `kubectl create -f`, and a dnsperf
-//	    query file against its zone.
+//	    query file against its zone. With -from K the YAML holds only
+//	    services K..N-1 and their slices: what grows a K-service cluster
+//	    already loaded into the N-service one.
 //	benchtool latency  -server ADDR -queries Q.txt -rate 10000 -duration 10s
 //	    open-loop fixed-rate UDP load; prints sent, answered, lost, p50, p99,
 //	    p99.9 and rcode counts as key=value pairs.
@@ -63,6 +65,7 @@ func runCluster(args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("cluster", flag.ContinueOnError)
 	spec := clusterFlags(fs)
 	fixture := fs.String("fixture", "", "write the objects as YAML here")
+	from := fs.Int("from", 0, "write only services from this index on (no namespaces unless 0): grows a cluster of that many services")
 	queries := fs.String("queries", "", "write a dnsperf query file here")
 	n := fs.Int("n", 100000, "query lines")
 	domain := fs.String("domain", "cluster.local.", "cluster domain (FQDN)")
@@ -72,8 +75,12 @@ func runCluster(args []string, out io.Writer) error {
 	if err := spec.Validate(); err != nil {
 		return err
 	}
+	if *from < 0 || *from >= spec.Services {
+		return fmt.Errorf("cluster: -from %d: want 0 to %d", *from, spec.Services-1)
+	}
 	if *fixture != "" {
-		if err := writeFile(*fixture, spec.writeYAML); err != nil {
+		err := writeFile(*fixture, func(w io.Writer) error { return spec.writeYAML(w, *from) })
+		if err != nil {
 			return err
 		}
 	}

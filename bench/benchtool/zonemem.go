@@ -31,7 +31,7 @@ func measureZoneMem(ctx context.Context, spec clusterSpec, timeout time.Duration
 		return nil, err
 	}
 	var objs []kruntime.Object
-	for _, o := range spec.objects() {
+	for _, o := range spec.objects(0) {
 		objs = append(objs, o.(kruntime.Object))
 	}
 	client := fake.NewClientset(objs...)
