@@ -3,12 +3,18 @@
 # CoreDNS (cache + forward) and Unbound, all in front of the same NSD.
 # Sourced by run.sh.
 
-# measure_forward NAME PID PORT: the forwarding rows for one server.
+# measure_forward NAME PID PORT: the forwarding rows for one server, which
+# has answered its first query and nothing more.
 measure_forward() {
-  local s=$1 pid=$2 port=$3
+  local s=$1 pid=$2 port=$3 idle warm
+  idle=$(rss_kib "$pid")
   log "== $s: warming $WARM names"
   dnsperf_run "$pid" "$port" "$WORK/warm.txt" -n 1 -l 120 -q 50
-  R[rss|$s]=$(rss_mib "$pid")
+  warm=$(rss_kib "$pid")
+  R[rssidle|$s]=$(awk -v k="$idle" 'BEGIN { printf "%.0f", k / 1024 }')
+  R[rss|$s]=$(awk -v k="$warm" 'BEGIN { printf "%.0f", k / 1024 }')
+  R[rssname|$s]=$(awk -v w="$warm" -v i="$idle" -v n="$WARM" 'BEGIN { printf "%.2f", (w - i) / n }')
+  log "$s: RSS $idle KiB idle, $warm KiB with $WARM names cached"
   dnsperf_run "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
   R[hitqps|$s]=$QPS; R[hitcpu|$s]=$CPU_US
   latency_run "$pid" "$port" "$WORK/hit.txt" "$HIT_RATE"

@@ -74,6 +74,17 @@ cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
 # rss_mib PID: VmRSS in MiB.
 rss_mib() { awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
 
+# rss_kib PID: VmRSS in KiB, the kernel's own unit.
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+# metric_mib PORT NAME: the value of the unlabelled Prometheus metric NAME
+# on 127.0.0.1:PORT/metrics, in MiB with one decimal.
+metric_mib() {
+  curl -sf "http://127.0.0.1:$1/metrics" |
+    awk -v n="$2" '$1 == n { printf "%.1f", $2 / 1048576; found = 1 } END { exit !found }' ||
+    die "no $2 on 127.0.0.1:$1/metrics"
+}
+
 # dnsperf_run PID PORT FILE ARGS...: runs dnsperf on CPU 1 against PORT and
 # sets QPS, DONE (answers), LOST, CPU_US (server CPU µs per answer) and
 # AVG_US (dnsperf's mean latency).
@@ -166,8 +177,9 @@ EOF
 }
 
 # The stock cluster Corefile (kubeadm's, without health/ready/reload/loop)
-# against the bench API server; CACHE is "cache 30" or empty.
-write_corefile_zone() { # FILE PORT UPPORT METRICSPORT KUBECONFIG CACHE
+# against the bench API server; EXTRA is one more directive ("cache 30",
+# "pprof ADDR") or empty.
+write_corefile_zone() { # FILE PORT UPPORT METRICSPORT KUBECONFIG EXTRA
   cat >"$1" <<EOF
 .:$2 {
     bind 127.0.0.1

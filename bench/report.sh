@@ -15,7 +15,7 @@ row() {
 }
 
 report() {
-  local commit
+  local commit big="$BIGZONE_SERVICES svc / $((BIGZONE_SERVICES * ZONE_ENDPOINTS)) endpoints"
   commit=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
   cat <<EOF
 # nodecache benchmark results
@@ -32,7 +32,19 @@ and the API server share CPU 1. Same upstream (NSD, $NAMES names, TTL 3600), sam
 ($CACHE_SIZE; CoreDNS sizes by entries: 400,000; Unbound msg and rrset caches $CACHE_SIZE_UNBOUND each).
 QPS is dnsperf's (UDP, 4 clients, 500 outstanding, ${PHASE} s); CPU µs/answer is the server's utime+stime
 delta over answers; latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s): percentiles
-of the answered queries, the share never answered within 1 s in its own row. Ratio is nodecache ÷ CoreDNS: above 1 is better for QPS, below 1 is better for the rest.
+of the answered queries, the share never answered within 1 s in its own row. RSS per cached name is (RSS after
+warming − RSS once the server has answered its first query) ÷ $WARM names, in KiB (1024 bytes).
+EOF
+  if [ -n "${R[bigrss|nodecache]:-}" ]; then
+    cat <<EOF
+The $big rows grow the API server of the cluster-zone rows to that size and start
+each server alone on it (CoreDNS: \`kubernetes\` alone): $BIGZONE_SETTLE s after its last service answers, RSS and
+\`go_memstats_heap_inuse_bytes\` from the server's own /metrics, then \`go_memstats_heap_alloc_bytes\` just after
+\`/debug/pprof/heap?gc=1\` forced a full collection (nodecache \`--pprof\`, CoreDNS's \`pprof\` plugin): the live heap.
+EOF
+  fi
+  cat <<EOF
+Ratio is nodecache ÷ CoreDNS: above 1 is better for QPS, below 1 is better for the rest.
 
 | | nodecache | CoreDNS | Unbound | nodecache/CoreDNS |
 |---|---:|---:|---:|---:|
@@ -50,7 +62,9 @@ EOF
   row missp99 "miss: p99 µs at $MISS_RATE qps"
   row missp999 "miss: p99.9 µs at $MISS_RATE qps"
   row misslatlost "miss: % lost at $MISS_RATE qps"
+  row rssidle "RSS MiB idle (after the first answer)"
   row rss "RSS MiB after warming $WARM names"
+  row rssname "RSS KiB per cached name ((warmed − idle) KiB / $WARM names)"
   if [ -n "${R[zoneqps|nodecache]:-}" ]; then
     R[zoneqpsnc|nodecache]=${R[zoneqps|nodecache]}; R[zonecpunc|nodecache]=${R[zonecpu|nodecache]}
     row zoneqps "cluster zone ($ZONE_SERVICES svc): QPS; CoreDNS kubernetes + cache 30"
@@ -62,7 +76,12 @@ EOF
     row zonep999 "cluster zone: p99.9 µs at $HIT_RATE qps"
     row zonelost "cluster zone: % lost at $HIT_RATE qps"
     row zonerss "RSS MiB with the $ZONE_SERVICES-service zone synced"
-    row zonemem "heap MiB, zone + informer stores, 10,000 svc / 100,000 endpoints (benchtool zonemem)"
+    if [ -n "${R[bigrss|nodecache]:-}" ]; then
+      row bigrss "$big: RSS MiB synced"
+      row bigheap "$big: Go heap in use MiB (go_memstats_heap_inuse_bytes)"
+      row biglive "$big: live heap MiB after GC (heap_alloc after /debug/pprof/heap?gc=1)"
+    fi
+    row zonemem "heap MiB, zone + informer stores, $big (benchtool zonemem)"
     if [ -s "$WORK/gobench.txt" ]; then
       R[zoneheap|nodecache]=$(awk '/^BenchmarkZoneBuild\/10k/ { for (i = 2; i < NF; i++) if ($(i + 1) == "heap-MB") print $i }' "$WORK/gobench.txt")
       row zoneheap "heap MB, zone tables alone, same cluster (kubezone BenchmarkZoneBuild/10k)"

@@ -9,6 +9,8 @@
 #   BENCH_PROFILE=0      skip the CPU profile of nodecache's hit path
 #   BENCH_FORWARD=0      skip the forwarding rows (cache hit, miss, RSS)
 #   BENCH_ZONE=0         skip the cluster-zone rows (no API server needed then)
+#   BENCH_BIGZONE=0      skip the memory rows on the 10,000-service cluster (and
+#                        loading its 9,000 more services into the API server)
 #   BENCH_KEEP=1         keep the work directory (logs, configs, profiles)
 #   NODECACHE_BENCH_CACHE  where CoreDNS is built (default ~/.cache/nodecache-bench)
 #   COREDNS_VERSION      default v1.15.0
@@ -31,8 +33,11 @@ CACHE_SIZE=256MiB
 CACHE_SIZE_UNBOUND=256m
 
 WORK=$(mktemp -d /tmp/nodecache-bench.XXXXXX)
+# shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
+# shellcheck source=bench/forward.sh
 source "$ROOT/bench/forward.sh"
+# shellcheck source=bench/zone.sh
 source "$ROOT/bench/zone.sh"
 cleanup() {
   stop_all
@@ -97,5 +102,7 @@ if [ "${BENCH_GO:-1}" = 1 ]; then
     >"$WORK/gobench.txt" 2>&1 || log "go test -bench failed; its output goes to RESULTS.md as is"
 fi
 
+# shellcheck source=bench/report.sh
 source "$ROOT/bench/report.sh"
 report | tee "$ROOT/bench/RESULTS.md"
+log "done in $((SECONDS / 60)) min $((SECONDS % 60)) s"

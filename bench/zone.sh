@@ -2,10 +2,14 @@
 # The cluster-zone rows of bench/run.sh: one etcd and one kube-apiserver
 # (the e2e binaries, e2e/tools/build-apiserver.sh) on loopback, loaded with
 # a synthetic cluster of ZONE_SERVICES services; nodecache and CoreDNS's
-# kubernetes plugin both watch that API server. Sourced by run.sh.
+# kubernetes plugin both watch that API server. Then the same API server is
+# grown to BIGZONE_SERVICES services for the memory rows (BENCH_BIGZONE=0
+# skips them). Sourced by run.sh.
 
 ZONE_SERVICES=${ZONE_SERVICES:-1000}
 ZONE_ENDPOINTS=${ZONE_ENDPOINTS:-10}
+BIGZONE_SERVICES=${BIGZONE_SERVICES:-10000} # the memory rows' cluster, grown from the first
+BIGZONE_SETTLE=5                            # seconds between the sync and the memory readings
 
 # start_apiserver: sets KUBECONFIG_FILE. Needs openssl and the binaries.
 start_apiserver() {
@@ -51,19 +55,28 @@ EOF
   die "kube-apiserver not ready after 90 s: $(tail -5 "$WORK/kube-apiserver.log")"
 }
 
-# load_cluster: the synthetic cluster into the API server, in parallel
-# chunks of 100 objects.
+# load_cluster: the synthetic cluster into the API server.
 load_cluster() {
   local t0=$SECONDS
   "$BENCHTOOL" cluster -services "$ZONE_SERVICES" -endpoints "$ZONE_ENDPOINTS" \
     -fixture "$WORK/cluster.yaml" -queries "$WORK/zone.txt" -n 100000 >/dev/null
-  # namespaces first, then the rest split on document boundaries
-  awk -v d="$WORK/chunks" 'BEGIN { system("mkdir -p " d) }
-    /^---$/ { n++; f = sprintf("%s/%05d.yaml", d, int(n / 100)) } { print > f }' "$WORK/cluster.yaml"
-  kubectl --kubeconfig "$KUBECONFIG_FILE" create -f "$WORK/chunks/00000.yaml" >/dev/null
-  find "$WORK/chunks" -name '*.yaml' ! -name 00000.yaml -print0 |
-    xargs -0 -n 1 -P 4 kubectl --kubeconfig "$KUBECONFIG_FILE" create -f >/dev/null
+  create_chunked "$WORK/cluster.yaml"
   log "loaded $ZONE_SERVICES services and their EndpointSlices in $((SECONDS - t0)) s"
+}
+
+# create_chunked YAML: kubectl create of a multi-document YAML stream in
+# parallel chunks of 100 objects. The first chunk goes in alone, before the
+# others: it holds the namespaces when the stream has any. --validate=false
+# because the objects are generated (the API server still validates them):
+# kubectl's schema validation made the load about seven times slower.
+create_chunked() {
+  local yaml=$1 dir=$1.chunks k=(kubectl --kubeconfig "$KUBECONFIG_FILE" create --validate=false)
+  mkdir -p "$dir"
+  awk -v d="$dir" '/^---$/ { n++; f = sprintf("%s/%05d.yaml", d, int(n / 100)) } { print > f }' "$yaml"
+  "${k[@]}" -f "$dir/00000.yaml" >/dev/null || die "kubectl create -f $dir/00000.yaml failed"
+  find "$dir" -name '*.yaml' ! -name 00000.yaml -print0 |
+    xargs -0 -n 1 -P 4 "${k[@]}" -f >/dev/null ||
+    die "kubectl create of the chunks in $dir failed"
 }
 
 # zone_rows NAME PID PORT: throughput, CPU and latency on the zone queries.
@@ -76,12 +89,13 @@ zone_rows() {
   R[zonerss|$s]=$(rss_mib "$pid")
 }
 
-# zone_start NAME PORT CMD...: starts CMD on CPU 0 and waits until the last
-# service answers (every service loaded and synced); sets PID.
+# zone_start NAME PORT SERVICES CMD...: starts CMD on CPU 0 and waits until
+# the last of SERVICES services answers (every service loaded and synced);
+# sets PID.
 zone_start() {
-  local name=$1 port=$2; shift 2
+  local name=$1 port=$2 last=$(($3 - 1)); shift 3
   start "$name" 0 "$@"
-  wait_dns "$port" "svc-$((ZONE_SERVICES - 1)).ns-$(((ZONE_SERVICES - 1) % 10)).svc.cluster.local" A NOERROR 120
+  wait_dns "$port" "svc-$last.ns-$((last % 10)).svc.cluster.local" A NOERROR 120
 }
 
 measure_zone() {
@@ -95,24 +109,69 @@ measure_zone() {
 
   port=$(free_port)
   # shellcheck disable=SC2046
-  zone_start nodecache-zone "$port" "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
+  zone_start nodecache-zone "$port" "$ZONE_SERVICES" "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
     --metrics-addr "127.0.0.1:$(free_port)" --kubeconfig "$KUBECONFIG_FILE"
   zone_rows nodecache "$PID" "$port"
   stop "$PID"
 
   port=$(free_port)
   write_corefile_zone "$WORK/Corefile.zone" "$port" "$NSD_PORT" "$(free_port)" "$KUBECONFIG_FILE" "cache 30"
-  zone_start coredns-zone "$port" "$COREDNS" -conf "$WORK/Corefile.zone"
+  zone_start coredns-zone "$port" "$ZONE_SERVICES" "$COREDNS" -conf "$WORK/Corefile.zone"
   zone_rows coredns "$PID" "$port"
   stop "$PID"
 
   port=$(free_port)
   write_corefile_zone "$WORK/Corefile.zone-nocache" "$port" "$NSD_PORT" "$(free_port)" "$KUBECONFIG_FILE" ""
-  zone_start coredns-zone-nocache "$port" "$COREDNS" -conf "$WORK/Corefile.zone-nocache"
+  zone_start coredns-zone-nocache "$port" "$ZONE_SERVICES" "$COREDNS" -conf "$WORK/Corefile.zone-nocache"
   dnsperf_run "$PID" "$port" "$WORK/zone.txt" -l "$PHASE"
   R[zoneqpsnc|coredns]=$QPS; R[zonecpunc|coredns]=$CPU_US
   stop "$PID"
 
-  R[zonemem|nodecache]=$(taskset -c 0 "$BENCHTOOL" zonemem -services 10000 -endpoints 10 | tr ' ' '\n' |
-    sed -n 's/^heap_mib=//p')
+  if [ "${BENCH_BIGZONE:-1}" = 1 ]; then
+    measure_bigzone
+  fi
+  R[zonemem|nodecache]=$(taskset -c 0 "$BENCHTOOL" zonemem -services "$BIGZONE_SERVICES" -endpoints "$ZONE_ENDPOINTS" |
+    tr ' ' '\n' | sed -n 's/^heap_mib=//p')
+}
+
+# measure_bigzone: grows the API server's cluster to BIGZONE_SERVICES
+# services and starts nodecache, then CoreDNS's kubernetes plugin alone, on
+# it; their memory once synced is in zone_memory.
+measure_bigzone() {
+  local port mport pport t0=$SECONDS
+  if [ "$BIGZONE_SERVICES" -gt "$ZONE_SERVICES" ]; then
+    log "== big cluster zone: growing the API server to $BIGZONE_SERVICES services x $ZONE_ENDPOINTS endpoints"
+    "$BENCHTOOL" cluster -services "$BIGZONE_SERVICES" -endpoints "$ZONE_ENDPOINTS" -from "$ZONE_SERVICES" \
+      -fixture "$WORK/bigcluster.yaml" >/dev/null
+    create_chunked "$WORK/bigcluster.yaml"
+    log "loaded services $ZONE_SERVICES to $((BIGZONE_SERVICES - 1)) and their EndpointSlices in $((SECONDS - t0)) s"
+  fi
+
+  port=$(free_port); mport=$(free_port)
+  # shellcheck disable=SC2046
+  zone_start nodecache-bigzone "$port" "$BIGZONE_SERVICES" "$NODECACHE" $(nodecache_args "$port") \
+    --upstream "127.0.0.1:$NSD_PORT" --metrics-addr "127.0.0.1:$mport" --pprof --kubeconfig "$KUBECONFIG_FILE"
+  zone_memory nodecache "$PID" "$mport" "$mport"
+  stop "$PID"
+
+  port=$(free_port); mport=$(free_port); pport=$(free_port)
+  write_corefile_zone "$WORK/Corefile.bigzone" "$port" "$NSD_PORT" "$mport" "$KUBECONFIG_FILE" "pprof 127.0.0.1:$pport"
+  zone_start coredns-bigzone "$port" "$BIGZONE_SERVICES" "$COREDNS" -conf "$WORK/Corefile.bigzone"
+  zone_memory coredns "$PID" "$mport" "$pport"
+  stop "$PID"
+}
+
+# zone_memory NAME PID METRICSPORT PPROFPORT: BIGZONE_SETTLE seconds after
+# the sync, the server's RSS and Go heap in use (its own /metrics), then
+# its live heap: go_memstats_heap_alloc_bytes just after
+# /debug/pprof/heap?gc=1 ran a full collection.
+zone_memory() {
+  local s=$1 pid=$2 mport=$3 pport=$4
+  sleep "$BIGZONE_SETTLE"
+  R[bigrss|$s]=$(rss_mib "$pid")
+  R[bigheap|$s]=$(metric_mib "$mport" go_memstats_heap_inuse_bytes)
+  curl -sf -o /dev/null "http://127.0.0.1:$pport/debug/pprof/heap?gc=1" ||
+    die "forcing a GC of $s through 127.0.0.1:$pport/debug/pprof/heap?gc=1"
+  R[biglive|$s]=$(metric_mib "$mport" go_memstats_heap_alloc_bytes)
+  log "$s with $BIGZONE_SERVICES services: RSS ${R[bigrss|$s]} MiB, heap in use ${R[bigheap|$s]} MiB, live heap after GC ${R[biglive|$s]} MiB"
 }
