@@ -3,10 +3,7 @@ package kubezone
 import (
 	"slices"
 	"sort"
-	"strings"
 	"time"
-
-	"github.com/miekg/dns"
 )
 
 // event is one object change waiting to be applied.
@@ -32,18 +29,18 @@ type nsPresent struct{ snap bool }
 
 // batch collects what one drain must rebuild and publish.
 type batch struct {
-	svcs    map[string]bool     // services to rebuild
-	nss     map[string]bool     // namespaces whose empty non-terminals to recheck
-	ptrs    map[string][]string // reverse name → its PTR targets as changed by this batch
-	podRecs map[string]bool     // verified pod names to rebuild
-	local   bool                // node-local pods changed
-	changes map[string]*node    // name → new node (nil: delete)
-	events  []event             // applied, for the latency histogram
+	svcs    map[string]bool  // services to rebuild
+	nss     map[string]bool  // namespaces whose empty non-terminals to recheck
+	ptrDel  []ptrSlot        // PTR index slots of replaced service entries
+	ptrAdd  []ptrSlot        // PTR index slots of new service entries
+	podRecs map[string]bool  // verified pod names to rebuild
+	local   bool             // node-local pods changed
+	changes map[string]*node // name → new node (nil: delete)
+	events  []event          // applied, for the latency histogram
 }
 
 func newBatch() *batch {
-	return &batch{svcs: map[string]bool{}, nss: map[string]bool{}, ptrs: map[string][]string{}, podRecs: map[string]bool{},
-		changes: map[string]*node{}}
+	return &batch{svcs: map[string]bool{}, nss: map[string]bool{}, podRecs: map[string]bool{}, changes: map[string]*node{}}
 }
 
 // enqueue queues an event for the writer and wakes it.
@@ -132,9 +129,6 @@ func (z *Zone) publishLocked(b *batch) {
 	for key := range b.svcs {
 		z.rebuildServiceLocked(key, b)
 	}
-	for rev, targets := range b.ptrs {
-		b.changes[rev] = z.ptrNode(rev, targets)
-	}
 	for ns := range b.nss {
 		z.nsNodesLocked(ns, b)
 	}
@@ -145,6 +139,7 @@ func (z *Zone) publishLocked(b *batch) {
 		z.publishLocalPodsLocked()
 	}
 	z.tab.apply(b.changes)
+	z.ptrs.apply(b.ptrDel, b.ptrAdd)
 	gen := z.meta.Load().gen + 1
 	z.meta.Store(z.newMeta(gen))
 	z.snapDirty = true
@@ -175,76 +170,38 @@ func (z *Zone) nsNodesLocked(ns string, b *batch) {
 }
 
 // rebuildServiceLocked replaces the records of service key (removing them
-// when the service is gone) and queues the PTR changes.
+// when the service is gone) and queues the PTR index changes.
 func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 	st := z.st
-	if old, had := st.contrib[key]; had {
-		ob := z.buildService(old.svc, old.slices)
-		for name := range ob.nodes {
+	if old := st.contrib[key]; old != nil {
+		for name := range z.buildService(old.svc, old.slices).nodes {
 			b.changes[name] = nil
 		}
-		base := old.svc.Name + "." + old.svc.Namespace + ".svc." + z.cfg.Domain
-		sub := "." + base
-		for _, p := range ob.ptrs {
-			b.ptrs[p.rev] = slices.DeleteFunc(z.ptrTargets(p.rev, b), func(t string) bool {
-				return t == base || strings.HasSuffix(t, sub)
-			})
-		}
-		st.endpoints -= old.endpoints
+		old.ptrKeys(func(k addrKey) { b.ptrDel = append(b.ptrDel, ptrSlot{key: k, svc: old}) })
+		st.endpoints -= int(old.endpoints)
+		st.hostNames -= int(old.hostNames)
 		delete(st.contrib, key)
 	}
 	svc := st.services[key]
 	if svc == nil {
 		return
 	}
-	eps := slices.Clone(st.slicesBySvc[key])
-	nb := z.buildService(svc, eps)
+	nb := z.buildService(svc, slices.Clone(st.slicesBySvc[key]))
 	for name, n := range nb.nodes {
 		b.changes[name] = n
 	}
-	for _, p := range nb.ptrs {
-		b.ptrs[p.rev] = append(z.ptrTargets(p.rev, b), p.target)
-	}
-	st.endpoints += nb.endpoints
-	st.contrib[key] = contribution{svc: svc, slices: eps, endpoints: nb.endpoints}
-}
-
-// ptrTargets returns the PTR targets of rev as this batch has them so far
-// (the batch's own slice, or a new one: the caller may change it).
-func (z *Zone) ptrTargets(rev string, b *batch) []string {
-	if ts, ok := b.ptrs[rev]; ok {
-		return ts
-	}
-	var ts []string
-	if n := z.tab.get(rev); n != nil {
-		for _, rr := range n.answers() {
-			ts = append(ts, rr.(*dns.PTR).Ptr)
-		}
-	}
-	return ts
-}
-
-// ptrNode builds the PTR node of a reverse name, one PTR per distinct
-// target, sorted; nil when no service owns the name.
-func (z *Zone) ptrNode(rev string, targets []string) *node {
-	if len(targets) == 0 {
-		return nil
-	}
-	sort.Strings(targets)
-	targets = slices.Compact(targets)
-	rrs := make([]dns.RR, 0, len(targets))
-	for _, t := range targets {
-		rrs = append(rrs, &dns.PTR{Hdr: dns.RR_Header{Name: rev, Rrtype: dns.TypePTR, Class: dns.ClassINET,
-			Ttl: z.cfg.ttlSeconds()}, Ptr: t})
-	}
-	return newNode(rrs, nil, kindData)
+	e := nb.entry
+	e.ptrKeys(func(k addrKey) { b.ptrAdd = append(b.ptrAdd, ptrSlot{key: k, svc: e}) })
+	st.endpoints += int(e.endpoints)
+	st.hostNames += int(e.hostNames)
+	st.contrib[key] = e
 }
 
 // observeLocked updates the object gauges and the programming latency.
 func (z *Zone) observeLocked(b *batch) {
 	st := z.st
 	z.counts.Store(&Stats{Namespaces: len(st.namespaces), Services: len(st.services), EndpointSlices: len(st.slices),
-		Endpoints: st.endpoints, Pods: len(st.pods)})
+		Endpoints: st.endpoints, Pods: len(st.pods), Names: st.hostNames + int(z.ptrs.keys.Load())})
 	z.met.objects.WithLabelValues("namespaces").Set(float64(len(st.namespaces)))
 	z.met.objects.WithLabelValues("services").Set(float64(len(st.services)))
 	z.met.objects.WithLabelValues("endpointslices").Set(float64(len(st.slices)))

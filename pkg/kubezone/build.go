@@ -9,27 +9,12 @@ import (
 	"github.com/miekg/dns"
 )
 
-// ptrEntry is one PTR a service contributes to a reverse name.
-type ptrEntry struct {
-	rev    string // reverse owner name
-	target string // <svc>.<ns>.svc.<zone> or <host>.<svc>.<ns>.svc.<zone>
-}
-
-// built is what one service contributes to the zone.
+// built is what one service contributes to the zone: its prebuilt names
+// (base, SRV and their empty non-terminals) and its entry, from which the
+// endpoint host names and PTRs are answered at query time.
 type built struct {
-	nodes     map[string]*node
-	ptrs      []ptrEntry
-	endpoints int // distinct ready endpoint addresses
-}
-
-// contribution is what the writer remembers of a service's records: the
-// models they were built from. Rebuilding those (on the next change of the
-// service) tells which names and PTRs to remove; that costs a second build
-// per update but saves ~45 bytes per name against keeping the name lists.
-type contribution struct {
-	svc       *svcModel
-	slices    []*sliceModel // a copy of slicesBySvc at build time
-	endpoints int
+	nodes map[string]*node
+	entry *svcEntry
 }
 
 // srvKey identifies one SRV record before weights are known.
@@ -53,6 +38,8 @@ type svcBuilder struct {
 func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 	b := &svcBuilder{base: svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain, ttl: z.cfg.ttlSeconds(),
 		hosts: map[string][]netip.Addr{}, named: map[[2]string][]srvKey{}, out: built{nodes: map[string]*node{}}}
+	e := &svcEntry{svc: svc, base: b.base, slices: eps}
+	b.out.entry = e
 	if !validLabel(svc.Name) || !validName(b.base) {
 		return b.out
 	}
@@ -61,7 +48,9 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 		b.out.nodes[b.base] = newNode([]dns.RR{cname}, nil, kindCNAME)
 		return b.out
 	}
+	e.published = true
 	b.collectEndpoints(svc, eps)
+	e.hostNames = int32(len(b.hosts))
 	var baseRRs []dns.RR
 	if svc.Headless {
 		if len(b.hosts) == 0 {
@@ -79,7 +68,6 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 	} else {
 		for _, a := range svc.ClusterIPs {
 			baseRRs = append(baseRRs, addrRR(b.base, a, b.ttl))
-			b.out.ptrs = append(b.out.ptrs, ptrEntry{rev: reverseName(a), target: b.base})
 		}
 		for _, p := range svc.Ports {
 			k := srvKey{target: b.base, port: p.Port}
@@ -90,13 +78,17 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 		}
 	}
 	sortRRs(baseRRs)
-	b.addrRR = b.hostNodes()
-	b.addrRR[b.base] = baseRRs
+	b.addrRR = map[string][]dns.RR{b.base: baseRRs}
+	if svc.Headless {
+		b.hostRRs() // the SRV targets of a headless service are its host names
+	}
 	var srv, extra []dns.RR
 	if len(b.all) > 0 {
 		srv, extra = b.srvRecords(b.base, b.all)
 	}
-	b.out.nodes[b.base] = newNode(append(slices.Clip(baseRRs), srv...), extra, kindData)
+	base := newNode(append(slices.Clip(baseRRs), srv...), extra, kindData)
+	base.svc = e
+	b.out.nodes[b.base] = base
 	for key, targets := range b.named {
 		proto := "_" + key[1] + "." + b.base
 		owner := "_" + key[0] + "." + proto
@@ -105,17 +97,17 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 		}
 		srv, extra := b.srvRecords(owner, targets)
 		b.out.nodes[owner] = newNode(srv, extra, kindData)
-		if b.out.nodes[proto] == nil {
-			b.out.nodes[proto] = newNode(nil, nil, kindData) // empty non-terminal
+		if b.out.nodes[proto] == nil && b.hosts[proto] == nil {
+			b.out.nodes[proto] = newNode(nil, nil, kindData) // empty non-terminal (unless a host has the name)
 		}
 	}
 	return b.out
 }
 
-// collectEndpoints merges every ready endpoint of every slice: host names,
-// PTRs, and (for headless services) SRV targets from the slice ports.
+// collectEndpoints merges every ready endpoint of every slice: host names
+// and (for headless services) SRV targets from the slice ports. The label
+// choice must stay that of svcEntry.hostLabel, which answers host names.
 func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
-	seenPTR := map[ptrEntry]bool{}
 	seenAddr := map[netip.Addr]bool{}
 	owners := map[string]string{} // host label → owner name, built once
 	for _, es := range eps {
@@ -132,13 +124,9 @@ func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
 			if !slices.Contains(b.hosts[owner], a) {
 				b.hosts[owner] = append(b.hosts[owner], a)
 			}
-			if pe := (ptrEntry{rev: reverseName(a), target: owner}); !seenPTR[pe] {
-				seenPTR[pe] = true
-				b.out.ptrs = append(b.out.ptrs, pe)
-			}
 			if !seenAddr[a] {
 				seenAddr[a] = true
-				b.out.endpoints++
+				b.out.entry.endpoints++
 			}
 			if !svc.Headless {
 				continue
@@ -155,20 +143,19 @@ func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
 	}
 }
 
-// hostNodes adds one node per host name and returns owner → address RRs.
-func (b *svcBuilder) hostNodes() map[string][]dns.RR {
-	out := make(map[string][]dns.RR, len(b.hosts)+1)
+// hostRRs adds the address records of every host name to b.addrRR, for the
+// additional sections of SRV answers. Host names get no node: Lookup
+// answers them from the svcEntry.
+func (b *svcBuilder) hostRRs() {
 	for owner, addrs := range b.hosts {
 		rrs := make([]dns.RR, 0, len(addrs))
 		sort.Slice(addrs, func(i, j int) bool { return addrs[i].Less(addrs[j]) })
 		for _, a := range addrs {
 			rrs = append(rrs, addrRR(owner, a, b.ttl))
 		}
-		n := newNode(rrs, nil, kindData)
-		out[owner] = n.rrs
-		b.out.nodes[owner] = n
+		sortRRs(rrs)
+		b.addrRR[owner] = rrs
 	}
-	return out
 }
 
 // srvRecords builds the SRV RRset at owner, weight floor(100/N), with the

@@ -29,7 +29,8 @@ type Answer struct {
 func (z *Zone) InZone(qname string) bool {
 	qname = lower(qname)
 	if isReverse(qname) {
-		return z.tab.get(qname) != nil
+		k, ok := parseReverse(qname)
+		return ok && len(z.ptrs.owners(k)) > 0
 	}
 	return inDomain(qname, z.cfg.Domain)
 }
@@ -43,15 +44,25 @@ func inDomain(name, d string) bool {
 }
 
 // Lookup answers qname (a lowercased FQDN; upper case costs an allocation)
-// for qtype. Answers for service, endpoint, SRV and PTR names are prebuilt
-// and returned without allocating. Names outside the zone (InZone false)
-// get REFUSED. Negative answers at reverse names carry an in-addr.arpa. or
-// ip6.arpa. SOA, as CoreDNS does.
+// for qtype. Answers for service and SRV names, and negative answers, are
+// prebuilt and returned without allocating. Endpoint host names
+// (<host>.<svc>.<ns>.svc.<zone>) and PTRs are answered from the service's
+// models at query time and allocate their records (the server memoizes
+// packed answers, so a repeated query does not come here). Names outside
+// the zone (InZone false) get REFUSED. Negative answers at reverse names
+// carry an in-addr.arpa. or ip6.arpa. SOA, as CoreDNS does.
 func (z *Zone) Lookup(qname string, qtype uint16) Answer {
 	qname = lower(qname)
 	m := z.meta.Load()
-	if !inDomain(qname, z.cfg.Domain) && (!isReverse(qname) || z.tab.get(qname) == nil) {
-		return Answer{Rcode: dns.RcodeRefused} // not ours: the server forwards it
+	if !inDomain(qname, z.cfg.Domain) {
+		if !isReverse(qname) {
+			return Answer{Rcode: dns.RcodeRefused} // not ours: the server forwards it
+		}
+		k, ok := parseReverse(qname)
+		if !ok || len(z.ptrs.owners(k)) == 0 {
+			return Answer{Rcode: dns.RcodeRefused} // no service has the address: upstream's
+		}
+		return z.ptrAnswer(qname, k, qtype, m)
 	}
 	ans, target := z.lookupName(qname, qtype, m)
 	if target == "" {
@@ -80,6 +91,9 @@ func (z *Zone) Lookup(qname string, qtype uint16) Answer {
 func (z *Zone) lookupName(qname string, qtype uint16, m *meta) (ans Answer, target string) {
 	n := z.tab.get(qname)
 	if n == nil {
+		if a, ok := z.endpointHost(qname, qtype, m); ok {
+			return a, ""
+		}
 		if z.cfg.Pods == PodsInsecure {
 			if a, ok := z.insecurePod(qname, qtype, m); ok {
 				return a, ""
@@ -186,7 +200,7 @@ type Record struct {
 // List returns the records of namespace ns (its service, endpoint, SRV
 // names, verified pod names, and PTRs pointing into it), or of the whole
 // zone when ns is empty, sorted by name and type. It walks the whole
-// table: for operators, not for the query path.
+// table and PTR index: for operators, not for the query path.
 func (z *Zone) List(ns string) []Record {
 	var svcSuffix, podSuffix string
 	if ns != "" {
@@ -199,16 +213,22 @@ func (z *Zone) List(ns string) []Record {
 	var out []Record
 	z.tab.each(func(name string, n *node) {
 		for _, rr := range n.answers() {
-			if ns != "" {
-				ptr, isPTR := rr.(*dns.PTR)
-				if (isPTR && !under(ptr.Ptr)) || (!isPTR && !under(name)) {
-					continue
-				}
+			if under(name) {
+				out = append(out, toRecord(rr))
 			}
-			out = append(out, toRecord(rr))
+		}
+		if n.svc != nil && under(name) {
+			z.hostRecords(n.svc, func(rr dns.RR) { out = append(out, toRecord(rr)) })
 		}
 		if n.kind == kindApex && ns == "" {
 			out = append(out, toRecord(z.meta.Load().soaRR[0]))
+		}
+	})
+	z.ptrs.each(func(k addrKey, owners []ptrSlot) {
+		for _, rr := range z.ptrRecords(reverseName(keyAddr(k)), owners, k) {
+			if under(rr.(*dns.PTR).Ptr) {
+				out = append(out, toRecord(rr))
+			}
 		}
 	})
 	sort.Slice(out, func(i, j int) bool {

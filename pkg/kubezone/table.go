@@ -26,10 +26,11 @@ const (
 
 // node holds every record of one owner name. Nodes are immutable once
 // stored in the table; their slices are shared by answers and read-only.
-// One slice holds both sections to keep the ~250k nodes of a large
-// cluster small (32 bytes each).
+// One slice holds both sections to keep the nodes of a large cluster small
+// (40 bytes each).
 type node struct {
-	rrs  []dns.RR // the records, sorted by Rrtype, then from nAns on the additional section of SRV (NS) answers
+	rrs  []dns.RR  // the records, sorted by Rrtype, then from nAns on the additional section of SRV (NS) answers
+	svc  *svcEntry // at a service's base name: answers its endpoint host names; else nil
 	nAns uint32
 	kind nodeKind
 }

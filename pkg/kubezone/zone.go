@@ -22,6 +22,7 @@ type Zone struct {
 	now func() time.Time
 
 	tab       *table                                 // always non-nil
+	ptrs      *ptrIndex                              // always non-nil
 	meta      atomic.Pointer[meta]                   // always non-nil after New
 	synced    atomic.Bool                            // the informers synced once
 	running   atomic.Bool                            // Run is active
@@ -30,6 +31,7 @@ type Zone struct {
 	counts    atomic.Pointer[Stats]                  // object counts of the last publish; nil before
 	serial0   uint32                                 // SOA serial at generation 0
 	podSuffix string                                 // ".pod.<zone>"
+	svcSuffix string                                 // ".svc.<zone>"
 
 	qmu   sync.Mutex // guards queue
 	queue []event
@@ -56,16 +58,17 @@ type state struct {
 	slices      map[string]*sliceModel   // by ns/name of the slice
 	slicesBySvc map[string][]*sliceModel // service ns/name → its slices, sorted by name
 	pods        map[string]*podModel     // by ns/name
-	contrib     map[string]contribution  // service ns/name → its names
+	contrib     map[string]*svcEntry     // service ns/name → its entry (what it contributed)
 	nsRefs      map[string]int           // namespace → number of services in it
 	podRecs     map[string]int           // verified pod name → number of pods with that IP in that namespace
 	endpoints   int                      // distinct ready endpoint addresses, summed over services
+	hostNames   int                      // endpoint host names (answered from entries), summed over services
 }
 
 func newState() *state {
 	return &state{
 		namespaces: map[string]bool{}, services: map[string]*svcModel{}, slices: map[string]*sliceModel{},
-		slicesBySvc: map[string][]*sliceModel{}, pods: map[string]*podModel{}, contrib: map[string]contribution{},
+		slicesBySvc: map[string][]*sliceModel{}, pods: map[string]*podModel{}, contrib: map[string]*svcEntry{},
 		nsRefs: map[string]int{}, podRecs: map[string]int{},
 	}
 }
@@ -84,8 +87,8 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error)
 		return nil, fmt.Errorf("creating zone: %w", err)
 	}
 	z := &Zone{cfg: cfg, log: log.With("component", "kubezone"), met: met, now: time.Now,
-		kick: make(chan struct{}, 1), st: newState(), tab: newTable(), serial0: uint32(time.Now().Unix()),
-		podSuffix: ".pod." + cfg.Domain}
+		kick: make(chan struct{}, 1), st: newState(), tab: newTable(), ptrs: newPTRIndex(),
+		serial0: uint32(time.Now().Unix()), podSuffix: ".pod." + cfg.Domain, svcSuffix: ".svc." + cfg.Domain}
 	empty := map[netip.Addr]PodInfo{}
 	z.localPods.Store(&empty)
 	src := SourceNone
@@ -161,7 +164,7 @@ type Stats struct {
 	Endpoints      int // distinct ready endpoint addresses, summed over services
 	Pods           int // pods watched (node-local, or cluster-wide in verified mode)
 	LocalPods      int // node-local pod IPs known to PodByIP
-	Names          int // owner names in the zone
+	Names          int // owner names in the zone: in the table, endpoint host names and reverse names
 	Synced         bool
 	Source         string
 	Generation     uint64
@@ -175,7 +178,7 @@ func (z *Zone) Stats() Stats {
 		s = *c
 	}
 	s.LocalPods = len(*z.localPods.Load())
-	s.Names = int(z.tab.names.Load())
+	s.Names += int(z.tab.names.Load()) // counts holds the names answered from entries and the PTR index
 	s.Synced, s.Source, s.Generation = z.Synced(), z.Source(), z.Generation()
 	return s
 }

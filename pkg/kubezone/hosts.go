@@ -1,0 +1,197 @@
+package kubezone
+
+import (
+	"net/netip"
+	"slices"
+	"sort"
+	"strings"
+
+	"github.com/miekg/dns"
+)
+
+// svcEntry is what the zone keeps of one service to answer, at query time,
+// its endpoint host names (<label>.<svc>.<ns>.svc.<zone>) and the PTRs of
+// its ClusterIPs and endpoint IPs: the models themselves, shared with the
+// informer stores, rather than a prebuilt name, node and record per
+// endpoint. It is immutable, replaced whole when the service or one of its
+// slices changes, and doubles as the writer's memory of what the service
+// contributed (rebuilding from its models tells which names to remove).
+type svcEntry struct {
+	svc    *svcModel
+	base   string        // <svc>.<ns>.svc.<zone>, the same string as the base node's name
+	slices []*sliceModel // a copy of slicesBySvc at build time
+	// published is false when the service publishes no endpoint names or
+	// PTRs: an ExternalName service or a name that is not a valid label.
+	published bool
+	endpoints int32 // distinct ready endpoint addresses
+	hostNames int32 // distinct endpoint host names
+}
+
+// hostLabel reports whether ep's host name label is its hostname (true) or
+// its dashed IP: the hostname when it makes a valid name under base
+// (validLabel, and validName of the whole name, base being valid already).
+func (e *svcEntry) hostLabel(ep *epModel) bool {
+	return validLabel(ep.Hostname) && len(ep.Hostname)+1+len(e.base) <= 254
+}
+
+// hostAddrs returns the addresses of the host name label.<base>: distinct,
+// sorted (IPv4 first), as the prebuilt host node had them. It scans the
+// service's endpoints (services have few) and allocates.
+func (e *svcEntry) hostAddrs(label string) []netip.Addr {
+	var dashed netip.Addr // the address label names when it is a dashed IP
+	parsed := false       // dashed is parsed at the first endpoint without a hostname label
+	var out []netip.Addr
+	for _, es := range e.slices {
+		for i := range es.Endpoints {
+			ep := &es.Endpoints[i]
+			var match bool
+			switch {
+			case e.hostLabel(ep):
+				match = ep.Hostname == label
+			case ep.Addr.Zone() != "": // never from the API; parseDashedIP refuses zones
+				match = dashedIP(ep.Addr) == label
+			default:
+				if !parsed {
+					parsed = true
+					if a, ok := parseDashedIP(label); ok && dashedIP(a) == label {
+						dashed = a
+					}
+				}
+				match = dashed.IsValid() && ep.Addr == dashed
+			}
+			if match {
+				out = append(out, ep.Addr)
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+// ptrTargets appends the PTR targets of address k that e publishes: its
+// base name for a ClusterIP, the host name of every endpoint with k.
+func (e *svcEntry) ptrTargets(k addrKey, out []string) []string {
+	if !e.published {
+		return out
+	}
+	if !e.svc.Headless {
+		for _, a := range e.svc.ClusterIPs {
+			if a.As16() == k {
+				out = append(out, e.base)
+			}
+		}
+	}
+	for _, es := range e.slices {
+		for i := range es.Endpoints {
+			if ep := &es.Endpoints[i]; ep.Addr.As16() == k {
+				out = append(out, e.hostOwner(ep))
+			}
+		}
+	}
+	return out
+}
+
+// hostOwner is the host name of ep.
+func (e *svcEntry) hostOwner(ep *epModel) string {
+	if e.hostLabel(ep) {
+		return ep.Hostname + "." + e.base
+	}
+	return dashedIP(ep.Addr) + "." + e.base
+}
+
+// ptrKeys calls f once for every address e publishes a PTR for.
+func (e *svcEntry) ptrKeys(f func(addrKey)) {
+	if e == nil || !e.published {
+		return
+	}
+	seen := map[addrKey]bool{}
+	visit := func(a netip.Addr) {
+		if k := a.As16(); !seen[k] {
+			seen[k] = true
+			f(k)
+		}
+	}
+	if !e.svc.Headless {
+		for _, a := range e.svc.ClusterIPs {
+			visit(a)
+		}
+	}
+	for _, es := range e.slices {
+		for _, ep := range es.Endpoints {
+			visit(ep.Addr)
+		}
+	}
+}
+
+// endpointHost answers qname when it is the host name of an endpoint of a
+// service (label.<svc>.<ns>.svc.<zone>, found through the service's base
+// node). ok is false for any other name.
+func (z *Zone) endpointHost(qname string, qtype uint16, m *meta) (ans Answer, ok bool) {
+	label, rest := firstLabel(qname)
+	if !strings.HasSuffix(rest, z.svcSuffix) || strings.Count(rest[:len(rest)-len(z.svcSuffix)], ".") != 1 {
+		return Answer{}, false // rest is not <svc>.<ns>.svc.<zone>
+	}
+	n := z.tab.get(rest)
+	if n == nil || n.svc == nil {
+		return Answer{}, false
+	}
+	addrs := n.svc.hostAddrs(label)
+	if len(addrs) == 0 {
+		return Answer{}, false
+	}
+	ttl := z.cfg.ttlSeconds()
+	rrs := make([]dns.RR, 0, len(addrs))
+	for _, a := range addrs {
+		if qtype == dns.TypeANY || (qtype == dns.TypeA && a.Is4()) || (qtype == dns.TypeAAAA && !a.Is4()) {
+			rrs = append(rrs, addrRR(qname, a, ttl))
+		}
+	}
+	if len(rrs) == 0 {
+		return z.negative(qname, dns.RcodeSuccess, m), true
+	}
+	return Answer{Answer: rrs}, true
+}
+
+// ptrAnswer answers the reverse name qname of address k, which the index
+// holds: one PTR per distinct target, sorted.
+func (z *Zone) ptrAnswer(qname string, k addrKey, qtype uint16, m *meta) Answer {
+	if qtype != dns.TypePTR && qtype != dns.TypeANY {
+		return z.negative(qname, dns.RcodeSuccess, m)
+	}
+	return Answer{Answer: z.ptrRecords(qname, z.ptrs.owners(k), k)}
+}
+
+// ptrRecords builds the PTR records at rev of the services in owners.
+func (z *Zone) ptrRecords(rev string, owners []ptrSlot, k addrKey) []dns.RR {
+	var targets []string
+	for _, o := range owners {
+		targets = o.svc.ptrTargets(k, targets)
+	}
+	sort.Strings(targets)
+	targets = slices.Compact(targets)
+	rrs := make([]dns.RR, 0, len(targets))
+	for _, t := range targets {
+		rrs = append(rrs, &dns.PTR{Hdr: dns.RR_Header{Name: rev, Rrtype: dns.TypePTR, Class: dns.ClassINET,
+			Ttl: z.cfg.ttlSeconds()}, Ptr: t})
+	}
+	return rrs
+}
+
+// hostRecords calls f with the address records of every endpoint host name
+// of e (for List).
+func (z *Zone) hostRecords(e *svcEntry, f func(dns.RR)) {
+	owners := map[string][]netip.Addr{}
+	for _, es := range e.slices {
+		for i := range es.Endpoints {
+			ep := &es.Endpoints[i]
+			owner := e.hostOwner(ep)
+			owners[owner] = append(owners[owner], ep.Addr)
+		}
+	}
+	for owner, addrs := range owners {
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		for _, a := range slices.Compact(addrs) {
+			f(addrRR(owner, a, z.cfg.ttlSeconds()))
+		}
+	}
+}
