@@ -53,7 +53,7 @@ func (e *svcEntry) hostAddrs(label string) []netip.Addr {
 			default:
 				if !parsed {
 					parsed = true
-					if a, ok := parseDashedIP(label); ok && dashedIP(a) == label {
+					if a, ok := parseDashedLabel(label); ok {
 						dashed = a
 					}
 				}
@@ -66,6 +66,28 @@ func (e *svcEntry) hostAddrs(label string) []netip.Addr {
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return slices.Compact(out)
+}
+
+// parseDashedLabel parses label when it is exactly the dashed form of an
+// address. Labels that cannot be one are refused without calling
+// netip.ParseAddr, whose errors allocate: an NXDOMAIN under a service name
+// stays free of allocations.
+func parseDashedLabel(label string) (netip.Addr, bool) {
+	dashes := 0
+	for i := 0; i < len(label); i++ {
+		switch c := label[i]; {
+		case c == '-':
+			dashes++
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f':
+		default:
+			return netip.Addr{}, false
+		}
+	}
+	if dashes < 2 { // 10-1-2-3 has three, fd00--1 two
+		return netip.Addr{}, false
+	}
+	a, ok := parseDashedIP(label)
+	return a, ok && dashedIP(a) == label
 }
 
 // ptrTargets appends the PTR targets of address k that e publishes: its
