@@ -27,13 +27,28 @@
 //
 // # The zone
 //
-// Records are prebuilt per owner name into immutable nodes held in a
-// sharded copy-on-write table: Lookup is a hash plus a binary search,
-// never takes a lock and, for every prebuilt name, does not allocate
-// (insecure pod names and in-zone CNAME chains allocate). One writer
-// applies the queued informer events in batches: a change of a service or
-// one of its EndpointSlices rebuilds that service's names only, and each
-// batch publishes one new Generation (the SOA serial follows it).
+// Names that are queried often are prebuilt per owner name into immutable
+// nodes held in a sharded copy-on-write table: the apex, service names
+// (ClusterIP A/AAAA, headless A/AAAA of every ready endpoint, ExternalName
+// CNAME), SRV names with their additional records, the empty non-terminals
+// and verified pod names. Lookup of those is a hash plus a binary search,
+// never takes a lock and does not allocate; neither do negative answers.
+//
+// The per-endpoint names, most of a cluster's names and rarely queried, are
+// answered at query time instead, and allocate their records:
+// <host>.<svc>.<ns>.svc.<zone> by scanning the endpoints of the service
+// found at its base name's node (the service's models, shared with the
+// informer stores), and PTRs of ClusterIPs and ready endpoint IPs from a
+// sharded copy-on-write index of address → owning services (24 bytes an
+// address), whose targets are built from those services' models. A reverse
+// name is in the zone exactly when it is the canonical reverse name of an
+// address in that index. Insecure pod names and in-zone CNAME chains
+// allocate too; the server memoizes packed answers per generation.
+//
+// One writer applies the queued informer events in batches: a change of a
+// service or one of its EndpointSlices rebuilds that service's names and
+// index entries only, and each batch publishes one new Generation (the SOA
+// serial follows it).
 //
 // Before the first sync (and without a snapshot) a name the zone would
 // deny gets SERVFAIL, never a false NXDOMAIN. If the API server goes away
