@@ -32,7 +32,8 @@
 // (ClusterIP A/AAAA, headless A/AAAA of every ready endpoint, ExternalName
 // CNAME), SRV names with their additional records, the empty non-terminals
 // and verified pod names. Lookup of those is a hash plus a binary search,
-// never takes a lock and does not allocate; neither do negative answers.
+// never takes a lock and does not allocate; nor do negative answers (bar
+// labels under a service that look like a dashed IP without being one).
 //
 // The per-endpoint names, most of a cluster's names and rarely queried, are
 // answered at query time instead, and allocate their records:
