@@ -10,6 +10,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // The models below are the zone's own compact copy of the fields of
@@ -165,28 +167,73 @@ func protoName(p string) string {
 	return strings.ToLower(p)
 }
 
-// slim is what the informers store in place of an API object: its
-// trimmed metadata and the zone's model of it (immutable, shared with the
-// zone). An EndpointSlice of 100 endpoints costs its metadata plus the
-// model here, instead of ~40 KB as an API object held next to the zone.
+// slim is what the informers store in place of an API object: the
+// metadata the informer and the zone read (name, namespace, UID, resource
+// version, last write time) and the zone's model of it (immutable, shared
+// with the zone). It implements metav1.Object itself rather than embedding
+// an ObjectMeta: 112 bytes an object instead of 320. An EndpointSlice of
+// 100 endpoints costs this plus the model, instead of ~40 KB as an API
+// object held next to the zone.
 type slim struct {
-	metav1.TypeMeta
-	metav1.ObjectMeta
-	model any // *svcModel, *sliceModel, *podModel, nsPresent; nil: the object gives no records
+	name, namespace, resourceVersion string
+	uid                              types.UID
+	written                          time.Time // the last write time, returned as the creation timestamp
+	model                            any       // *svcModel, *sliceModel, *podModel, nsPresent; nil: the object gives no records
 }
+
+var (
+	_ runtime.Object = (*slim)(nil)
+	_ metav1.Object  = (*slim)(nil)
+)
+
+// GetObjectKind implements runtime.Object: a slim has no type metadata.
+func (s *slim) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject implements runtime.Object; the model is immutable and shared.
 func (s *slim) DeepCopyObject() runtime.Object {
 	c := *s
-	s.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
 	return &c
 }
+
+// The metav1.Object methods: the kept fields read and write through; the
+// dropped ones read as empty and ignore writes.
+
+func (s *slim) GetNamespace() string                          { return s.namespace }
+func (s *slim) SetNamespace(ns string)                        { s.namespace = ns }
+func (s *slim) GetName() string                               { return s.name }
+func (s *slim) SetName(name string)                           { s.name = name }
+func (s *slim) GetGenerateName() string                       { return "" }
+func (s *slim) SetGenerateName(string)                        {}
+func (s *slim) GetUID() types.UID                             { return s.uid }
+func (s *slim) SetUID(uid types.UID)                          { s.uid = uid }
+func (s *slim) GetResourceVersion() string                    { return s.resourceVersion }
+func (s *slim) SetResourceVersion(v string)                   { s.resourceVersion = v }
+func (s *slim) GetGeneration() int64                          { return 0 }
+func (s *slim) SetGeneration(int64)                           {}
+func (s *slim) GetSelfLink() string                           { return "" }
+func (s *slim) SetSelfLink(string)                            {}
+func (s *slim) GetCreationTimestamp() metav1.Time             { return metav1.Time{Time: s.written} }
+func (s *slim) SetCreationTimestamp(t metav1.Time)            { s.written = t.Time }
+func (s *slim) GetDeletionTimestamp() *metav1.Time            { return nil }
+func (s *slim) SetDeletionTimestamp(*metav1.Time)             {}
+func (s *slim) GetDeletionGracePeriodSeconds() *int64         { return nil }
+func (s *slim) SetDeletionGracePeriodSeconds(*int64)          {}
+func (s *slim) GetLabels() map[string]string                  { return nil }
+func (s *slim) SetLabels(map[string]string)                   {}
+func (s *slim) GetAnnotations() map[string]string             { return nil }
+func (s *slim) SetAnnotations(map[string]string)              {}
+func (s *slim) GetFinalizers() []string                       { return nil }
+func (s *slim) SetFinalizers([]string)                        {}
+func (s *slim) GetOwnerReferences() []metav1.OwnerReference   { return nil }
+func (s *slim) SetOwnerReferences([]metav1.OwnerReference)    {}
+func (s *slim) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (s *slim) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
 
 // trim is the informer transform: it replaces each object, before it is
 // stored, by a slim of its name, namespace, UID and resource version, the
 // object's last write time (latest managedFields time, else
-// creationTimestamp) in CreationTimestamp, for the write-to-programmed
-// latency histogram, and its model. Everything else (managedFields,
+// creationTimestamp; read back as the creation timestamp) for the
+// write-to-programmed latency histogram, and its model. Everything else (managedFields,
 // annotations, labels, status, unused spec) is dropped.
 func trim(obj any) (any, error) {
 	var m metav1.ObjectMeta
@@ -202,7 +249,8 @@ func trim(obj any) (any, error) {
 	default:
 		return obj, nil // already slim, or a tombstone
 	}
-	return &slim{ObjectMeta: trimMeta(m), model: model(obj)}, nil
+	return &slim{name: m.Name, namespace: m.Namespace, resourceVersion: m.ResourceVersion, uid: m.UID,
+		written: lastWrite(m), model: model(obj)}, nil
 }
 
 // model converts an API object; nil (untyped) when it contributes
@@ -221,11 +269,6 @@ func model(obj any) any {
 		return podFromAPI(o)
 	}
 	return nil
-}
-
-func trimMeta(m metav1.ObjectMeta) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
-		ResourceVersion: m.ResourceVersion, CreationTimestamp: metav1.Time{Time: lastWrite(m)}}
 }
 
 // lastWrite is the best known time of the object's last write.

@@ -58,16 +58,16 @@ func TestTrim(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s: got %T, want *slim", c.kind, out)
 		}
-		m := s.ObjectMeta
-		if m.Annotations != nil || m.ManagedFields != nil || m.Labels != nil {
-			t.Errorf("%s: got annotations %v, labels %v, %d managed fields, want all dropped", c.kind, m.Annotations, m.Labels,
-				len(m.ManagedFields))
+		var m metav1.Object = s // the slim is its own metadata now (it no longer embeds an ObjectMeta)
+		if m.GetAnnotations() != nil || m.GetManagedFields() != nil || m.GetLabels() != nil {
+			t.Errorf("%s: got annotations %v, labels %v, %d managed fields, want all dropped", c.kind, m.GetAnnotations(),
+				m.GetLabels(), len(m.GetManagedFields()))
 		}
-		if !m.CreationTimestamp.Time.Equal(written.Time) {
-			t.Errorf("%s: last write time: got %v, want %v", c.kind, m.CreationTimestamp, written)
+		if !m.GetCreationTimestamp().Time.Equal(written.Time) {
+			t.Errorf("%s: last write time: got %v, want %v", c.kind, m.GetCreationTimestamp(), written)
 		}
-		if m.Name != "web" || m.ResourceVersion != "7" {
-			t.Errorf("%s: got meta %+v, want name and resource version kept", c.kind, m)
+		if m.GetName() != "web" || m.GetResourceVersion() != "7" || m.GetNamespace() != c.obj.(metav1.Object).GetNamespace() {
+			t.Errorf("%s: got meta %+v, want name, namespace and resource version kept", c.kind, s)
 		}
 		if !reflect.DeepEqual(s.model, c.want) {
 			t.Errorf("%s: model: got %+v, want %+v", c.kind, s.model, c.want)
@@ -75,7 +75,7 @@ func TestTrim(t *testing.T) {
 		if again, _ := trim(s); again != any(s) {
 			t.Errorf("%s: trimming a slim object: got a new object, want it unchanged", c.kind)
 		}
-		if cp := s.DeepCopyObject().(*slim); cp == s || cp.Name != s.Name || cp.model != s.model {
+		if cp := s.DeepCopyObject().(*slim); cp == s || cp.name != s.name || cp.model != s.model {
 			t.Errorf("%s: DeepCopyObject: got %+v, want an equal copy", c.kind, cp)
 		}
 	}
