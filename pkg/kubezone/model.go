@@ -123,6 +123,15 @@ func sliceFromAPI(es *discoveryv1.EndpointSlice) *sliceModel {
 		}
 		m.Ports = append(m.Ports, pm)
 	}
+	ready := 0
+	for _, ep := range es.Endpoints {
+		if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
+			ready += len(ep.Addresses)
+		}
+	}
+	if ready > 0 {
+		m.Endpoints = make([]epModel, 0, ready) // exact: append's doubling would waste up to half, for the slice's lifetime
+	}
 	for _, ep := range es.Endpoints {
 		if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
 			continue
