@@ -51,6 +51,7 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 	e.published = true
 	b.collectEndpoints(svc, eps)
 	e.hostNames = int32(len(b.hosts))
+	e.idx = newEPIndex(e)
 	var baseRRs []dns.RR
 	if svc.Headless {
 		if len(b.hosts) == 0 {

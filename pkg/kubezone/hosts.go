@@ -23,8 +23,9 @@ type svcEntry struct {
 	// published is false when the service publishes no endpoint names or
 	// PTRs: an ExternalName service or a name that is not a valid label.
 	published bool
-	endpoints int32 // distinct ready endpoint addresses
-	hostNames int32 // distinct endpoint host names
+	endpoints int32    // distinct ready endpoint addresses
+	hostNames int32    // distinct endpoint host names
+	idx       *epIndex // for services of epIndexMin endpoints or more; else nil
 }
 
 // hostLabel reports whether ep's host name label is its hostname (true) or
@@ -38,6 +39,11 @@ func (e *svcEntry) hostLabel(ep *epModel) bool {
 // sorted (IPv4 first), as the prebuilt host node had them. It scans the
 // service's endpoints (services have few) and allocates.
 func (e *svcEntry) hostAddrs(label string) []netip.Addr {
+	if e.idx != nil {
+		out := e.idx.hostAddrs(e, label)
+		slices.SortFunc(out, netip.Addr.Compare)
+		return slices.Compact(out)
+	}
 	var dashed netip.Addr // the address label names when it is a dashed IP
 	parsed := false       // dashed is parsed at the first endpoint without a hostname label
 	var out []netip.Addr
@@ -102,6 +108,9 @@ func (e *svcEntry) ptrTargets(k addrKey, out []string) []string {
 				out = append(out, e.base)
 			}
 		}
+	}
+	if e.idx != nil {
+		return e.idx.ptrTargets(e, keyAddr(k), out)
 	}
 	for _, es := range e.slices {
 		for i := range es.Endpoints {

@@ -2,6 +2,7 @@ package kubezone
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -229,5 +230,49 @@ func TestLazyLookupAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { z.InZone("1.0.0.10.in-addr.arpa.") }); n != 0 {
 		t.Errorf("InZone(reverse name): got %v allocations, want 0", n)
+	}
+}
+
+// TestEPIndexMatchesScan: a service large enough for an epIndex answers
+// every host name and PTR as the scan of its endpoints does.
+func TestEPIndexMatchesScan(t *testing.T) {
+	hosts := []string{"", "", "w-0", "w-1", "a.b", strings.Repeat("h", 64), "10-0-0-3", "fd00--2"}
+	var addrs []string
+	for i := range 40 {
+		addrs = append(addrs, netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}).String(), netip.AddrFrom16([16]byte{0xfd, 15: byte(i)}).String())
+	}
+	var objs []any
+	objs = append(objs, lazySvc("big", "10.96.0.1"))
+	for s := range 3 {
+		var eps []epModel
+		for i := range 2 * epIndexMin / 3 {
+			eps = append(eps, epAt(addrs[(i*7+s*3)%len(addrs)], hosts[(i+s)%len(hosts)]))
+		}
+		objs = append(objs, lazySlice("big-"+string(rune('a'+s)), "big", eps...))
+	}
+	z := lazyZone(t, objs...)
+	e := z.tab.get("big.ns.svc.cluster.local.").svc
+	if e == nil || e.idx == nil {
+		t.Fatalf("entry of a %d-endpoint service: got %+v, want one with an index", 2*epIndexMin, e)
+	}
+	scan := *e
+	scan.idx = nil
+	labels := append(slices.Clone(hosts), "nope", "10-0-0-01", "fd00-0-0-0-0-0-0-2")
+	for _, a := range addrs {
+		labels = append(labels, dashedIP(netip.MustParseAddr(a)))
+	}
+	for _, l := range labels {
+		if got, want := e.hostAddrs(l), scan.hostAddrs(l); !slices.Equal(got, want) {
+			t.Errorf("hostAddrs(%q): got %v, want %v", l, got, want)
+		}
+	}
+	for _, a := range append(addrs, "10.96.0.1", "10.9.9.9") {
+		k := netip.MustParseAddr(a).As16()
+		got, want := e.ptrTargets(k, nil), scan.ptrTargets(k, nil)
+		slices.Sort(got)
+		slices.Sort(want)
+		if !slices.Equal(got, want) {
+			t.Errorf("ptrTargets(%s): got %v, want %v", a, got, want)
+		}
 	}
 }
