@@ -39,12 +39,13 @@
 // answered at query time instead, and allocate their records:
 // <host>.<svc>.<ns>.svc.<zone> from the endpoints of the service found at
 // its base name's node (the service's models, shared with the informer
-// stores: scanned, or binary-searched from 64 endpoints on), and PTRs of ClusterIPs and ready endpoint IPs from a
-// sharded copy-on-write index of address → owning services (24 bytes an
-// address), whose targets are built from those services' models. A reverse
-// name is in the zone exactly when it is the canonical reverse name of an
-// address in that index. Insecure pod names and in-zone CNAME chains
-// allocate too; the server memoizes packed answers per generation.
+// stores: scanned, or binary-searched from 64 endpoints on), and PTRs of
+// ClusterIPs and ready endpoint IPs from a sharded copy-on-write index of
+// address → owning services (24 bytes an address), whose targets are built
+// from those services' models. A reverse name is in the zone exactly when
+// it is the canonical reverse name of an address in that index. Insecure
+// pod names and in-zone CNAME chains allocate too; the server memoizes
+// packed answers per generation.
 //
 // One writer applies the queued informer events in batches: a change of a
 // service or one of its EndpointSlices rebuilds that service's names and
