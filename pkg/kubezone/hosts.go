@@ -183,13 +183,13 @@ func (z *Zone) endpointHost(qname string, qtype uint16, m *meta) (ans Answer, ok
 	return Answer{Answer: rrs}, true
 }
 
-// ptrAnswer answers the reverse name qname of address k, which the index
-// holds: one PTR per distinct target, sorted.
-func (z *Zone) ptrAnswer(qname string, k addrKey, qtype uint16, m *meta) Answer {
+// ptrAnswer answers the reverse name qname of address k, owned by the
+// services of owners (non-empty): one PTR per distinct target, sorted.
+func (z *Zone) ptrAnswer(qname string, k addrKey, owners []ptrSlot, qtype uint16, m *meta) Answer {
 	if qtype != dns.TypePTR && qtype != dns.TypeANY {
 		return z.negative(qname, dns.RcodeSuccess, m)
 	}
-	return Answer{Answer: z.ptrRecords(qname, z.ptrs.owners(k), k)}
+	return Answer{Answer: z.ptrRecords(qname, owners, k)}
 }
 
 // ptrRecords builds the PTR records at rev of the services in owners.

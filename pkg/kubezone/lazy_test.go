@@ -276,3 +276,50 @@ func TestEPIndexMatchesScan(t *testing.T) {
 		}
 	}
 }
+
+// TestConcurrentLazyReaders: host name and PTR lookups run while the writer
+// replaces the entries and PTR index slots they read (run with -race).
+func TestConcurrentLazyReaders(t *testing.T) {
+	evs := synthCluster(200, 5)
+	z := buildZone(t, evs)
+	stop := make(chan struct{})
+	errs := make(chan string, 2)
+	changing := reverseName(evs[len(evs)-1].obj.(*sliceModel).Endpoints[0].Addr) // svc-199's first endpoint
+	for range 2 {
+		go func() {
+			for {
+				select {
+				case <-stop:
+					errs <- ""
+					return
+				default:
+				}
+				if a := z.Lookup("10-0-0-6.svc-1.ns-1.svc.cluster.local.", dns.TypeA); a.Rcode != ok || len(a.Answer) != 1 {
+					errs <- "stable host name: got rcode " + dns.RcodeToString[a.Rcode]
+					return
+				}
+				if a := z.Lookup("6.0.0.10.in-addr.arpa.", dns.TypePTR); a.Rcode != ok || len(a.Answer) != 1 {
+					errs <- "stable PTR: got rcode " + dns.RcodeToString[a.Rcode]
+					return
+				}
+				if a := z.Lookup(changing, dns.TypePTR); a.Rcode == ok && len(a.Answer) == 0 {
+					errs <- "changing PTR: NOERROR without records"
+					return
+				}
+			}
+		}()
+	}
+	es := *evs[len(evs)-1].obj.(*sliceModel)
+	for i := range 500 {
+		fewer := es
+		fewer.Endpoints = es.Endpoints[i%2 : 1+i%len(es.Endpoints)] // the first endpoint comes and goes
+		z.enqueue(event{kind: objSlice, key: es.key(), obj: &fewer})
+		z.drain()
+	}
+	close(stop)
+	for range 2 {
+		if msg := <-errs; msg != "" {
+			t.Error(msg)
+		}
+	}
+}

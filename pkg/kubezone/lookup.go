@@ -59,10 +59,11 @@ func (z *Zone) Lookup(qname string, qtype uint16) Answer {
 			return Answer{Rcode: dns.RcodeRefused} // not ours: the server forwards it
 		}
 		k, ok := parseReverse(qname)
-		if !ok || len(z.ptrs.owners(k)) == 0 {
+		owners := z.ptrs.owners(k) // read once: the writer may replace the shard meanwhile
+		if !ok || len(owners) == 0 {
 			return Answer{Rcode: dns.RcodeRefused} // no service has the address: upstream's
 		}
-		return z.ptrAnswer(qname, k, qtype, m)
+		return z.ptrAnswer(qname, k, owners, qtype, m)
 	}
 	ans, target := z.lookupName(qname, qtype, m)
 	if target == "" {
