@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -282,32 +284,19 @@ func TestEPIndexMatchesScan(t *testing.T) {
 func TestConcurrentLazyReaders(t *testing.T) {
 	evs := synthCluster(200, 5)
 	z := buildZone(t, evs)
-	stop := make(chan struct{})
-	errs := make(chan string, 2)
 	changing := reverseName(evs[len(evs)-1].obj.(*sliceModel).Endpoints[0].Addr) // svc-199's first endpoint
+	var wg sync.WaitGroup
+	var done atomic.Bool
+	failed := make(chan string, 2)
 	for range 2 {
-		go func() {
-			for {
-				select {
-				case <-stop:
-					errs <- ""
-					return
-				default:
-				}
-				if a := z.Lookup("10-0-0-6.svc-1.ns-1.svc.cluster.local.", dns.TypeA); a.Rcode != ok || len(a.Answer) != 1 {
-					errs <- "stable host name: got rcode " + dns.RcodeToString[a.Rcode]
-					return
-				}
-				if a := z.Lookup("6.0.0.10.in-addr.arpa.", dns.TypePTR); a.Rcode != ok || len(a.Answer) != 1 {
-					errs <- "stable PTR: got rcode " + dns.RcodeToString[a.Rcode]
-					return
-				}
-				if a := z.Lookup(changing, dns.TypePTR); a.Rcode == ok && len(a.Answer) == 0 {
-					errs <- "changing PTR: NOERROR without records"
+		wg.Go(func() {
+			for !done.Load() {
+				if msg := checkLazyAnswers(z, changing); msg != "" {
+					failed <- msg
 					return
 				}
 			}
-		}()
+		})
 	}
 	es := *evs[len(evs)-1].obj.(*sliceModel)
 	for i := range 500 {
@@ -316,10 +305,25 @@ func TestConcurrentLazyReaders(t *testing.T) {
 		z.enqueue(event{kind: objSlice, key: es.key(), obj: &fewer})
 		z.drain()
 	}
-	close(stop)
-	for range 2 {
-		if msg := <-errs; msg != "" {
-			t.Error(msg)
-		}
+	done.Store(true)
+	wg.Wait()
+	close(failed)
+	for msg := range failed {
+		t.Error(msg)
 	}
+}
+
+// checkLazyAnswers returns what is wrong with the answers of a stable host
+// name, a stable PTR and the PTR at changing, or "".
+func checkLazyAnswers(z *Zone, changing string) string {
+	if a := z.Lookup("10-0-0-6.svc-1.ns-1.svc.cluster.local.", dns.TypeA); a.Rcode != ok || len(a.Answer) != 1 {
+		return "stable host name: got rcode " + dns.RcodeToString[a.Rcode]
+	}
+	if a := z.Lookup("6.0.0.10.in-addr.arpa.", dns.TypePTR); a.Rcode != ok || len(a.Answer) != 1 {
+		return "stable PTR: got rcode " + dns.RcodeToString[a.Rcode]
+	}
+	if a := z.Lookup(changing, dns.TypePTR); a.Rcode == ok && len(a.Answer) == 0 {
+		return "changing PTR: NOERROR without records"
+	}
+	return ""
 }
