@@ -91,8 +91,8 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 	base.svc = e
 	b.out.nodes[b.base] = base
 	for key, targets := range b.named {
-		proto := "_" + key[1] + "." + b.base
-		owner := "_" + key[0] + "." + proto
+		owner := "_" + key[0] + "._" + key[1] + "." + b.base
+		proto := owner[len(key[0])+2:] // _<proto>.<base>, sharing owner's bytes (one string less per service)
 		if !validLabel(key[0]) || !validName(owner) {
 			continue
 		}

@@ -169,9 +169,16 @@ func podFromAPI(p *corev1.Pod) *podModel {
 	return m
 }
 
+// protoName is the lowercased protocol; the usual ones are constants, so
+// that ports do not each hold a copy.
 func protoName(p string) string {
-	if p == "" {
+	switch p {
+	case "", "TCP", "tcp":
 		return "tcp"
+	case "UDP", "udp":
+		return "udp"
+	case "SCTP", "sctp":
+		return "sctp"
 	}
 	return strings.ToLower(p)
 }
