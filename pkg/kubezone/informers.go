@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -65,9 +67,18 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 		syncs = append(syncs, reg.HasSynced)
 		return nil
 	}
+	// Services and EndpointSlices without the factory's namespace index: the
+	// zone never lists by namespace, and the index holds every key once
+	// more (~1 MB for 10k services and their slices).
+	services := factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, nil)
+	})
+	slices := factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, nil)
+	})
 	errs := []error{
-		add(factory.Core().V1().Services().Informer(), "services", objService),
-		add(factory.Discovery().V1().EndpointSlices().Informer(), "endpointslices", objSlice),
+		add(services, "services", objService),
+		add(slices, "endpointslices", objSlice),
 		add(factory.Core().V1().Namespaces().Informer(), "namespaces", objNamespace),
 	}
 	switch {
