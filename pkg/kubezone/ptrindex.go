@@ -97,7 +97,13 @@ func (x *ptrIndex) apply(del, add []ptrSlot) {
 		if p := x.shards[i].Load(); p != nil {
 			old = *p
 		}
-		next := make([]ptrSlot, 0, len(old)+len(c.add))
+		kept := 0
+		for _, s := range old {
+			if !c.del[s] {
+				kept++
+			}
+		}
+		next := make([]ptrSlot, 0, kept+len(c.add)) // exact: a shard lives until its next change
 		for _, s := range old {
 			if !c.del[s] {
 				next = append(next, s)

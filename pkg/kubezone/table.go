@@ -2,6 +2,7 @@ package kubezone
 
 import (
 	"hash/maphash"
+	"slices"
 	"sort"
 	"sync/atomic"
 
@@ -133,7 +134,8 @@ func (t *table) apply(changes map[string]*node) {
 			old = &shard{}
 		}
 		sort.Strings(names)
-		next := &shard{names: make([]string, 0, len(old.names)+len(names)), nodes: make([]node, 0, len(old.names)+len(names))}
+		n := old.sizeAfter(names, changes) // exact: a shard lives until its next change
+		next := &shard{names: make([]string, 0, n), nodes: make([]node, 0, n)}
 		j := 0 // merge the sorted old names with the sorted changed names
 		for _, name := range names {
 			for j < len(old.names) && old.names[j] < name {
@@ -151,6 +153,22 @@ func (t *table) apply(changes map[string]*node) {
 		t.names.Add(int64(len(next.names) - len(old.names)))
 		t.shards[i].Store(next)
 	}
+}
+
+// sizeAfter is the number of names s holds once changes (of the sorted
+// names) are applied.
+func (s *shard) sizeAfter(names []string, changes map[string]*node) int {
+	n := len(s.names)
+	for _, name := range names {
+		_, found := slices.BinarySearch(s.names, name)
+		switch {
+		case found && changes[name] == nil:
+			n--
+		case !found && changes[name] != nil:
+			n++
+		}
+	}
+	return n
 }
 
 // each calls f for every name in the table (used by List and Stats, not
