@@ -156,11 +156,12 @@ func (e *svcEntry) ptrKeys(f func(addrKey)) {
 
 // endpointHost answers qname when it is the host name of an endpoint of a
 // service (label.<svc>.<ns>.svc.<zone>, found through the service's base
-// node). ok is false for any other name.
-func (z *Zone) endpointHost(qname string, qtype uint16, m *meta) (ans Answer, ok bool) {
-	label, rest := firstLabel(qname)
-	if !strings.HasSuffix(rest, z.svcSuffix) || strings.Count(rest[:len(rest)-len(z.svcSuffix)], ".") != 1 {
-		return Answer{}, false // rest is not <svc>.<ns>.svc.<zone>
+// node; label and rest are qname's first label and the rest). ok is false
+// for any other name.
+func (z *Zone) endpointHost(qname, label, rest string, qtype uint16, m *meta) (ans Answer, ok bool) {
+	mid, isSvc := strings.CutSuffix(rest, z.svcSuffix)
+	if dot := strings.IndexByte(mid, '.'); !isSvc || dot < 0 || strings.IndexByte(mid[dot+1:], '.') >= 0 {
+		return Answer{}, false // rest is not <svc>.<ns>.svc.<zone>: one dot in mid
 	}
 	n := z.tab.get(rest)
 	if n == nil || n.svc == nil {

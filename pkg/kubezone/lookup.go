@@ -92,11 +92,12 @@ func (z *Zone) Lookup(qname string, qtype uint16) Answer {
 func (z *Zone) lookupName(qname string, qtype uint16, m *meta) (ans Answer, target string) {
 	n := z.tab.get(qname)
 	if n == nil {
-		if a, ok := z.endpointHost(qname, qtype, m); ok {
+		label, rest := firstLabel(qname)
+		if a, ok := z.endpointHost(qname, label, rest, qtype, m); ok {
 			return a, ""
 		}
 		if z.cfg.Pods == PodsInsecure {
-			if a, ok := z.insecurePod(qname, qtype, m); ok {
+			if a, ok := z.insecurePod(qname, label, rest, qtype, m); ok {
 				return a, ""
 			}
 		}
@@ -171,8 +172,8 @@ func (z *Zone) impossible(qname string) bool {
 
 // insecurePod answers <dashed-ip>.<ns>.pod.<zone> when the namespace
 // exists. ok is false for names that are not such a pod name.
-func (z *Zone) insecurePod(qname string, qtype uint16, m *meta) (ans Answer, ok bool) {
-	label, rest := firstLabel(qname)
+// label and rest are qname's first label and the rest.
+func (z *Zone) insecurePod(qname, label, rest string, qtype uint16, m *meta) (ans Answer, ok bool) {
 	suffix := z.podSuffix
 	if !strings.HasSuffix(rest, suffix) || strings.IndexByte(rest, '.') != len(rest)-len(suffix) {
 		return Answer{}, false
