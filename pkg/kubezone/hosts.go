@@ -79,21 +79,47 @@ func (e *svcEntry) hostAddrs(label string) []netip.Addr {
 // netip.ParseAddr, whose errors allocate: an NXDOMAIN under a service name
 // stays free of allocations.
 func parseDashedLabel(label string) (netip.Addr, bool) {
-	dashes := 0
+	dashes, letters := 0, false
 	for i := 0; i < len(label); i++ {
 		switch c := label[i]; {
 		case c == '-':
 			dashes++
-		case '0' <= c && c <= '9', 'a' <= c && c <= 'f':
+		case '0' <= c && c <= '9':
+		case 'a' <= c && c <= 'f':
+			letters = true
 		default:
 			return netip.Addr{}, false
 		}
 	}
-	if dashes < 2 { // 10-1-2-3 has three, fd00--1 two
+	switch {
+	case dashes < 2: // 10-1-2-3 has three, fd00--1 two
 		return netip.Addr{}, false
+	case dashes == 3 && !letters && !strings.Contains(label, "--"):
+		// IPv4, parsed here without allocating; four groups of digits
+		// without "::" are no IPv6 address either (1--2-3 is 1::2:3).
+		return parseDashed4(label)
 	}
 	a, ok := parseDashedIP(label)
 	return a, ok && dashedIP(a) == label
+}
+
+// parseDashed4 parses "10-1-2-3" written as dashedIP writes it (no leading
+// zeros).
+func parseDashed4(label string) (netip.Addr, bool) {
+	var v [4]byte
+	for i := range 4 {
+		part := label
+		if i < 3 {
+			dash := strings.IndexByte(label, '-')
+			part, label = label[:dash], label[dash+1:]
+		}
+		n, ok := parseOctet(part)
+		if !ok {
+			return netip.Addr{}, false
+		}
+		v[i] = n
+	}
+	return netip.AddrFrom4(v), true
 }
 
 // ptrTargets appends the PTR targets of address k that e publishes: its

@@ -327,3 +327,18 @@ func checkLazyAnswers(z *Zone, changing string) string {
 	}
 	return ""
 }
+
+// TestParseDashedLabel: the allocation-free parser accepts exactly the
+// labels dashedIP writes, like parseDashedIP followed by dashedIP.
+func TestParseDashedLabel(t *testing.T) {
+	for _, label := range []string{"10-0-0-1", "0-0-0-0", "255-255-255-255", "10-0-0-01", "256-0-0-1", "1-2-3",
+		"1-2-3-4-5", "-1-2-3", "1-2-3-", "1--2-3", "--1-2", "1-2--3", "fd00--1", "fd00--0", "fd00--", "fd00-0-0-0-0-0-0-1",
+		"2001-db8-1-2-3-4-5-6", "a-b-c", "10-0-0-1a", "web-0", "", "-", "--", "--0", "ffff-10-0-0-1"} {
+		want, wantOK := parseDashedIP(label)
+		wantOK = wantOK && dashedIP(want) == label
+		got, gotOK := parseDashedLabel(label)
+		if gotOK != wantOK || (wantOK && got != want) {
+			t.Errorf("parseDashedLabel(%q): got %v %v, want %v %v", label, got, gotOK, want, wantOK)
+		}
+	}
+}
