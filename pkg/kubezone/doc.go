@@ -33,7 +33,8 @@
 // CNAME), SRV names with their additional records, the empty non-terminals
 // and verified pod names. Lookup of those is a hash plus a binary search,
 // never takes a lock and does not allocate; nor do negative answers (bar
-// labels under a service that look like a dashed IP without being one).
+// labels under a service that look like a dashed IPv6 address without
+// being one).
 //
 // The per-endpoint names, most of a cluster's names and rarely queried, are
 // answered at query time instead, and allocate their records:

@@ -224,6 +224,7 @@ func TestLazyLookupAllocs(t *testing.T) {
 		{"_http._tcp.web.ns.svc.cluster.local.", dns.TypeSRV},
 		{"nope.ns.svc.cluster.local.", dns.TypeA},
 		{"nope.web.ns.svc.cluster.local.", dns.TypeA},
+		{"10-0-0-9.web.ns.svc.cluster.local.", dns.TypeA},
 		{"2.0.0.10.in-addr.arpa.", dns.TypePTR},
 	} {
 		if n := testing.AllocsPerRun(100, func() { z.Lookup(c.qname, c.qtype) }); n != 0 {
