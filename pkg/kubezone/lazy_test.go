@@ -343,3 +343,32 @@ func TestParseDashedLabel(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseReverse: a reverse name is accepted only when it is the reverse
+// name of the address it parses to (so no other name is in the zone).
+func FuzzParseReverse(f *testing.F) {
+	for _, s := range []string{"1.0.96.10.in-addr.arpa.", reverseName(netip.MustParseAddr("fd00::1")), "10.in-addr.arpa.",
+		"01.0.0.10.in-addr.arpa.", "1.0.0.0.ip6.arpa."} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, name string) {
+		if k, ok := parseReverse(name); ok && reverseName(keyAddr(k)) != name {
+			t.Errorf("parseReverse(%q): got %v, whose reverse name is %q", name, keyAddr(k), reverseName(keyAddr(k)))
+		}
+	})
+}
+
+// FuzzParseDashedLabel: the allocation-free parser agrees with
+// parseDashedIP followed by dashedIP.
+func FuzzParseDashedLabel(f *testing.F) {
+	for _, s := range []string{"10-0-0-1", "1--2-3", "fd00--1", "10-0-0-01", "web-0"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, label string) {
+		want, wantOK := parseDashedIP(label)
+		wantOK = wantOK && dashedIP(want) == label
+		if got, gotOK := parseDashedLabel(label); gotOK != wantOK || (wantOK && got != want) {
+			t.Errorf("parseDashedLabel(%q): got %v %v, want %v %v", label, got, gotOK, want, wantOK)
+		}
+	})
+}
