@@ -34,18 +34,23 @@ nodecache_args() {
     --admin-socket "$d/admin.sock" --handover-socket "$d/handover.sock"
 }
 
-# profile_hit PID PORT MPORT: a CPU profile over one more hit-path dnsperf
-# run, summarised with `go tool pprof -top`.
-profile_hit() {
-  local pid=$1 port=$2 mport=$3 curl
-  log "== nodecache: CPU profile of the hit path under dnsperf load"
-  curl -sf -o "$WORK/hit.pprof" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=$PHASE" &
+# profile_path PID PORT MPORT NAME FILE DNSPERF-ARGS...: a CPU profile of
+# nodecache over one more dnsperf run of FILE, written with its
+# `go tool pprof -top` summary and the binary to $PROFILE_DIR. Profiles go
+# into the issue notes, not the repo: RESULTS.md only says where they are.
+profile_path() {
+  local pid=$1 port=$2 mport=$3 name=$4 file=$5 curl; shift 5
+  log "== nodecache: CPU profile of the $name path under dnsperf load"
+  mkdir -p "$PROFILE_DIR"
+  curl -sf -o "$PROFILE_DIR/$name.pprof" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=$PHASE" &
   curl=$!
   sleep 0.5
-  dnsperf_run "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
+  dnsperf_run "$pid" "$port" "$file" -l "$PHASE" "$@"
   wait "$curl" || die "fetching the CPU profile (does $NODECACHE have --pprof?)"
-  go tool pprof -top -nodecount=40 "$NODECACHE" "$WORK/hit.pprof" >"$WORK/hit.pprof.top" 2>/dev/null || true
-  if [ "${BENCH_KEEP:-0}" = 1 ]; then log "profile: go tool pprof $NODECACHE $WORK/hit.pprof"; fi
+  cp "$NODECACHE" "$PROFILE_DIR/nodecache"
+  go tool pprof -top -nodecount=45 "$PROFILE_DIR/nodecache" "$PROFILE_DIR/$name.pprof" \
+    >"$PROFILE_DIR/$name.top.txt" 2>/dev/null || true
+  log "profile: go tool pprof $PROFILE_DIR/nodecache $PROFILE_DIR/$name.pprof"
 }
 
 measure_forwarders() {
@@ -57,7 +62,11 @@ measure_forwarders() {
   pid=$PID
   wait_dns "$port" "n1.$ZONE" A NOERROR
   measure_forward nodecache "$pid" "$port"
-  if [ "$profile" = 1 ]; then profile_hit "$pid" "$port" "$mport"; fi
+  if [ "$profile" = 1 ]; then
+    profile_path "$pid" "$port" "$mport" hit "$WORK/hit.txt"
+    # never asked as AAAA: every query is a miss (NODATA from NSD)
+    profile_path "$pid" "$port" "$mport" miss "$WORK/missprof.txt" -n 1 -q 100
+  fi
   stop "$pid"
 
   port=$(free_port)

@@ -99,9 +99,8 @@ EOF
     grep -E '^(Benchmark|pkg:|ok|FAIL|---)' "$WORK/gobench.txt"
     printf '```\n'
   fi
-  if [ -s "$WORK/hit.pprof.top" ]; then
-    printf '\n## Where nodecache spends the hit path (CPU profile under dnsperf, %s s)\n\n```\n' "$PHASE"
-    sed -n '1,45p' "$WORK/hit.pprof.top"
-    printf '```\n'
+  if [ -s "$PROFILE_DIR/hit.top.txt" ]; then
+    printf '\nCPU profiles of nodecache under dnsperf (hit path; miss path on never-asked AAAA names) were\n'
+    printf 'written outside the repo, to %s (`go tool pprof -top`); they go into the issue notes.\n' "$PROFILE_DIR"
   fi
 }

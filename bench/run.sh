@@ -6,7 +6,8 @@
 # Environment:
 #   BENCH_PHASE_SECONDS  length of each load phase (default 10)
 #   BENCH_GO=0           skip the `go test -bench` rows
-#   BENCH_PROFILE=0      skip the CPU profile of nodecache's hit path
+#   BENCH_PROFILE=0      skip the CPU profiles of nodecache's hit and miss paths
+#   BENCH_PROFILE_DIR    where they go (default ~/.cache/nodecache-bench/profiles; not the repo)
 #   BENCH_FORWARD=0      skip the forwarding rows (cache hit, miss, RSS)
 #   BENCH_ZONE=0         skip the cluster-zone rows (no API server needed then)
 #   BENCH_BIGZONE=0      skip the memory rows on the 10,000-service cluster (and
@@ -19,6 +20,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PHASE=${BENCH_PHASE_SECONDS:-10}
 CACHE_DIR=${NODECACHE_BENCH_CACHE:-$HOME/.cache/nodecache-bench}
+PROFILE_DIR=${BENCH_PROFILE_DIR:-$CACHE_DIR/profiles}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 NODECACHE=${NODECACHE_BIN:-$ROOT/bin/nodecache}
 ZONE=bench.example.
@@ -77,6 +79,7 @@ names 0 "$WARM" >"$WORK/warm.txt"
 names 0 "$HIT" >"$WORK/hit.txt"
 names "$MISS_FROM" "$MISSLAT_FROM" >"$WORK/miss.txt"
 names "$MISSLAT_FROM" "$NAMES" >"$WORK/misslat.txt"
+names 0 "$WARM" | sed 's/ A$/ AAAA/' >"$WORK/missprof.txt"
 
 NSD_PORT=$(free_port)
 write_nsd_conf "$WORK/nsd" "$NSD_PORT" "$WORK/nsd/zone"
