@@ -37,14 +37,16 @@ func synthCluster(n, epsPer int) []event {
 			s.ClusterIPs = []netip.Addr{netip.AddrFrom4([4]byte{172, 16 + byte(i>>16), byte(i >> 8), byte(i)})}
 		}
 		es := &sliceModel{Namespace: ns, Name: name + "-abcde", Service: name, Ports: ports}
+		eps := make([]epModel, 0, epsPer)
 		for j := range epsPer {
 			x := i*epsPer + j + 1
 			e := epModel{Addr: netip.AddrFrom4([4]byte{10, byte(x >> 16), byte(x >> 8), byte(x)})}
 			if headless {
 				e.Hostname = fmt.Sprintf("%s-%d", name, j)
 			}
-			es.Endpoints = append(es.Endpoints, e)
+			eps = append(eps, e)
 		}
+		es.Endpoints = newEPList(eps)
 		evs = append(evs, event{kind: objService, key: s.key(), obj: s}, event{kind: objSlice, key: es.key(), obj: es})
 	}
 	return evs
@@ -122,7 +124,7 @@ func BenchmarkZoneUpdate(b *testing.B) {
 			orig := evs[len(evs)-1] // the last service's slice
 			es := *orig.obj.(*sliceModel)
 			fewer := es
-			fewer.Endpoints = es.Endpoints[1:]
+			fewer.Endpoints = newEPList(es.Endpoints.models()[1:])
 			i := 0
 			b.ReportAllocs()
 			for b.Loop() {
@@ -198,8 +200,8 @@ func BenchmarkInformerStore(b *testing.B) {
 				}
 				obj = service(m.Namespace, m.Name, ips, svcPort("http", 80), corev1.ServicePort{Protocol: "UDP", Port: 9000})
 			case *sliceModel:
-				eps := make([]ep, 0, len(m.Endpoints))
-				for _, e := range m.Endpoints {
+				eps := make([]ep, 0, m.Endpoints.len())
+				for _, e := range m.Endpoints.models() {
 					eps = append(eps, ep{addrs: []string{e.Addr.String()}, hostname: e.Hostname})
 				}
 				obj = slice(m.Namespace, m.Name, m.Service, []discoveryv1.EndpointPort{slicePort("http", 80)}, eps...)

@@ -112,8 +112,8 @@ func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
 	seenAddr := map[netip.Addr]bool{}
 	owners := map[string]string{} // host label → owner name, built once
 	for _, es := range eps {
-		for _, ep := range es.Endpoints {
-			a, label := ep.Addr, ep.Hostname
+		for i := range es.Endpoints.len() {
+			a, label := es.Endpoints.addr(i), es.Endpoints.host(i)
 			if !validLabel(label) || !validName(label+"."+b.base) {
 				label = dashedIP(a)
 			}

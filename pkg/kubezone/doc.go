@@ -40,7 +40,10 @@
 // answered at query time instead, and allocate their records:
 // <host>.<svc>.<ns>.svc.<zone> from the endpoints of the service found at
 // its base name's node (the service's models, shared with the informer
-// stores: scanned, or binary-searched from 64 endpoints on), and PTRs of
+// stores: scanned, or binary-searched from 64 endpoints on; a slice holds
+// its endpoints in 4 bytes an IPv4 address, plus a hostname header only
+// when one of them has a hostname, against 40 bytes an endpoint as
+// netip.Addr and string), and PTRs of
 // ClusterIPs and ready endpoint IPs from a sharded copy-on-write index of
 // address → owning services (24 bytes an address), whose targets are built
 // from those services' models. A reverse name is in the zone exactly when

@@ -26,8 +26,8 @@ type epIndex struct {
 	byHost []epRef // endpoints labelled by their hostname, by hostname
 }
 
-func (e *svcEntry) ep(r epRef) *epModel {
-	return &e.slices[r>>epRefBits].Endpoints[r&(1<<epRefBits-1)]
+func (e *svcEntry) ep(r epRef) epModel {
+	return e.slices[r>>epRefBits].Endpoints.at(int(r & (1<<epRefBits - 1)))
 }
 
 // newEPIndex indexes the endpoints of e, or returns nil when e is small,
@@ -36,8 +36,8 @@ func (e *svcEntry) ep(r epRef) *epModel {
 func newEPIndex(e *svcEntry) *epIndex {
 	n := 0
 	for _, es := range e.slices {
-		n += len(es.Endpoints)
-		if len(es.Endpoints) >= 1<<epRefBits {
+		n += es.Endpoints.len()
+		if es.Endpoints.len() >= 1<<epRefBits {
 			return nil
 		}
 	}
@@ -46,14 +46,14 @@ func newEPIndex(e *svcEntry) *epIndex {
 	}
 	x := &epIndex{byAddr: make([]epRef, 0, n)}
 	for i, es := range e.slices {
-		for j := range es.Endpoints {
-			ep := &es.Endpoints[j]
+		for j := range es.Endpoints.len() {
+			ep := es.Endpoints.at(j)
 			if ep.Addr.Zone() != "" || ep.Addr.Is4In6() {
 				return nil
 			}
 			r := epRef(i<<epRefBits | j)
 			x.byAddr = append(x.byAddr, r)
-			if e.hostLabel(ep) {
+			if e.hostLabel(ep.Hostname) {
 				x.byHost = append(x.byHost, r)
 			}
 		}
@@ -88,7 +88,7 @@ func (x *epIndex) hostAddrs(e *svcEntry, label string) []netip.Addr {
 	}
 	if a, ok := parseDashedLabel(label); ok {
 		for _, r := range x.withAddr(e, a) {
-			if ep := e.ep(r); !e.hostLabel(ep) {
+			if ep := e.ep(r); !e.hostLabel(ep.Hostname) {
 				out = append(out, ep.Addr)
 			}
 		}

@@ -28,11 +28,12 @@ type svcEntry struct {
 	idx       *epIndex // for services of epIndexMin endpoints or more; else nil
 }
 
-// hostLabel reports whether ep's host name label is its hostname (true) or
-// its dashed IP: the hostname when it makes a valid name under base
-// (validLabel, and validName of the whole name, base being valid already).
-func (e *svcEntry) hostLabel(ep *epModel) bool {
-	return validLabel(ep.Hostname) && len(ep.Hostname)+1+len(e.base) <= 254
+// hostLabel reports whether the host name label of an endpoint with
+// hostname host is that hostname (true) or its dashed IP: the hostname when
+// it makes a valid name under base (validLabel, and validName of the whole
+// name, base being valid already).
+func (e *svcEntry) hostLabel(host string) bool {
+	return validLabel(host) && len(host)+1+len(e.base) <= 254
 }
 
 // hostAddrs returns the addresses of the host name label.<base>: distinct,
@@ -48,25 +49,31 @@ func (e *svcEntry) hostAddrs(label string) []netip.Addr {
 	parsed := false       // dashed is parsed at the first endpoint without a hostname label
 	var out []netip.Addr
 	for _, es := range e.slices {
-		for i := range es.Endpoints {
-			ep := &es.Endpoints[i]
+		l := &es.Endpoints
+		for i := range l.len() {
+			// The hostname is read first and the address only when
+			// needed: most endpoints are told apart by their hostname.
+			if host := l.host(i); e.hostLabel(host) {
+				if host == label {
+					out = append(out, l.addr(i))
+				}
+				continue
+			}
+			a := l.addr(i)
 			var match bool
-			switch {
-			case e.hostLabel(ep):
-				match = ep.Hostname == label
-			case ep.Addr.Zone() != "": // never from the API; parseDashedIP refuses zones
-				match = dashedIP(ep.Addr) == label
-			default:
+			if a.Zone() != "" { // never from the API; parseDashedIP refuses zones
+				match = dashedIP(a) == label
+			} else {
 				if !parsed {
 					parsed = true
-					if a, ok := parseDashedLabel(label); ok {
-						dashed = a
+					if d, ok := parseDashedLabel(label); ok {
+						dashed = d
 					}
 				}
-				match = dashed.IsValid() && ep.Addr == dashed
+				match = dashed.IsValid() && a == dashed
 			}
 			if match {
-				out = append(out, ep.Addr)
+				out = append(out, a)
 			}
 		}
 	}
@@ -139,9 +146,9 @@ func (e *svcEntry) ptrTargets(k addrKey, out []string) []string {
 		return e.idx.ptrTargets(e, keyAddr(k), out)
 	}
 	for _, es := range e.slices {
-		for i := range es.Endpoints {
-			if ep := &es.Endpoints[i]; ep.Addr.As16() == k {
-				out = append(out, e.hostOwner(ep))
+		for i := range es.Endpoints.len() {
+			if es.Endpoints.addr(i).As16() == k {
+				out = append(out, e.hostOwner(es.Endpoints.at(i)))
 			}
 		}
 	}
@@ -149,8 +156,8 @@ func (e *svcEntry) ptrTargets(k addrKey, out []string) []string {
 }
 
 // hostOwner is the host name of ep.
-func (e *svcEntry) hostOwner(ep *epModel) string {
-	if e.hostLabel(ep) {
+func (e *svcEntry) hostOwner(ep epModel) string {
+	if e.hostLabel(ep.Hostname) {
 		return ep.Hostname + "." + e.base
 	}
 	return dashedIP(ep.Addr) + "." + e.base
@@ -174,8 +181,8 @@ func (e *svcEntry) ptrKeys(f func(addrKey)) {
 		}
 	}
 	for _, es := range e.slices {
-		for _, ep := range es.Endpoints {
-			visit(ep.Addr)
+		for i := range es.Endpoints.len() {
+			visit(es.Endpoints.addr(i))
 		}
 	}
 }
@@ -240,8 +247,8 @@ func (z *Zone) ptrRecords(rev string, owners []ptrSlot, k addrKey) []dns.RR {
 func (z *Zone) hostRecords(e *svcEntry, f func(dns.RR)) {
 	owners := map[string][]netip.Addr{}
 	for _, es := range e.slices {
-		for i := range es.Endpoints {
-			ep := &es.Endpoints[i]
+		for i := range es.Endpoints.len() {
+			ep := es.Endpoints.at(i)
 			owner := e.hostOwner(ep)
 			owners[owner] = append(owners[owner], ep.Addr)
 		}

@@ -79,7 +79,7 @@ func lazySvc(name string, ips ...string) *svcModel {
 }
 
 func lazySlice(name, svc string, eps ...epModel) *sliceModel {
-	return &sliceModel{Namespace: "ns", Name: name, Service: svc, Endpoints: eps,
+	return &sliceModel{Namespace: "ns", Name: name, Service: svc, Endpoints: newEPList(eps),
 		Ports: []portModel{{Name: "http", Protocol: "tcp", Port: 8080}}}
 }
 
@@ -285,7 +285,7 @@ func TestEPIndexMatchesScan(t *testing.T) {
 func TestConcurrentLazyReaders(t *testing.T) {
 	evs := synthCluster(200, 5)
 	z := buildZone(t, evs)
-	changing := reverseName(evs[len(evs)-1].obj.(*sliceModel).Endpoints[0].Addr) // svc-199's first endpoint
+	changing := reverseName(evs[len(evs)-1].obj.(*sliceModel).Endpoints.addr(0)) // svc-199's first endpoint
 	var wg sync.WaitGroup
 	var done atomic.Bool
 	failed := make(chan string, 2)
@@ -300,9 +300,10 @@ func TestConcurrentLazyReaders(t *testing.T) {
 		})
 	}
 	es := *evs[len(evs)-1].obj.(*sliceModel)
+	eps := es.Endpoints.models()
 	for i := range 500 {
 		fewer := es
-		fewer.Endpoints = es.Endpoints[i%2 : 1+i%len(es.Endpoints)] // the first endpoint comes and goes
+		fewer.Endpoints = newEPList(eps[i%2 : 1+i%len(eps)]) // the first endpoint comes and goes
 		z.enqueue(event{kind: objSlice, key: es.key(), obj: &fewer})
 		z.drain()
 	}

@@ -42,12 +42,13 @@ type sliceModel struct {
 	Name      string      `json:"name"`
 	Service   string      `json:"svc"`
 	Ports     []portModel `json:"ports,omitempty"`
-	Endpoints []epModel   `json:"eps,omitempty"` // ready endpoints only
+	Endpoints epList      `json:"eps,omitzero"` // ready endpoints only
 	snap      bool
 }
 
 // epModel is one address of a ready endpoint of a slice (an endpoint with
-// several addresses gives several epModels with the same hostname).
+// several addresses gives several epModels with the same hostname). Slices
+// hold them as an epList; epModel is how they are read and persisted.
 type epModel struct {
 	Addr     netip.Addr `json:"addr"`
 	Hostname string     `json:"host,omitempty"`
@@ -123,15 +124,7 @@ func sliceFromAPI(es *discoveryv1.EndpointSlice) *sliceModel {
 		}
 		m.Ports = append(m.Ports, pm)
 	}
-	ready := 0
-	for _, ep := range es.Endpoints {
-		if ep.Conditions.Ready == nil || *ep.Conditions.Ready {
-			ready += len(ep.Addresses)
-		}
-	}
-	if ready > 0 {
-		m.Endpoints = make([]epModel, 0, ready) // exact: append's doubling would waste up to half, for the slice's lifetime
-	}
+	var eps []epModel
 	for _, ep := range es.Endpoints {
 		if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
 			continue
@@ -142,10 +135,11 @@ func sliceFromAPI(es *discoveryv1.EndpointSlice) *sliceModel {
 		}
 		for _, s := range ep.Addresses {
 			if a, err := netip.ParseAddr(s); err == nil {
-				m.Endpoints = append(m.Endpoints, epModel{Addr: a.Unmap(), Hostname: host})
+				eps = append(eps, epModel{Addr: a.Unmap(), Hostname: host})
 			}
 		}
 	}
+	m.Endpoints = newEPList(eps) // exact sizes, and eps is garbage from here
 	return m
 }
 

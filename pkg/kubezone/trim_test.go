@@ -44,7 +44,7 @@ func TestTrim(t *testing.T) {
 		{"service", svc, &svcModel{Namespace: "ns", Name: "web", ClusterIPs: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
 			Ports: []portModel{{"http", "tcp", 80}}}},
 		{"endpointslice", es, &sliceModel{Namespace: "ns", Name: "web", Service: "web", Ports: []portModel{{"http", "tcp", 8080}},
-			Endpoints: []epModel{{Addr: netip.MustParseAddr("10.0.0.1"), Hostname: "h"}}}},
+			Endpoints: newEPList([]epModel{{Addr: netip.MustParseAddr("10.0.0.1"), Hostname: "h"}})}},
 		{"pod", p, &podModel{Namespace: "ns", Name: "web", Node: "node-a", IPs: []netip.Addr{netip.MustParseAddr("10.0.0.1")},
 			Phase: "Running", DNSPolicy: "ClusterFirst"}},
 		{"namespace", ns, nsPresent{}},

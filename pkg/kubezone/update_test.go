@@ -183,9 +183,10 @@ func TestConcurrentReaders(t *testing.T) {
 		}()
 	}
 	es := *evs[len(evs)-1].obj.(*sliceModel) // svc-199's slice
+	eps := es.Endpoints.models()
 	for i := range 500 {
 		fewer := es
-		fewer.Endpoints = es.Endpoints[:i%len(es.Endpoints)]
+		fewer.Endpoints = newEPList(eps[:i%len(eps)])
 		z.enqueue(event{kind: objSlice, key: es.key(), obj: &fewer})
 		z.enqueue(event{kind: objService, key: "ns-5/svc-5", obj: nil})
 		if i%2 == 0 {
