@@ -40,16 +40,19 @@
 // answered at query time instead, and allocate their records:
 // <host>.<svc>.<ns>.svc.<zone> from the endpoints of the service found at
 // its base name's node (the service's models, shared with the informer
-// stores: scanned, or binary-searched from 64 endpoints on; a slice holds
-// its endpoints in 4 bytes an IPv4 address, plus a hostname header only
-// when one of them has a hostname, against 40 bytes an endpoint as
-// netip.Addr and string), and PTRs of
+// stores: scanned, or binary-searched from 64 endpoints on), and PTRs of
 // ClusterIPs and ready endpoint IPs from a sharded copy-on-write index of
-// address → owning services (24 bytes an address), whose targets are built
-// from those services' models. A reverse name is in the zone exactly when
-// it is the canonical reverse name of an address in that index. Insecure
-// pod names and in-zone CNAME chains allocate too; the server memoizes
-// packed answers per generation.
+// address → owning services (12 bytes an IPv4 address, 24 an IPv6 one),
+// whose targets are built from those services' models. A reverse name is
+// in the zone exactly when it is the canonical reverse name of an address
+// in that index. Insecure pod names and in-zone CNAME chains allocate too;
+// the server memoizes packed answers per generation.
+//
+// The models hold a slice's endpoints compactly: 4 bytes an IPv4 address
+// (24 for any other, as a netip.Addr), and a hostname string header only in slices
+// where some endpoint has a hostname, against 40 bytes an endpoint as
+// netip.Addr and string. Zone and informer stores together hold ~27 MiB of
+// live heap for 10k services and 100k endpoints (benchtool zonemem).
 //
 // One writer applies the queued informer events in batches: a change of a
 // service or one of its EndpointSlices rebuilds that service's names and

@@ -219,7 +219,7 @@ func (z *Zone) endpointHost(qname, label, rest string, qtype uint16, m *meta) (a
 
 // ptrAnswer answers the reverse name qname of address k, owned by the
 // services of owners (non-empty): one PTR per distinct target, sorted.
-func (z *Zone) ptrAnswer(qname string, k addrKey, owners []ptrSlot, qtype uint16, m *meta) Answer {
+func (z *Zone) ptrAnswer(qname string, k addrKey, owners []*svcEntry, qtype uint16, m *meta) Answer {
 	if qtype != dns.TypePTR && qtype != dns.TypeANY {
 		return z.negative(qname, dns.RcodeSuccess, m)
 	}
@@ -227,10 +227,10 @@ func (z *Zone) ptrAnswer(qname string, k addrKey, owners []ptrSlot, qtype uint16
 }
 
 // ptrRecords builds the PTR records at rev of the services in owners.
-func (z *Zone) ptrRecords(rev string, owners []ptrSlot, k addrKey) []dns.RR {
+func (z *Zone) ptrRecords(rev string, owners []*svcEntry, k addrKey) []dns.RR {
 	var targets []string
 	for _, o := range owners {
-		targets = o.svc.ptrTargets(k, targets)
+		targets = o.ptrTargets(k, targets)
 	}
 	sort.Strings(targets)
 	targets = slices.Compact(targets)

@@ -226,7 +226,7 @@ func (z *Zone) List(ns string) []Record {
 			out = append(out, toRecord(z.meta.Load().soaRR[0]))
 		}
 	})
-	z.ptrs.each(func(k addrKey, owners []ptrSlot) {
+	z.ptrs.each(func(k addrKey, owners []*svcEntry) {
 		for _, rr := range z.ptrRecords(reverseName(keyAddr(k)), owners, k) {
 			if under(rr.(*dns.PTR).Ptr) {
 				out = append(out, toRecord(rr))

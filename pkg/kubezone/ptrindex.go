@@ -2,6 +2,7 @@ package kubezone
 
 import (
 	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"net/netip"
 	"slices"
@@ -18,22 +19,35 @@ const ptrShardCount = 1024
 // addresses only, so an IPv4 address and its ::ffff: form never both occur.
 type addrKey [16]byte
 
-// ptrSlot says that svc publishes at least one PTR at the reverse name of key.
+// ptrSlot says that svc publishes at least one PTR at the reverse name of
+// key: the form in which the writer adds and removes owners.
 type ptrSlot struct {
 	key addrKey
 	svc *svcEntry
 }
 
 // ptrIndex maps the addresses the zone answers PTRs for (ClusterIPs and
-// ready endpoint IPs) to the services that own them: 24 bytes an address
-// against ~170 for a prebuilt reverse name, node and PTR record. The PTR
-// targets are computed per query from the services' entries. Readers never
-// lock: each shard is an atomic pointer to an immutable array sorted by
-// key, replaced whole by the single writer (Zone.mu held).
+// ready endpoint IPs) to the services that own them: 12 bytes an IPv4
+// address, 24 an IPv6 one, against ~170 for a prebuilt reverse name, node
+// and PTR record. The PTR targets are computed per query from the
+// services' entries. Readers never lock: each shard is an atomic pointer
+// to an immutable ptrShard, replaced whole by the single writer (Zone.mu
+// held).
 type ptrIndex struct {
 	seed   maphash.Seed // set once by newPTRIndex
 	keys   atomic.Int64 // number of distinct addresses stored
-	shards [ptrShardCount]atomic.Pointer[[]ptrSlot]
+	shards [ptrShardCount]atomic.Pointer[ptrShard]
+}
+
+// ptrShard holds the slots of one shard as parallel arrays sorted by key,
+// IPv4 addresses apart as 4-byte keys: a slot of an IPv4 address costs 12
+// bytes instead of 24 as a ptrSlot (16-byte key and pointer), ~1.2 MB less
+// for 100k endpoints. Immutable.
+type ptrShard struct {
+	keys4 []uint32    // IPv4 addresses (big endian, so in address order), sorted
+	svcs4 []*svcEntry // owners, by index of keys4
+	keys6 []addrKey   // other addresses, sorted
+	svcs6 []*svcEntry // owners, by index of keys6
 }
 
 func newPTRIndex() *ptrIndex { return &ptrIndex{seed: maphash.MakeSeed()} }
@@ -42,27 +56,85 @@ func (x *ptrIndex) shardOf(k *addrKey) uint32 {
 	return uint32(maphash.Bytes(x.seed, k[:]) % ptrShardCount)
 }
 
-// owners returns the slots of k (a sub-slice of the shard, read-only).
-func (x *ptrIndex) owners(k addrKey) []ptrSlot {
-	p := x.shards[x.shardOf(&k)].Load()
-	if p == nil {
+// key4 is the 4-byte key of k when k is an IPv4 address.
+func key4(k *addrKey) (uint32, bool) {
+	if !netip.AddrFrom16(*k).Is4In6() {
+		return 0, false
+	}
+	return binary.BigEndian.Uint32(k[12:]), true
+}
+
+// owners returns the services with slots at k (a sub-slice of the shard,
+// read-only).
+func (x *ptrIndex) owners(k addrKey) []*svcEntry {
+	sh := x.shards[x.shardOf(&k)].Load()
+	if sh == nil {
 		return nil
 	}
-	s := *p
-	lo, hi := 0, len(s)
-	for lo < hi {
-		m := int(uint(lo+hi) >> 1)
-		if bytes.Compare(s[m].key[:], k[:]) < 0 {
-			lo = m + 1
-		} else {
-			hi = m
-		}
+	if k4, ok := key4(&k); ok {
+		lo, found := slices.BinarySearch(sh.keys4, k4)
+		return ownersAt(sh.keys4, sh.svcs4, k4, lo, found)
 	}
-	end := lo
-	for end < len(s) && s[end].key == k {
+	lo, found := slices.BinarySearchFunc(sh.keys6, k, compareKeys)
+	return ownersAt(sh.keys6, sh.svcs6, k, lo, found)
+}
+
+// ownersAt returns the services of the run of k in keys, which starts at
+// lo when found.
+func ownersAt[K comparable](keys []K, svcs []*svcEntry, k K, lo int, found bool) []*svcEntry {
+	if !found {
+		return nil
+	}
+	end := lo + 1
+	for end < len(keys) && keys[end] == k {
 		end++
 	}
-	return s[lo:end:end]
+	return svcs[lo:end:end]
+}
+
+func compareKeys(a, b addrKey) int { return bytes.Compare(a[:], b[:]) }
+
+// slots returns the slots of sh, sorted by key (nil for a nil shard).
+func (sh *ptrShard) slots() []ptrSlot {
+	if sh == nil {
+		return nil
+	}
+	out := make([]ptrSlot, 0, len(sh.keys4)+len(sh.keys6))
+	for i, k4 := range sh.keys4 {
+		var k [4]byte
+		binary.BigEndian.PutUint32(k[:], k4)
+		out = append(out, ptrSlot{key: netip.AddrFrom4(k).As16(), svc: sh.svcs4[i]})
+	}
+	for i, k := range sh.keys6 {
+		out = append(out, ptrSlot{key: k, svc: sh.svcs6[i]})
+	}
+	return out
+}
+
+// newPTRShard stores slots (sorted by key) as a shard, in exactly sized
+// arrays: a shard lives until its next change.
+func newPTRShard(slots []ptrSlot) *ptrShard {
+	n4 := 0
+	for i := range slots {
+		if _, ok := key4(&slots[i].key); ok {
+			n4++
+		}
+	}
+	sh := &ptrShard{}
+	if n4 > 0 {
+		sh.keys4, sh.svcs4 = make([]uint32, 0, n4), make([]*svcEntry, 0, n4)
+	}
+	if n6 := len(slots) - n4; n6 > 0 {
+		sh.keys6, sh.svcs6 = make([]addrKey, 0, n6), make([]*svcEntry, 0, n6)
+	}
+	for i := range slots {
+		if k4, ok := key4(&slots[i].key); ok {
+			sh.keys4, sh.svcs4 = append(sh.keys4, k4), append(sh.svcs4, slots[i].svc)
+		} else {
+			sh.keys6, sh.svcs6 = append(sh.keys6, slots[i].key), append(sh.svcs6, slots[i].svc)
+		}
+	}
+	return sh
 }
 
 // apply removes the slots of del and adds those of add, copying each
@@ -93,30 +165,17 @@ func (x *ptrIndex) apply(del, add []ptrSlot) {
 		c.add = append(c.add, add[i])
 	}
 	for i, c := range byShard {
-		var old []ptrSlot
-		if p := x.shards[i].Load(); p != nil {
-			old = *p
-		}
-		kept := 0
-		for _, s := range old {
-			if !c.del[s] {
-				kept++
-			}
-		}
-		next := make([]ptrSlot, 0, kept+len(c.add)) // exact: a shard lives until its next change
-		for _, s := range old {
-			if !c.del[s] {
-				next = append(next, s)
-			}
-		}
+		next := x.shards[i].Load().slots() // a fresh slice: changed in place
+		before := distinctKeys(next)
+		next = slices.DeleteFunc(next, func(s ptrSlot) bool { return c.del[s] })
 		next = append(next, c.add...)
-		slices.SortFunc(next, func(a, b ptrSlot) int { return bytes.Compare(a.key[:], b.key[:]) })
-		x.keys.Add(int64(distinctKeys(next) - distinctKeys(old)))
-		x.shards[i].Store(&next)
+		slices.SortFunc(next, func(a, b ptrSlot) int { return compareKeys(a.key, b.key) })
+		x.keys.Add(int64(distinctKeys(next) - before))
+		x.shards[i].Store(newPTRShard(next))
 	}
 }
 
-// distinctKeys counts the addresses of a sorted shard.
+// distinctKeys counts the addresses of sorted slots.
 func distinctKeys(s []ptrSlot) int {
 	n := 0
 	for i := range s {
@@ -127,22 +186,33 @@ func distinctKeys(s []ptrSlot) int {
 	return n
 }
 
-// each calls f for every address and its slots (for List, not the query path).
-func (x *ptrIndex) each(f func(k addrKey, owners []ptrSlot)) {
+// each calls f for every address and the services with slots at it (for
+// List, not the query path).
+func (x *ptrIndex) each(f func(k addrKey, owners []*svcEntry)) {
 	for i := range x.shards {
-		p := x.shards[i].Load()
-		if p == nil {
+		sh := x.shards[i].Load()
+		if sh == nil {
 			continue
 		}
-		s := *p
-		for lo := 0; lo < len(s); {
-			hi := lo + 1
-			for hi < len(s) && s[hi].key == s[lo].key {
-				hi++
-			}
-			f(s[lo].key, s[lo:hi:hi])
-			lo = hi
+		eachRun(sh.keys4, sh.svcs4, func(k4 uint32, owners []*svcEntry) {
+			var a [4]byte
+			binary.BigEndian.PutUint32(a[:], k4)
+			f(netip.AddrFrom4(a).As16(), owners)
+		})
+		eachRun(sh.keys6, sh.svcs6, f)
+	}
+}
+
+// eachRun calls f for every run of equal keys of sorted keys and the
+// services at the same indexes.
+func eachRun[K comparable](keys []K, svcs []*svcEntry, f func(K, []*svcEntry)) {
+	for lo := 0; lo < len(keys); {
+		hi := lo + 1
+		for hi < len(keys) && keys[hi] == keys[lo] {
+			hi++
 		}
+		f(keys[lo], svcs[lo:hi:hi])
+		lo = hi
 	}
 }
 
