@@ -56,12 +56,21 @@ func (x *ptrIndex) shardOf(k *addrKey) uint32 {
 	return uint32(maphash.Bytes(x.seed, k[:]) % ptrShardCount)
 }
 
-// key4 is the 4-byte key of k when k is an IPv4 address.
+// key4 is the 4-byte key of k when k is an IPv4 address (::ffff:a.b.c.d);
+// it and fromKey4 work on the bytes, being on the writer's path for every
+// slot of every touched shard.
 func key4(k *addrKey) (uint32, bool) {
-	if !netip.AddrFrom16(*k).Is4In6() {
+	if [12]byte(k[:12]) != [12]byte{10: 0xff, 11: 0xff} {
 		return 0, false
 	}
 	return binary.BigEndian.Uint32(k[12:]), true
+}
+
+// fromKey4 is the addrKey of a 4-byte key.
+func fromKey4(k4 uint32) addrKey {
+	k := addrKey{10: 0xff, 11: 0xff}
+	binary.BigEndian.PutUint32(k[12:], k4)
+	return k
 }
 
 // owners returns the services with slots at k (a sub-slice of the shard,
@@ -101,9 +110,7 @@ func (sh *ptrShard) slots() []ptrSlot {
 	}
 	out := make([]ptrSlot, 0, len(sh.keys4)+len(sh.keys6))
 	for i, k4 := range sh.keys4 {
-		var k [4]byte
-		binary.BigEndian.PutUint32(k[:], k4)
-		out = append(out, ptrSlot{key: netip.AddrFrom4(k).As16(), svc: sh.svcs4[i]})
+		out = append(out, ptrSlot{key: fromKey4(k4), svc: sh.svcs4[i]})
 	}
 	for i, k := range sh.keys6 {
 		out = append(out, ptrSlot{key: k, svc: sh.svcs6[i]})
@@ -194,11 +201,7 @@ func (x *ptrIndex) each(f func(k addrKey, owners []*svcEntry)) {
 		if sh == nil {
 			continue
 		}
-		eachRun(sh.keys4, sh.svcs4, func(k4 uint32, owners []*svcEntry) {
-			var a [4]byte
-			binary.BigEndian.PutUint32(a[:], k4)
-			f(netip.AddrFrom4(a).As16(), owners)
-		})
+		eachRun(sh.keys4, sh.svcs4, func(k4 uint32, owners []*svcEntry) { f(fromKey4(k4), owners) })
 		eachRun(sh.keys6, sh.svcs6, f)
 	}
 }
