@@ -2,6 +2,7 @@ package kubezone
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"hash/maphash"
 	"net/netip"
@@ -103,47 +104,6 @@ func ownersAt[K comparable](keys []K, svcs []*svcEntry, k K, lo int, found bool)
 
 func compareKeys(a, b addrKey) int { return bytes.Compare(a[:], b[:]) }
 
-// slots returns the slots of sh, sorted by key (nil for a nil shard).
-func (sh *ptrShard) slots() []ptrSlot {
-	if sh == nil {
-		return nil
-	}
-	out := make([]ptrSlot, 0, len(sh.keys4)+len(sh.keys6))
-	for i, k4 := range sh.keys4 {
-		out = append(out, ptrSlot{key: fromKey4(k4), svc: sh.svcs4[i]})
-	}
-	for i, k := range sh.keys6 {
-		out = append(out, ptrSlot{key: k, svc: sh.svcs6[i]})
-	}
-	return out
-}
-
-// newPTRShard stores slots (sorted by key) as a shard, in exactly sized
-// arrays: a shard lives until its next change.
-func newPTRShard(slots []ptrSlot) *ptrShard {
-	n4 := 0
-	for i := range slots {
-		if _, ok := key4(&slots[i].key); ok {
-			n4++
-		}
-	}
-	sh := &ptrShard{}
-	if n4 > 0 {
-		sh.keys4, sh.svcs4 = make([]uint32, 0, n4), make([]*svcEntry, 0, n4)
-	}
-	if n6 := len(slots) - n4; n6 > 0 {
-		sh.keys6, sh.svcs6 = make([]addrKey, 0, n6), make([]*svcEntry, 0, n6)
-	}
-	for i := range slots {
-		if k4, ok := key4(&slots[i].key); ok {
-			sh.keys4, sh.svcs4 = append(sh.keys4, k4), append(sh.svcs4, slots[i].svc)
-		} else {
-			sh.keys6, sh.svcs6 = append(sh.keys6, slots[i].key), append(sh.svcs6, slots[i].svc)
-		}
-	}
-	return sh
-}
-
 // apply removes the slots of del and adds those of add, copying each
 // touched shard once. The caller holds Zone.mu.
 func (x *ptrIndex) apply(del, add []ptrSlot) {
@@ -151,8 +111,9 @@ func (x *ptrIndex) apply(del, add []ptrSlot) {
 		return
 	}
 	type change struct {
-		del map[ptrSlot]bool
-		add []ptrSlot
+		del  map[ptrSlot]bool
+		add4 []keyedSlot[uint32]
+		add6 []keyedSlot[addrKey]
 	}
 	byShard := map[uint32]*change{}
 	at := func(s *ptrSlot) *change {
@@ -167,26 +128,73 @@ func (x *ptrIndex) apply(del, add []ptrSlot) {
 	for i := range del {
 		at(&del[i]).del[del[i]] = true
 	}
-	for i := range add {
-		c := at(&add[i])
-		c.add = append(c.add, add[i])
+	for _, s := range add {
+		c := at(&s)
+		if k4, ok := key4(&s.key); ok {
+			c.add4 = append(c.add4, keyedSlot[uint32]{k4, s.svc})
+		} else {
+			c.add6 = append(c.add6, keyedSlot[addrKey]{s.key, s.svc})
+		}
 	}
 	for i, c := range byShard {
-		next := x.shards[i].Load().slots() // a fresh slice: changed in place
-		before := distinctKeys(next)
-		next = slices.DeleteFunc(next, func(s ptrSlot) bool { return c.del[s] })
-		next = append(next, c.add...)
-		slices.SortFunc(next, func(a, b ptrSlot) int { return compareKeys(a.key, b.key) })
-		x.keys.Add(int64(distinctKeys(next) - before))
-		x.shards[i].Store(newPTRShard(next))
+		old := x.shards[i].Load()
+		if old == nil {
+			old = &ptrShard{}
+		}
+		next := &ptrShard{}
+		next.keys4, next.svcs4 = mergeSlots(old.keys4, old.svcs4, c.add4, cmp.Compare[uint32],
+			func(k uint32, svc *svcEntry) bool { return c.del[ptrSlot{fromKey4(k), svc}] })
+		next.keys6, next.svcs6 = mergeSlots(old.keys6, old.svcs6, c.add6, compareKeys,
+			func(k addrKey, svc *svcEntry) bool { return c.del[ptrSlot{k, svc}] })
+		x.keys.Add(int64(distinctKeys(next.keys4) + distinctKeys(next.keys6) -
+			distinctKeys(old.keys4) - distinctKeys(old.keys6)))
+		x.shards[i].Store(next)
 	}
 }
 
-// distinctKeys counts the addresses of sorted slots.
-func distinctKeys(s []ptrSlot) int {
+// keyedSlot is a slot with its key in a shard's form.
+type keyedSlot[K any] struct {
+	key K
+	svc *svcEntry
+}
+
+// mergeSlots returns the slots of keys and svcs (sorted by key) but those
+// gone reports, merged with add, in exactly sized new arrays (a shard lives
+// until its next change); nil when none is left.
+func mergeSlots[K comparable](keys []K, svcs []*svcEntry, add []keyedSlot[K], cmp func(a, b K) int,
+	gone func(K, *svcEntry) bool) ([]K, []*svcEntry) {
+	slices.SortFunc(add, func(a, b keyedSlot[K]) int { return cmp(a.key, b.key) })
+	n := len(add)
+	for i := range keys {
+		if !gone(keys[i], svcs[i]) {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	nk, ns := make([]K, 0, n), make([]*svcEntry, 0, n)
+	j := 0
+	for i := range keys {
+		if gone(keys[i], svcs[i]) {
+			continue
+		}
+		for ; j < len(add) && cmp(add[j].key, keys[i]) < 0; j++ {
+			nk, ns = append(nk, add[j].key), append(ns, add[j].svc)
+		}
+		nk, ns = append(nk, keys[i]), append(ns, svcs[i])
+	}
+	for ; j < len(add); j++ {
+		nk, ns = append(nk, add[j].key), append(ns, add[j].svc)
+	}
+	return nk, ns
+}
+
+// distinctKeys counts the addresses of sorted keys.
+func distinctKeys[K comparable](keys []K) int {
 	n := 0
-	for i := range s {
-		if i == 0 || s[i].key != s[i-1].key {
+	for i := range keys {
+		if i == 0 || keys[i] != keys[i-1] {
 			n++
 		}
 	}
