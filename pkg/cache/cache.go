@@ -18,10 +18,12 @@ import (
 )
 
 // Exchanger sends one query upstream. *upstream.Forwarder implements it.
-// The reply it returns must be a fresh message the cache then owns: the
-// cache clamps and packs it in place.
+// The query must end by the deadline by; ctx only cancels (the cache passes
+// its own long-lived context rather than deriving one per miss). The reply
+// it returns must be a fresh message the cache then owns: the cache clamps
+// and packs it in place.
 type Exchanger interface {
-	Exchange(ctx context.Context, req *dns.Msg) (*dns.Msg, netip.AddrPort, error)
+	ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, netip.AddrPort, error)
 }
 
 // ErrClosed is returned by Resolve after Close.

@@ -274,7 +274,9 @@ type udpExchanger struct {
 	client dns.Client
 }
 
-func (u *udpExchanger) Exchange(ctx context.Context, req *dns.Msg) (*dns.Msg, netip.AddrPort, error) {
+func (u *udpExchanger) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, netip.AddrPort, error) {
+	ctx, cancel := withDeadline(ctx, by)
+	defer cancel()
 	m, _, err := u.client.ExchangeContext(ctx, req, u.server.String())
 	return m, u.server, err
 }

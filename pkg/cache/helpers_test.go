@@ -49,7 +49,9 @@ type fakeUpstream struct {
 	gate  chan struct{}
 }
 
-func (f *fakeUpstream) Exchange(ctx context.Context, req *dns.Msg) (*dns.Msg, netip.AddrPort, error) {
+func (f *fakeUpstream) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, netip.AddrPort, error) {
+	ctx, cancel := withDeadline(ctx, by)
+	defer cancel()
 	f.mu.Lock()
 	f.calls++
 	reply, gate := f.reply, f.gate
@@ -194,4 +196,12 @@ func primed(tb testing.TB, cfg Config, ttl uint32) (*Cache, *fakeUpstream, *cloc
 	qs := newQuestion(tb, "example.org.", dns.TypeA)
 	resolve(tb, c, qs)
 	return c, up, clk, qs
+}
+
+// withDeadline is ctx bounded by by, for the fake Exchangers (zero: ctx).
+func withDeadline(ctx context.Context, by time.Time) (context.Context, context.CancelFunc) {
+	if by.IsZero() {
+		return ctx, func() {}
+	}
+	return context.WithDeadline(ctx, by)
 }

@@ -107,6 +107,16 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 // ErrNoAnswer wrapping the last *AttemptError (and the context's error
 // when the caller gave up).
 func (f *Forwarder) Exchange(ctx context.Context, req *dns.Msg) (resp *dns.Msg, from netip.AddrPort, err error) {
+	return f.ExchangeBy(ctx, req, time.Time{})
+}
+
+// ExchangeBy is Exchange with a deadline given apart from ctx: the query
+// ends by the earliest of by, ctx's deadline and Config.Deadline, and ctx
+// otherwise only cancels. A caller that would derive a context per query
+// just to carry a deadline (the cache, once per miss) saves that context's
+// timer and cancel bookkeeping, 8% of the miss path's CPU in a profile. A
+// zero by means no deadline beyond ctx's and the config's.
+func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) (resp *dns.Msg, from netip.AddrPort, err error) {
 	if req == nil || len(req.Question) != 1 {
 		return nil, netip.AddrPort{}, ErrBadRequest
 	}
@@ -128,6 +138,9 @@ func (f *Forwarder) Exchange(ctx context.Context, req *dns.Msg) (resp *dns.Msg, 
 	deadline := time.Now().Add(f.cfg.Deadline)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
+	}
+	if !by.IsZero() && by.Before(deadline) {
+		deadline = by
 	}
 	q := &req.Question[0]
 	var stack [8]*server

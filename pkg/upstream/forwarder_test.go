@@ -95,6 +95,31 @@ func TestOverallDeadlineEndsExchange(t *testing.T) {
 	}
 }
 
+// TestExchangeByDeadline checks that the deadline given beside the context
+// ends the query as a context deadline would (a timeout, the server's
+// fault), and that the context still cancels.
+func TestExchangeByDeadline(t *testing.T) {
+	a := startServer(t, silent)
+	cfg := testConfig(a)
+	cfg.TryTimeout, cfg.Deadline = time.Hour, time.Hour
+	f, _ := newTestForwarder(t, cfg, hooks{})
+
+	_, _, err := f.ExchangeBy(context.Background(), query("www.example.", dns.TypeA), time.Now().Add(20*time.Millisecond))
+	if !errors.Is(err, ErrNoAnswer) || attemptKind(err) != kindTimeout {
+		t.Fatalf("got %v, want ErrNoAnswer after a timeout", err)
+	}
+	if got := a.udpQueries.Load(); got != 1 {
+		t.Errorf("queries: got %d, want 1 (the deadline leaves no second try)", got)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, _, err = f.ExchangeBy(ctx, query("www.example.", dns.TypeA), time.Now().Add(time.Hour))
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled context: got %v, want it to wrap context.Canceled", err)
+	}
+}
+
 func TestCallerContextEndsExchange(t *testing.T) {
 	tests := []struct {
 		name      string
