@@ -133,7 +133,7 @@ func (x *ptrIndex) apply(del, add []ptrSlot) {
 		if k4, ok := key4(&s.key); ok {
 			c.add4 = append(c.add4, keyedSlot[uint32]{k4, s.svc})
 		} else {
-			c.add6 = append(c.add6, keyedSlot[addrKey]{s.key, s.svc})
+			c.add6 = append(c.add6, keyedSlot[addrKey](s))
 		}
 	}
 	for i, c := range byShard {
