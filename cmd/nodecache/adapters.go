@@ -39,8 +39,8 @@ func (a resolverAdapter) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wir
 	return a.c.Lookup(q, now)
 }
 
-func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (server.Resolution, error) {
-	res, err := a.c.Resolve(ctx, key, req)
+func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, req *dns.Msg, by time.Time) (server.Resolution, error) {
+	res, err := a.c.ResolveBy(ctx, key, req, by)
 	if err != nil {
 		if errors.Is(err, upstream.ErrOverloaded) {
 			return server.Resolution{}, errors.Join(server.ErrOverloaded, err)

@@ -14,11 +14,12 @@ import (
 
 // flight is one upstream query that concurrent misses for a key share.
 type flight struct {
-	key     wire.Key
-	hash    uint64
-	started time.Time // by the cache clock
-	bg      bool      // holds a slot of Cache.sem until done
-	done    chan struct{}
+	key      wire.Key
+	hash     uint64
+	started  time.Time // by the cache clock
+	deadline time.Time // the upstream query's, by the real clock
+	bg       bool      // holds a slot of Cache.sem until done
+	done     chan struct{}
 
 	// Set before done is closed, read-only after.
 	packed *wire.Packed
@@ -33,24 +34,41 @@ type flight struct {
 // upstream fails, an expired entry served stale. Errors wrap the
 // Exchanger's.
 func (c *Cache) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (Result, error) {
+	by, _ := ctx.Deadline()
+	return c.ResolveBy(ctx, key, req, by)
+}
+
+// ResolveBy is Resolve with the caller's deadline given beside ctx, which
+// then only cancels; a zero by means ctx's deadline alone. The server
+// passes its long-lived context and each query's deadline, instead of
+// deriving a timer context per miss (4% of the miss path's CPU). A timer
+// is only made when the caller joins a flight that may outlast it.
+func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, req *dns.Msg, by time.Time) (Result, error) {
+	if d, ok := ctx.Deadline(); ok && (by.IsZero() || d.Before(by)) {
+		by = d
+	}
 	now := c.cfg.Now()
 	h := key.Hash(c.seed)
 	if r, ok := c.cached(&key, h, now); ok {
 		return r, nil
 	}
 	c.met.misses.Add(1)
-	deadline, _ := ctx.Deadline()
-	f, _, err := c.join(key, h, req, now, false, deadline)
+	f, _, err := c.join(key, h, req, now, false, by)
 	if err != nil {
 		return Result{}, err
+	}
+	var expired <-chan time.Time
+	if !by.IsZero() && f.deadline.After(by) { // joined a flight that may outlast the caller
+		t := time.NewTimer(time.Until(by))
+		defer t.Stop()
+		expired = t.C
 	}
 	select {
 	case <-f.done:
 	case <-ctx.Done():
-		if r, ok := c.stale(&key, h, c.cfg.Now(), false); ok {
-			return r, nil
-		}
-		return Result{}, fmt.Errorf("waiting for the upstream answer to %s: %w", key.PresentationName(), ctx.Err())
+		return c.giveUp(&key, h, ctx.Err())
+	case <-expired:
+		return c.giveUp(&key, h, context.DeadlineExceeded)
 	}
 	failed := f.err != nil || f.packed.Rcode() == dns.RcodeServerFailure
 	if failed && !c.overloaded(f.err) {
@@ -62,6 +80,15 @@ func (c *Cache) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (Result
 		return Result{}, f.err
 	}
 	return Result{Packed: f.packed, Source: SourceUpstream, Server: f.server}, nil
+}
+
+// giveUp answers a caller that stopped waiting for its flight (which goes
+// on, and stores its answer): stale if there is an entry to serve, else why.
+func (c *Cache) giveUp(key *wire.Key, h uint64, why error) (Result, error) {
+	if r, ok := c.stale(key, h, c.cfg.Now(), false); ok {
+		return r, nil
+	}
+	return Result{}, fmt.Errorf("waiting for the upstream answer to %s: %w", key.PresentationName(), why)
 }
 
 func (c *Cache) overloaded(err error) bool {
@@ -143,24 +170,24 @@ func (c *Cache) join(key wire.Key, h uint64, req *dns.Msg, now time.Time, bg boo
 			return nil, false, errBusy
 		}
 	}
-	f := &flight{key: key, hash: h, started: now, bg: bg, done: make(chan struct{})}
+	if deadline.IsZero() {
+		deadline = time.Now().Add(c.cfg.RefreshTimeout) // the real clock, like every context deadline
+	}
+	f := &flight{key: key, hash: h, started: now, deadline: deadline, bg: bg, done: make(chan struct{})}
 	c.flights[key] = f
 	c.wg.Add(1)
 	// On a reused goroutine: unpacking the reply grows a fresh goroutine's
 	// stack, and that copy was ~5% of the miss path's CPU.
-	c.runner.Run(func() { c.run(f, req, deadline) })
+	c.runner.Run(func() { c.run(f, req) })
 	return f, true, nil
 }
 
 // run sends f's query, stores the reply per policy and wakes the waiters.
-func (c *Cache) run(f *flight, req *dns.Msg, deadline time.Time) {
+func (c *Cache) run(f *flight, req *dns.Msg) {
 	defer c.wg.Done()
-	if deadline.IsZero() {
-		deadline = time.Now().Add(c.cfg.RefreshTimeout) // the real clock, like every context deadline
-	}
 	// c.ctx cancels (Close); the deadline goes alongside, not in a context
 	// derived per flight, whose timer and bookkeeping were 8% of a miss.
-	msg, server, err := c.up.ExchangeBy(c.ctx, req, deadline)
+	msg, server, err := c.up.ExchangeBy(c.ctx, req, f.deadline)
 	if err != nil {
 		f.err = fmt.Errorf("resolving %s %s upstream: %w", f.key.PresentationName(), dns.TypeToString[f.key.Type], err)
 	} else {

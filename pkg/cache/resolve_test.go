@@ -369,3 +369,41 @@ func BenchmarkResolveMiss(b *testing.B) {
 		}
 	}
 }
+
+// TestResolveByGivesUpOnALongerFlight checks the deadline given beside the
+// context: a caller that joins a flight which may run past that deadline
+// stops waiting at it (no stale entry here: an error), while the flight
+// goes on and stores its answer; a caller whose own flight it is waits for
+// it, the flight being bounded by the same deadline.
+func TestResolveByGivesUpOnALongerFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		up := &fakeUpstream{reply: answerA(300), gate: gate}
+		clk := newClock()
+		c := newTestCache(t, Config{}, up, clk)
+		qs := newQuestion(t, "example.org.", dns.TypeA)
+
+		first := make(chan error, 1)
+		go func() { // no deadline of its own: the flight runs to RefreshTimeout
+			_, err := c.Resolve(context.Background(), qs.key, qs.req)
+			first <- err
+		}()
+		synctest.Wait()
+
+		_, err := c.ResolveBy(context.Background(), qs.key, qs.req, time.Now().Add(100*time.Millisecond))
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("joined caller past its deadline: got %v, want context.DeadlineExceeded", err)
+		}
+		if got := up.Calls(); got != 1 {
+			t.Errorf("upstream queries: got %d, want 1 (the second caller joins the flight)", got)
+		}
+		close(gate)
+		if err := <-first; err != nil {
+			t.Errorf("first caller: %v", err)
+		}
+		synctest.Wait()
+		if _, _, ok := c.Lookup(&qs.q, clk.Now()); !ok {
+			t.Error("after the flight answered: got a miss, want the stored answer")
+		}
+	})
+}

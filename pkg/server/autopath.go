@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/netip"
 	"strings"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -52,12 +53,12 @@ func (s *Server) searchPath(base, ns string) []string {
 // approach of CoreDNS's autopath, possible here because the agent sees the
 // pod's own IP). first is q's name, lowercased. ok is false when the first expansion exists: the normal
 // answer is then right.
-func (s *Server) autopath(ctx context.Context, q *wire.Query, first, base, ns string) (*dns.Msg, bool) {
+func (s *Server) autopath(ctx context.Context, by time.Time, q *wire.Query, first, base, ns string) (*dns.Msg, bool) {
 	if za := s.zone.Lookup(first, q.Type); za.Rcode != dns.RcodeNameError {
 		return nil, false
 	}
 	for i, name := range s.searchPath(base, ns) {
-		r := s.lookupAny(ctx, name, q)
+		r := s.lookupAny(ctx, by, name, q)
 		if r == nil {
 			return nil, false // a failure: answer normally, the client walks on
 		}
@@ -79,7 +80,7 @@ func (s *Server) autopath(ctx context.Context, q *wire.Query, first, base, ns st
 
 // lookupAny answers name for q's type from the zone or through the
 // resolver; nil on failure.
-func (s *Server) lookupAny(ctx context.Context, name string, q *wire.Query) *dns.Msg {
+func (s *Server) lookupAny(ctx context.Context, by time.Time, name string, q *wire.Query) *dns.Msg {
 	lower := strings.ToLower(name)
 	if s.zone != nil && s.zone.InZone(lower) {
 		za := s.zone.Lookup(lower, q.Type)
@@ -94,7 +95,7 @@ func (s *Server) lookupAny(ctx context.Context, name string, q *wire.Query) *dns
 	}
 	req := new(dns.Msg)
 	req.SetQuestion(dns.Fqdn(name), q.Type)
-	res, err := s.resolver.Resolve(ctx, key, req)
+	res, err := s.resolver.Resolve(ctx, key, req, by)
 	if err != nil {
 		return nil
 	}

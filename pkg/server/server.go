@@ -213,7 +213,11 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 		if perr != nil {
 			return nil, res, perr
 		}
-		out, res = s.slow(ctx, pkt, &q, client, nil, maxSize)
+		by, ok := ctx.Deadline()
+		if !ok {
+			by = time.Now().Add(s.cfg.QueryTimeout)
+		}
+		out, res = s.slow(ctx, by, pkt, &q, client, nil, maxSize)
 	}
 	if out == nil {
 		return nil, res, fmt.Errorf("query: %w", wire.ErrNoReply)

@@ -2,7 +2,6 @@ package server
 
 import (
 	"bufio"
-	"context"
 	"encoding/binary"
 	"errors"
 	"io"
@@ -113,9 +112,8 @@ func (s *Server) slowTCP(pkt []byte, client netip.Addr, start time.Time, write f
 	if err := wire.Parse(pkt, &q); err != nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.QueryTimeout)
-	defer cancel()
-	reply, res := s.slow(ctx, pkt, &q, client, make([]byte, 0, 512), 65535)
+	by := time.Now().Add(s.cfg.QueryTimeout)
+	reply, res := s.slow(s.ctx, by, pkt, &q, client, make([]byte, 0, 512), 65535)
 	write(reply)
 	s.record(client, &q, res, start, protoTCP)
 }

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"errors"
 	"net"
 	"net/netip"
@@ -100,9 +99,8 @@ func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, star
 	if err := wire.Parse(b.pkt, q); err != nil {
 		return // parsed once already; cannot happen
 	}
-	ctx, cancel := context.WithTimeout(s.ctx, s.cfg.QueryTimeout)
-	defer cancel()
-	reply, res := s.slow(ctx, b.pkt, q, client.Addr(), b.out[:0], s.udpSize(q))
+	by := time.Now().Add(s.cfg.QueryTimeout)
+	reply, res := s.slow(s.ctx, by, b.pkt, q, client.Addr(), b.out[:0], s.udpSize(q))
 	s.writeUDP(c, reply, client)
 	b.out = reply
 	s.record(client.Addr(), q, res, start, protoUDP)

@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/miekg/dns"
 
@@ -71,7 +72,7 @@ func hasWireSuffix(name, suffix []byte) bool {
 
 // answerZone answers q (qname: its name, lowercased) from the zone. ok is false when the name turns out not
 // to be the zone's (a reverse name it does not own); the caller forwards it.
-func (s *Server) answerZone(ctx context.Context, pkt []byte, q *wire.Query, qname string, out []byte, maxSize int) ([]byte, Result, bool) {
+func (s *Server) answerZone(ctx context.Context, by time.Time, pkt []byte, q *wire.Query, qname string, out []byte, maxSize int) ([]byte, Result, bool) {
 	if s.zone == nil {
 		return wire.AppendError(out, pkt, q, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: SourceZone}, true
 	}
@@ -82,7 +83,7 @@ func (s *Server) answerZone(ctx context.Context, pkt []byte, q *wire.Query, qnam
 	za := s.zone.Lookup(qname, q.Type)
 	m := zoneMsg(q, za)
 	if za.Chase != "" {
-		s.chase(ctx, m, za.Chase, q)
+		s.chase(ctx, by, m, za.Chase, q)
 		out, res := s.packAndAppend(m, q, out, maxSize, Result{Rcode: m.Rcode, Source: SourceZone})
 		return out, res, true
 	}
@@ -111,7 +112,7 @@ func zoneMsg(q *wire.Query, za ZoneAnswer) *dns.Msg {
 
 // chase resolves an out-of-zone CNAME target through the resolver and
 // appends its records; the reply takes the target's rcode (RFC 6604).
-func (s *Server) chase(ctx context.Context, m *dns.Msg, target string, q *wire.Query) {
+func (s *Server) chase(ctx context.Context, by time.Time, m *dns.Msg, target string, q *wire.Query) {
 	m.Answer = append([]dns.RR(nil), m.Answer...) // the zone's slice is shared
 	for i := 0; i < maxChase && target != ""; i++ {
 		key, err := wire.NewKey(target, q.Type, dns.ClassINET, q.DO, q.CD())
@@ -121,7 +122,7 @@ func (s *Server) chase(ctx context.Context, m *dns.Msg, target string, q *wire.Q
 		}
 		req := new(dns.Msg)
 		req.SetQuestion(dns.Fqdn(target), q.Type)
-		res, err := s.resolver.Resolve(ctx, key, req)
+		res, err := s.resolver.Resolve(ctx, key, req, by)
 		if err != nil {
 			m.Rcode = dns.RcodeServerFailure
 			return
