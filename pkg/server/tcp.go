@@ -30,13 +30,12 @@ func (s *Server) serveTCP(ln *net.TCPListener) {
 			_ = c.Close()
 			continue
 		}
+		// A connection accepted while the server is stopping is served like
+		// the others, under the drain deadline stop gives every registered
+		// connection once this loop has returned: during a handover the
+		// client's query is in it, and closing it lost that query.
 		s.mu.Lock()
-		if s.closing {
-			s.mu.Unlock()
-			s.tcpConns.Release(1)
-			_ = c.Close()
-			return
-		}
+		closing := s.closing
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.queries.Add(1)
@@ -51,6 +50,9 @@ func (s *Server) serveTCP(ln *net.TCPListener) {
 			s.mu.Unlock()
 			_ = c.Close()
 		}()
+		if closing {
+			return
+		}
 	}
 }
 
