@@ -34,8 +34,7 @@ type flight struct {
 // upstream fails, an expired entry served stale. Errors wrap the
 // Exchanger's.
 func (c *Cache) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (Result, error) {
-	by, _ := ctx.Deadline()
-	return c.ResolveBy(ctx, key, req, by)
+	return c.ResolveBy(ctx, key, req, time.Time{}) // ResolveBy takes ctx's deadline
 }
 
 // ResolveBy is Resolve with the caller's deadline given beside ctx, which
