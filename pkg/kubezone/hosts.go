@@ -113,18 +113,9 @@ func parseDashedLabel(label string) (netip.Addr, bool) {
 // parseDashed4 parses "10-1-2-3" written as dashedIP writes it (no leading
 // zeros).
 func parseDashed4(label string) (netip.Addr, bool) {
-	var v [4]byte
-	for i := range 4 {
-		part := label
-		if i < 3 {
-			dash := strings.IndexByte(label, '-')
-			part, label = label[:dash], label[dash+1:]
-		}
-		n, ok := parseOctet(part)
-		if !ok {
-			return netip.Addr{}, false
-		}
-		v[i] = n
+	v, ok := parseQuad(label, '-')
+	if !ok {
+		return netip.Addr{}, false
 	}
 	return netip.AddrFrom4(v), true
 }

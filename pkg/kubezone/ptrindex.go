@@ -248,23 +248,31 @@ func parseReverse(name string) (k addrKey, ok bool) {
 
 // parseReverse4 parses "4.3.2.1" (the octets of 1.2.3.4, reversed).
 func parseReverse4(s string) (addrKey, bool) {
-	var v [4]byte
-	for i := 3; i >= 0; i-- {
-		label := s
-		if i > 0 {
-			dot := strings.IndexByte(s, '.')
-			if dot < 0 {
-				return addrKey{}, false
-			}
-			label, s = s[:dot], s[dot+1:]
-		}
-		n, ok := parseOctet(label)
-		if !ok {
-			return addrKey{}, false
-		}
-		v[i] = n
+	v, ok := parseQuad(s, '.')
+	if !ok {
+		return addrKey{}, false
 	}
-	return netip.AddrFrom4(v).As16(), true
+	return netip.AddrFrom4([4]byte{v[3], v[2], v[1], v[0]}).As16(), true
+}
+
+// parseQuad parses four octets separated by sep, each written as itoa
+// writes it; anything else (fewer or more parts, a stray character) is
+// refused. It does not allocate.
+func parseQuad(s string, sep byte) (v [4]byte, ok bool) {
+	for i := range 4 {
+		part := s
+		if i < 3 {
+			cut := strings.IndexByte(s, sep)
+			if cut < 0 {
+				return v, false
+			}
+			part, s = s[:cut], s[cut+1:]
+		}
+		if v[i], ok = parseOctet(part); !ok {
+			return v, false
+		}
+	}
+	return v, true
 }
 
 // parseOctet parses a decimal 0..255 written as itoa writes it (no sign, no
