@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nodecache/nodecache/internal/testnet"
 )
 
 const (
@@ -259,14 +260,11 @@ func (p *proc) logTail(n int) string {
 	return string(b)
 }
 
-// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// freePort returns a loopback port, free for TCP and UDP, that no other
+// test in this process gets (see testnet.FreePort).
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("finding a free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	p, err := testnet.FreePort()
+	return int(p), err
 }
 
 // poll calls check every interval until it returns nil, ctx ends, or the

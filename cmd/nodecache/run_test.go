@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/internal/testnet"
 )
 
 // testUpstream is a loopback authoritative server for example.org. that
@@ -58,23 +60,15 @@ func startUpstream(t *testing.T) *testUpstream {
 	return u
 }
 
+// freePort returns a loopback port, free for TCP and UDP, that no other
+// test in this process gets (see testnet.FreePort).
 func freePort(t *testing.T) uint16 {
 	t.Helper()
-	for i := 0; i < 20; i++ {
-		pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		port := pc.LocalAddr().(*net.UDPAddr).Port
-		_ = pc.Close()
-		ln, err := net.Listen("tcp4", fmt.Sprintf("127.0.0.1:%d", port))
-		if err == nil {
-			_ = ln.Close()
-			return uint16(port)
-		}
+	p, err := testnet.FreePort()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("no free port")
-	return 0
+	return p
 }
 
 // testAgentConfig is an unprivileged agent on loopback.
