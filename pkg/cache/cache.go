@@ -20,10 +20,10 @@ import (
 // Exchanger sends one query upstream. *upstream.Forwarder implements it.
 // The query must end by the deadline by; ctx only cancels (the cache passes
 // its own long-lived context rather than deriving one per miss). The reply
-// it returns must be a fresh message the cache then owns: the cache clamps
-// and packs it in place.
+// comes in wire form, checked to answer req and to unpack; the cache does
+// not keep the slice.
 type Exchanger interface {
-	ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, netip.AddrPort, error)
+	ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error)
 }
 
 // ErrClosed is returned by Resolve after Close.

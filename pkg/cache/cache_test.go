@@ -274,11 +274,15 @@ type udpExchanger struct {
 	client dns.Client
 }
 
-func (u *udpExchanger) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, netip.AddrPort, error) {
+func (u *udpExchanger) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error) {
 	ctx, cancel := withDeadline(ctx, by)
 	defer cancel()
 	m, _, err := u.client.ExchangeContext(ctx, req, u.server.String())
-	return m, u.server, err
+	if err != nil {
+		return nil, u.server, err
+	}
+	raw, err := m.Pack()
+	return raw, u.server, err
 }
 
 // loopbackServer starts a miekg/dns server on 127.0.0.1 with its own mux,

@@ -41,15 +41,33 @@ var errUpstream = errors.New("upstream down")
 var testServer = netip.MustParseAddrPort("192.0.2.53:53")
 
 // fakeUpstream is an Exchanger that counts calls and answers with reply,
-// after waiting on gate when gate is non-nil.
+// after waiting on gate when gate is non-nil. It packs the reply with name
+// compression, as resolvers do, so that the cache stores it from its
+// bytes; with spelled, names are written out in full, and the cache
+// unpacks the reply instead (wire.ScanUpstream refuses an owner name
+// equal to the question that is not a pointer to it).
 type fakeUpstream struct {
-	mu    sync.Mutex // guards following
-	calls int
-	reply func(req *dns.Msg) (*dns.Msg, error)
-	gate  chan struct{}
+	mu      sync.Mutex // guards following
+	calls   int
+	reply   func(req *dns.Msg) (*dns.Msg, error)
+	gate    chan struct{}
+	spelled bool
 }
 
-func (f *fakeUpstream) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, netip.AddrPort, error) {
+func (f *fakeUpstream) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error) {
+	m, err := f.exchange(ctx, req, by)
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	m.Compress = !f.spelled
+	raw, err := m.Pack()
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	return raw, testServer, nil
+}
+
+func (f *fakeUpstream) exchange(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, error) {
 	ctx, cancel := withDeadline(ctx, by)
 	defer cancel()
 	f.mu.Lock()
@@ -60,14 +78,10 @@ func (f *fakeUpstream) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Tim
 		select {
 		case <-gate:
 		case <-ctx.Done():
-			return nil, netip.AddrPort{}, ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
-	m, err := reply(req)
-	if err != nil {
-		return nil, netip.AddrPort{}, err
-	}
-	return m, testServer, nil
+	return reply(req)
 }
 
 func (f *fakeUpstream) Calls() int {

@@ -55,29 +55,45 @@ func decide(l limits, key *wire.Key, reply *dns.Msg) (time.Duration, kind, reaso
 	if !questionMatches(key, reply) {
 		return 0, 0, reasonQuestion
 	}
-	switch reply.Rcode {
+	facts := wire.Upstream{Rcode: reply.Rcode, Answers: len(reply.Answer)}
+	if len(reply.Answer) > 0 {
+		facts.AnswerMinTTL = minTTL(reply.Answer)
+	}
+	if soa := findSOA(reply.Ns); soa != nil {
+		facts.SOA, facts.SOATTL, facts.SOAMinimum = true, soa.Hdr.Ttl, soa.Minttl
+	}
+	return judge(l, &facts)
+}
+
+// decideScanned is decide for a reply read by wire.ScanUpstream, which
+// takes no truncated reply and no extended rcode.
+func decideScanned(l limits, key *wire.Key, u *wire.Upstream) (time.Duration, kind, reason) {
+	if !u.QuestionIs(key.Name, key.Type, key.Class) {
+		return 0, 0, reasonQuestion
+	}
+	return judge(l, u)
+}
+
+// judge is decide's verdict on a reply to the right question, from its
+// rcode, answer TTLs and SOA. A negative reply lives min(SOA TTL, SOA
+// MINIMUM) of the authority section's first SOA, capped (RFC 2308 5).
+func judge(l limits, u *wire.Upstream) (time.Duration, kind, reason) {
+	switch u.Rcode {
 	case dns.RcodeSuccess:
-		if len(reply.Answer) == 0 { // NODATA
-			return negativeTTL(l, reply)
+		if u.Answers > 0 {
+			return capTTL(seconds(u.AnswerMinTTL), l.maxTTL, kindPositive)
 		}
-		return capTTL(seconds(minTTL(reply.Answer)), l.maxTTL, kindPositive)
+		// NODATA: negative, like NXDOMAIN.
 	case dns.RcodeNameError:
-		return negativeTTL(l, reply)
 	case dns.RcodeServerFailure:
 		return capTTL(l.servfailTTL, l.servfailTTL, kindServfail)
 	default:
 		return 0, 0, reasonRcode
 	}
-}
-
-// negativeTTL is min(SOA TTL, SOA MINIMUM) of the authority section's SOA,
-// capped (RFC 2308 5).
-func negativeTTL(l limits, reply *dns.Msg) (time.Duration, kind, reason) {
-	soa := findSOA(reply.Ns)
-	if soa == nil {
+	if !u.SOA {
 		return 0, 0, reasonNoSOA
 	}
-	return capTTL(seconds(min(soa.Hdr.Ttl, soa.Minttl)), l.maxNegativeTTL, kindNegative)
+	return capTTL(seconds(min(u.SOATTL, u.SOAMinimum)), l.maxNegativeTTL, kindNegative)
 }
 
 // capTTL caps ttl and truncates it to whole seconds, the unit TTLs are

@@ -60,6 +60,22 @@ func TestDecide(t *testing.T) {
 			if ttl != tt.ttl || k != tt.kind || why != tt.why {
 				t.Errorf("got (%v, %v, %q), want (%v, %v, %q)", ttl, k, why, tt.ttl, tt.kind, tt.why)
 			}
+			// The same reply judged from its bytes, as the miss path does.
+			tt.reply.Compress = true
+			raw, err := tt.reply.Pack()
+			if err != nil {
+				t.Fatal(err)
+			}
+			u, ok := wire.ScanUpstream(raw)
+			if refused := tt.why == reasonTruncated || len(tt.reply.Question) != 1; ok == refused {
+				t.Fatalf("ScanUpstream took it: %t, want %t", ok, !refused)
+			}
+			if !ok {
+				return
+			}
+			if ttl, k, why := decideScanned(lim, &key, &u); ttl != tt.ttl || k != tt.kind || why != tt.why {
+				t.Errorf("decideScanned: got (%v, %v, %q), want (%v, %v, %q)", ttl, k, why, tt.ttl, tt.kind, tt.why)
+			}
 		})
 	}
 }

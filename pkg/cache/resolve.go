@@ -186,12 +186,12 @@ func (c *Cache) run(f *flight, req *dns.Msg) {
 	defer c.wg.Done()
 	// c.ctx cancels (Close); the deadline goes alongside, not in a context
 	// derived per flight, whose timer and bookkeeping were 8% of a miss.
-	msg, server, err := c.up.ExchangeBy(c.ctx, req, f.deadline)
+	raw, server, err := c.up.ExchangeBy(c.ctx, req, f.deadline)
 	if err != nil {
 		f.err = fmt.Errorf("resolving %s %s upstream: %w", f.key.PresentationName(), dns.TypeToString[f.key.Type], err)
 	} else {
 		f.server = server
-		f.packed, f.err = c.store(f.key, f.hash, msg, c.cfg.Now())
+		f.packed, f.err = c.storeRaw(f.key, f.hash, raw, c.cfg.Now())
 	}
 	c.mu.Lock()
 	if c.flights[f.key] == f {
@@ -202,6 +202,33 @@ func (c *Cache) run(f *flight, req *dns.Msg) {
 		<-c.sem
 	}
 	close(f.done)
+}
+
+// storeRaw caches the upstream reply raw for key when the policy allows,
+// and returns it packed either way. A reply in the plain shape nearly all
+// have (wire.ScanUpstream) is judged and stored from its bytes; any other
+// is unpacked and goes through store. The bytes path saves unpacking the
+// reply and packing it again: 1.2 µs and 14 allocations a miss (see
+// BenchmarkPackUpstream).
+func (c *Cache) storeRaw(key wire.Key, h uint64, raw []byte, now time.Time) (*wire.Packed, error) {
+	u, ok := wire.ScanUpstream(raw)
+	if !ok {
+		m := new(dns.Msg)
+		if err := m.Unpack(raw); err != nil {
+			c.met.uncacheable[reasonBadReply].Add(1)
+			return nil, fmt.Errorf("unpacking upstream reply for %s: %w", key.PresentationName(), err)
+		}
+		return c.store(key, h, m, now)
+	}
+	ttl, k, why := decideScanned(c.lim, &key, &u)
+	if why != reasonNone {
+		c.met.uncacheable[why].Add(1)
+		p := wire.PackUpstream(raw, &u, 0)
+		return &p, nil
+	}
+	e := newEntry(&key, wire.PackUpstream(raw, &u, uint32(ttl/time.Second)), k, now, ttl)
+	c.insert(h, e, now)
+	return &e.packed, nil
 }
 
 // store caches reply for key when the policy allows, and returns the reply

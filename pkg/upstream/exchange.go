@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 const (
@@ -47,41 +50,50 @@ func (b *bufPool) put(buf *[]byte) { b.p.Put(buf) }
 type verdict int
 
 const (
-	replyOK        verdict = iota
-	replyTruncated         // valid, but TC is set: retry over TCP
-	replySpoofed           // wrong ID, QR clear or another question: ignore
-	replyMalformed         // does not unpack: ignore
+	replyOK             verdict = iota
+	replyTruncated              // TC is set, and the rest may be cut: retry over TCP
+	replyTruncatedWhole         // TC is set, and the rest unpacks
+	replySpoofed                // wrong ID, QR clear or another question: ignore
+	replyMalformed              // does not unpack: ignore
 )
 
-// parseReply checks that buf answers the query with the given ID and
-// question before trusting it. The header is checked on the raw bytes so
-// that a spoofed datagram costs no allocation.
-func parseReply(buf []byte, id uint16, q *dns.Question) (*dns.Msg, verdict) {
+// parseReply checks that buf answers the query req (packed, with the
+// given ID) before trusting it, and returns its rcode. The header is
+// checked on the raw bytes so that a spoofed datagram costs no allocation;
+// a reply in the plain shape wire.ScanUpstream takes is checked in place,
+// and any other is unpacked, as a reply that does not unpack is ignored.
+func parseReply(buf []byte, id uint16, req []byte, q *dns.Question) (rcode int, v verdict) {
 	if len(buf) < headerSize {
-		return nil, replyMalformed
+		return 0, replyMalformed
 	}
 	if binary.BigEndian.Uint16(buf) != id || buf[2]&qrBit == 0 {
-		return nil, replySpoofed
+		return 0, replySpoofed
+	}
+	if u, ok := wire.ScanUpstream(buf); ok {
+		if !u.AnswersQuery(req) {
+			return 0, replySpoofed
+		}
+		return u.Rcode, replyOK
 	}
 	resp := new(dns.Msg)
 	err := resp.Unpack(buf)
 	if !sameQuestion(resp, q) {
 		if err != nil && len(resp.Question) == 0 {
-			return nil, replyMalformed
+			return 0, replyMalformed
 		}
-		return nil, replySpoofed
+		return 0, replySpoofed
 	}
 	truncated := buf[2]&tcBit != 0
 	switch {
 	case err != nil && truncated:
 		// A truncated reply may be cut anywhere after the question.
-		return nil, replyTruncated
+		return 0, replyTruncated
 	case err != nil:
-		return nil, replyMalformed
+		return 0, replyMalformed
 	case truncated:
-		return resp, replyTruncated
+		return resp.Rcode, replyTruncatedWhole
 	}
-	return resp, replyOK
+	return resp.Rcode, replyOK
 }
 
 func sameQuestion(m *dns.Msg, q *dns.Question) bool {
@@ -109,13 +121,20 @@ func newID(wire []byte) uint16 {
 	return id
 }
 
+// reply is a valid upstream reply: its bytes, which the caller owns, and
+// its rcode.
+type reply struct {
+	raw   []byte
+	rcode int
+}
+
 // tryServer makes one attempt at s: UDP on a pooled or new socket, then
 // TCP if the reply is truncated. wire is the packed request; its ID is
 // rewritten.
-func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (*dns.Msg, error) {
-	resp, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline)
+func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (reply, error) {
+	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline)
 	if err != nil || !truncated {
-		return resp, err
+		return r, err
 	}
 	s.countError(kindTruncated)
 	return f.tryTCP(ctx, s, q, wire, deadline)
@@ -125,36 +144,36 @@ func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, w
 // gave it a random ephemeral port and drops datagrams from any address but
 // the server's. The socket goes back to the pool only after a clean round
 // trip (see releaseUDP).
-func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (*dns.Msg, bool, error) {
+func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (reply, bool, error) {
 	u, err := s.udpSocket(time.Now())
 	if err != nil {
-		return nil, false, classify(ctx, s.addr, protoUDP, err)
+		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
 	// The deadline is set before the watch starts, so that a cancel that
 	// fires at once is not overwritten by it.
 	if err := u.conn.SetDeadline(deadline); err != nil {
 		_ = u.Close()
-		return nil, false, classify(ctx, s.addr, protoUDP, err)
+		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
 	stop := u.watch(ctx)
-	resp, truncated, clean, err := f.roundTripUDP(s, u, q, wire, readSize)
+	r, truncated, clean, err := f.roundTripUDP(s, u, q, wire, readSize)
 	stopped := stop()
 	s.releaseUDP(u, clean && stopped)
 	if err != nil {
-		return nil, false, classify(ctx, s.addr, protoUDP, err)
+		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
-	return resp, truncated, nil
+	return r, truncated, nil
 }
 
 // roundTripUDP sends wire on u and reads datagrams until one answers it.
 // clean reports a valid, untruncated reply that was the only datagram
 // read. The returned error is the raw socket error.
-func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []byte, readSize int) (resp *dns.Msg, truncated, clean bool, err error) {
+func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []byte, readSize int) (r reply, truncated, clean bool, err error) {
 	id := newID(wire)
 	u.uses++
 	s.countRequest(protoUDP)
 	if _, err := u.conn.Write(wire); err != nil {
-		return nil, false, false, err
+		return reply{}, false, false, err
 	}
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
@@ -166,21 +185,21 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []
 	for {
 		n, err := u.conn.Read(buf)
 		if err != nil {
-			return nil, false, false, err
+			return reply{}, false, false, err
 		}
-		resp, v := parseReply(buf[:n], id, q)
+		rcode, v := parseReply(buf[:n], id, wire, q)
 		switch v {
 		case replyOK:
-			return resp, false, clean, nil
-		case replyTruncated:
-			return nil, true, false, nil
+			return reply{raw: bytes.Clone(buf[:n]), rcode: rcode}, false, clean, nil
+		case replyTruncated, replyTruncatedWhole:
+			return reply{}, true, false, nil
 		case replySpoofed:
 			s.countError(kindSpoofed)
 		case replyMalformed:
 			if n == len(buf) {
 				// The kernel cut a datagram larger than the client's
 				// EDNS size; the whole reply may come over TCP.
-				return nil, true, false, nil
+				return reply{}, true, false, nil
 			}
 			s.countError(kindMalformed)
 		}
@@ -192,29 +211,29 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []
 // tryTCP sends the query over a pooled or new TCP connection. A reused
 // connection that turns out closed by the server is replaced by a fresh
 // one within the same deadline.
-func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire []byte, deadline time.Time) (*dns.Msg, error) {
+func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire []byte, deadline time.Time) (reply, error) {
 	for {
 		conn, reused := s.tcp.get(time.Now())
 		if !reused {
 			d := net.Dialer{Deadline: deadline}
 			c, err := d.DialContext(ctx, "tcp", s.addr.String())
 			if err != nil {
-				return nil, classify(ctx, s.addr, protoTCP, err)
+				return reply{}, classify(ctx, s.addr, protoTCP, err)
 			}
 			conn = c
 		}
-		resp, reusable, err := f.watchedTCP(ctx, s, conn, q, wire, deadline)
+		r, reusable, err := f.watchedTCP(ctx, s, conn, q, wire, deadline)
 		if err == nil {
 			if reusable {
 				s.tcp.put(conn, time.Now().Add(f.cfg.TCPIdleTimeout))
 			} else {
 				_ = conn.Close()
 			}
-			return resp, nil
+			return r, nil
 		}
 		_ = conn.Close()
 		if !reused || !staleConn(err) || ctx.Err() != nil {
-			return nil, classify(ctx, s.addr, protoTCP, err)
+			return reply{}, classify(ctx, s.addr, protoTCP, err)
 		}
 	}
 }
@@ -222,18 +241,18 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 // watchedTCP is roundTripTCP under conn's deadline and a watch on ctx.
 // reusable is false when the watcher ran as the reply came in: conn may
 // then carry a past deadline and must not be pooled.
-func (f *Forwarder) watchedTCP(ctx context.Context, s *server, conn net.Conn, q *dns.Question, wire []byte, deadline time.Time) (resp *dns.Msg, reusable bool, err error) {
+func (f *Forwarder) watchedTCP(ctx context.Context, s *server, conn net.Conn, q *dns.Question, wire []byte, deadline time.Time) (r reply, reusable bool, err error) {
 	if err := conn.SetDeadline(deadline); err != nil {
-		return nil, false, err
+		return reply{}, false, err
 	}
 	stop := watch(ctx, conn)
-	resp, err = f.roundTripTCP(s, conn, q, wire)
-	return resp, stop(), err
+	r, err = f.roundTripTCP(s, conn, q, wire)
+	return r, stop(), err
 }
 
 // roundTripTCP writes one length-prefixed query on conn and reads replies
 // until one matches it. The returned error is the raw socket error.
-func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire []byte) (*dns.Msg, error) {
+func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire []byte) (reply, error) {
 	id := newID(wire)
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
@@ -241,12 +260,12 @@ func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire
 	out = append(out, wire...)
 	s.countRequest(protoTCP)
 	if _, err := conn.Write(out); err != nil {
-		return nil, err
+		return reply{}, err
 	}
 	var lenBuf [2]byte
 	for {
 		if _, err := io.ReadFull(conn, lenBuf[:]); err != nil {
-			return nil, err
+			return reply{}, err
 		}
 		n := int(binary.BigEndian.Uint16(lenBuf[:]))
 		in := (*bufp)[:cap(*bufp)]
@@ -254,22 +273,17 @@ func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire
 			in = make([]byte, n)
 		}
 		if _, err := io.ReadFull(conn, in[:n]); err != nil {
-			return nil, err
+			return reply{}, err
 		}
-		resp, v := parseReply(in[:n], id, q)
+		rcode, v := parseReply(in[:n], id, wire, q)
 		switch v {
-		case replyOK:
-			return resp, nil
-		case replyTruncated:
+		case replyOK, replyTruncatedWhole:
 			// TC over TCP is the server's final word; hand it back.
-			if resp != nil {
-				return resp, nil
-			}
+			return reply{raw: bytes.Clone(in[:n]), rcode: rcode}, nil
+		case replyTruncated, replyMalformed:
 			s.countError(kindMalformed)
 		case replySpoofed:
 			s.countError(kindSpoofed)
-		case replyMalformed:
-			s.countError(kindMalformed)
 		}
 	}
 }

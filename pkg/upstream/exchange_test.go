@@ -232,13 +232,21 @@ func FuzzParseReply(f *testing.F) {
 	f.Add(good[:20])
 	f.Add([]byte{0x12, 0x34, 0x82, 0, 0, 1})
 	q := &r.Question[0]
+	req, err := r.Pack()
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		resp, v := parseReply(data, 0x1234, q)
-		if v != replyOK && !(v == replyTruncated && resp != nil) {
+		rcode, v := parseReply(data, 0x1234, req, q)
+		if v != replyOK && v != replyTruncatedWhole {
 			return
 		}
-		if resp.Id != 0x1234 || !resp.Response || !sameQuestion(resp, q) {
-			t.Errorf("accepted a reply for another query: %v", resp)
+		resp := new(dns.Msg)
+		if err := resp.Unpack(data); err != nil {
+			t.Fatalf("accepted a reply that does not unpack: %v", err)
+		}
+		if resp.Id != 0x1234 || !resp.Response || !sameQuestion(resp, q) || resp.Rcode != rcode {
+			t.Errorf("accepted a reply for another query, or got its rcode (%d) wrong: %v", rcode, resp)
 		}
 	})
 }

@@ -295,9 +295,13 @@ func BenchmarkParseReplySpoofed(b *testing.B) {
 		b.Fatal(err)
 	}
 	q := &r.Question[0]
+	req, err := r.Pack()
+	if err != nil {
+		b.Fatal(err)
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, v := parseReply(wire, r.Id+1, q); v != replySpoofed {
+		if _, v := parseReply(wire, r.Id+1, req, q); v != replySpoofed {
 			b.Fatalf("verdict: got %d, want spoofed", v)
 		}
 	}

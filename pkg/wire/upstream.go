@@ -284,11 +284,23 @@ func lower(c byte) byte {
 // QuestionIs reports whether u's question is name (wire form, lowercase),
 // typ and class, ignoring the case the upstream wrote it in.
 func (u *Upstream) QuestionIs(name string, typ, class uint16) bool {
+	return sameQuestion(u, name, typ, class)
+}
+
+// AnswersQuery reports whether u's question is the one at the start of the
+// packed query req (name, type and class), ignoring case.
+func (u *Upstream) AnswersQuery(req []byte) bool {
+	end := HeaderLen + len(u.Name)
+	return len(req) >= end+4 && sameQuestion(u, req[HeaderLen:end],
+		binary.BigEndian.Uint16(req[end:]), binary.BigEndian.Uint16(req[end+2:]))
+}
+
+func sameQuestion[T string | []byte](u *Upstream, name T, typ, class uint16) bool {
 	if u.Type != typ || u.Class != class || len(u.Name) != len(name) {
 		return false
 	}
 	for i := range u.Name {
-		if lower(u.Name[i]) != name[i] {
+		if lower(u.Name[i]) != lower(name[i]) {
 			return false
 		}
 	}

@@ -41,7 +41,7 @@ func upstreamReplies(t testing.TB) map[string][]byte {
 			&dns.CNAME{Hdr: dns.RR_Header{Name: "alias.example.org.", Rrtype: dns.TypeCNAME, Class: dns.ClassINET, Ttl: 120}, Target: "real.example.org."},
 			a("real.example.org.", 30, "192.0.2.9"),
 		}, nil, nil),
-		"NODATA": mk("www.example.org.", dns.TypeAAAA, dns.RcodeSuccess, true, nil, []dns.RR{soa(3600, 300)}, nil),
+		"NODATA":   mk("www.example.org.", dns.TypeAAAA, dns.RcodeSuccess, true, nil, []dns.RR{soa(3600, 300)}, nil),
 		"NXDOMAIN": mk("nope.example.org.", dns.TypeA, dns.RcodeNameError, true, nil, []dns.RR{soa(900, 1800)}, nil),
 		"SERVFAIL": mk("broken.example.org.", dns.TypeA, dns.RcodeServerFailure, false, nil, nil, nil),
 		"MX SRV TXT PTR NS": mk("mix.example.org.", dns.TypeANY, dns.RcodeSuccess, true, []dns.RR{
