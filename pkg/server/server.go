@@ -63,6 +63,10 @@ type Server struct {
 	wg      sync.WaitGroup // read loops and accept loops
 	queries sync.WaitGroup // slow-path goroutines and TCP connections
 	serving atomic.Bool
+
+	// afterAccept, when set (by tests, before Serve), runs after each TCP
+	// accept, before the connection is registered.
+	afterAccept func()
 }
 
 // New builds a server.

@@ -15,6 +15,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodecache/nodecache/internal/testnet"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -416,5 +417,64 @@ func benchFast(b *testing.B, f *fakeResolver, z Zone, name string) {
 			b.Fatal("not answered on the fast path")
 		}
 		s.metrics.observe(protoUDP, q.Type, res, time.Microsecond)
+	}
+}
+
+// TestTCPAcceptedWhileStoppingIsServed checks that a connection accepted
+// at the moment the server starts stopping (during a handover, say) is
+// served under the drain deadline, not closed with the client's query in
+// it. The accept hook holds the accept loop until Shutdown has begun.
+func TestTCPAcceptedWhileStoppingIsServed(t *testing.T) {
+	port, err := testnet.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
+	l, err := Listen(context.Background(), []netip.AddrPort{addr}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Addrs: []netip.AddrPort{addr}}, Deps{Resolver: &fakeResolver{}},
+		prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	var once sync.Once
+	s.afterAccept = func() {
+		once.Do(func() {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				defer cancel()
+				stopped <- s.Shutdown(ctx)
+			}()
+			for !s.isClosing() {
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+	if err := s.Serve(l); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := dns.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	m := new(dns.Msg)
+	m.SetQuestion("late.example.", dns.TypeA)
+	if err := conn.WriteMsg(m); err != nil {
+		t.Fatal(err)
+	}
+	_ = conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	r, err := conn.ReadMsg()
+	if err != nil {
+		t.Fatalf("query on a connection accepted as the server stopped: %v", err)
+	}
+	if r.Id != m.Id || r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+		t.Errorf("got %v, want one A record", r)
+	}
+	if err := <-stopped; err != nil {
+		t.Errorf("shutdown: %v", err)
 	}
 }

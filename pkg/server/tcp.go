@@ -25,6 +25,9 @@ func (s *Server) serveTCP(ln *net.TCPListener) {
 			time.Sleep(5 * time.Millisecond) // EMFILE and friends: do not spin
 			continue
 		}
+		if s.afterAccept != nil {
+			s.afterAccept()
+		}
 		if !s.tcpConns.TryAcquire(1) {
 			s.metrics.dropped("tcp_conn_limit")
 			_ = c.Close()
