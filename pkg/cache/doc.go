@@ -22,7 +22,9 @@
 // (NXDOMAIN, NODATA) for min(SOA TTL, SOA MINIMUM), SERVFAIL for
 // ServfailTTL, each capped; never truncated replies, replies to another
 // question, negatives without SOA, other rcodes, or TTL 0. Record TTLs are
-// clamped to the entry's lifetime before packing.
+// clamped to the entry's lifetime before packing. A reply in the shape
+// wire.ScanUpstream takes is judged and stored from its bytes
+// (wire.PackUpstream); any other is unpacked and packed again.
 //
 // Popular entries (PrefetchMinHits hits) are refreshed once in the
 // background when under PrefetchPercent of their TTL is left. When the

@@ -17,6 +17,12 @@
 // time). A server that answers REFUSED is skipped in favour of the next;
 // its reply is returned only if no other server answers.
 //
+// ExchangeBy returns the reply as bytes. One in the plain shape nearly
+// every reply has is checked in place by wire.ScanUpstream (names,
+// pointers, rdata lengths, the question against the request's); any
+// other is unpacked with miekg/dns to check it. Either way what is
+// returned unpacks. Exchange unpacks it for callers that want a dns.Msg.
+//
 // UDP sockets are pooled per server too, as dialling one per query was
 // most of the miss path's CPU. A socket serves one query at a time and
 // goes back to the pool only after a clean round trip: a timeout, a

@@ -5,6 +5,10 @@
 // answer is written to a client by copying bytes and patching the ID, flags,
 // the question's case and the TTLs, with no dns.Msg in between.
 //
+// ScanUpstream and PackUpstream do the same for the miss path: an upstream
+// reply in the plain shape nearly all have is checked and stored from its
+// bytes; the caller unpacks any other with miekg/dns.
+//
 // Parse sorts a packet into one of the server's answers: ErrNoReply (the header
 // cannot be read, or the packet is itself a response: send nothing),
 // ErrFormat (FORMERR), ErrNotImp (NOTIMP) and ErrBadVers (BADVERS); the
