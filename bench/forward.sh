@@ -15,8 +15,8 @@ measure_forward() {
   R[rss|$s]=$(awk -v k="$warm" 'BEGIN { printf "%.0f", k / 1024 }')
   R[rssname|$s]=$(awk -v w="$warm" -v i="$idle" -v n="$WARM" 'BEGIN { printf "%.2f", (w - i) / n }')
   log "$s: RSS $idle KiB idle, $warm KiB with $WARM names cached"
-  dnsperf_run "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
-  R[hitqps|$s]=$QPS; R[hitcpu|$s]=$CPU_US
+  dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
+  R[hitqps|$s]=$QPS; R[hitcpu|$s]=$CPU_US; R[hitruns|$s]=$RUNS
   latency_run "$pid" "$port" "$WORK/hit.txt" "$HIT_RATE"
   R[hitp50|$s]=$P50; R[hitp99|$s]=$P99; R[hitp999|$s]=$P999; R[hitlcpu|$s]=$LCPU_US; R[hitlost|$s]=$LOST_PCT
   dnsperf_run "$pid" "$port" "$WORK/miss.txt" -n 1 -l "$PHASE" -q 100

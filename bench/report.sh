@@ -31,7 +31,8 @@ Each server runs alone, pinned to CPU 0 (\`taskset -c 0\`); dnsperf, the Go late
 and the API server share CPU 1. Same upstream (NSD, $NAMES names, TTL 3600), same cache budget
 ($CACHE_SIZE; CoreDNS sizes by entries: 400,000; Unbound msg and rrset caches $CACHE_SIZE_UNBOUND each).
 QPS is dnsperf's (UDP, 4 clients, 500 outstanding, ${PHASE} s); CPU µs/answer is the server's utime+stime
-delta over answers; latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s): percentiles
+delta over answers (the max-QPS hit and zone rows: the run with the median CPU of $REPEAT, each run's figure
+listed under the table); latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s): percentiles
 of the answered queries, the share never answered within 1 s in its own row. RSS per cached name is (RSS after
 warming − RSS once the server has answered its first query) ÷ $WARM names, in KiB (1024 bytes).
 EOF
@@ -87,6 +88,13 @@ EOF
       row zoneheap "heap MB, zone tables alone, same cluster (kubezone BenchmarkZoneBuild/10k)"
     fi
   fi
+  printf '\nCPU µs/answer of each max-QPS run, in order: cache hit: nodecache %s; CoreDNS %s; Unbound %s.' \
+    "${R[hitruns|nodecache]:-–}" "${R[hitruns|coredns]:-–}" "${R[hitruns|unbound]:-–}"
+  if [ -n "${R[zoneruns|nodecache]:-}" ]; then
+    printf ' Cluster zone: nodecache %s; CoreDNS + cache 30 %s; CoreDNS alone %s.' \
+      "${R[zoneruns|nodecache]}" "${R[zoneruns|coredns]:-–}" "${R[zonerunsnc|coredns]:-–}"
+  fi
+  printf '\n'
   cat <<EOF
 
 Cluster-zone queries (\`benchtool cluster\`): $ZONE_SERVICES services × $ZONE_ENDPOINTS ready endpoints in 10

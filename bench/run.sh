@@ -5,6 +5,7 @@
 #
 # Environment:
 #   BENCH_PHASE_SECONDS  length of each load phase (default 10)
+#   BENCH_REPEAT         runs of each max-QPS hit and zone phase; the median counts (default 3)
 #   BENCH_GO=0           skip the `go test -bench` rows
 #   BENCH_PROFILE=0      skip the CPU profiles of nodecache's hit and miss paths
 #   BENCH_PROFILE_DIR    where they go (default ~/.cache/nodecache-bench/profiles; not the repo)
@@ -19,6 +20,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PHASE=${BENCH_PHASE_SECONDS:-10}
+REPEAT=${BENCH_REPEAT:-3}
 CACHE_DIR=${NODECACHE_BENCH_CACHE:-$HOME/.cache/nodecache-bench}
 PROFILE_DIR=${BENCH_PROFILE_DIR:-$CACHE_DIR/profiles}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
@@ -52,6 +54,7 @@ trap 'exit 130' INT TERM
 for t in dnsperf nsd unbound taskset dig ss; do command -v "$t" >/dev/null || die "$t not installed"; done
 [ -x "$NODECACHE" ] || die "$NODECACHE missing: run make build"
 [ "$PHASE" -ge 2 ] && [ "$PHASE" -le 60 ] || die "BENCH_PHASE_SECONDS=$PHASE: want 2 to 60"
+[[ "$REPEAT" =~ ^[1-9]$ ]] || die "BENCH_REPEAT=$REPEAT: want 1 to 9"
 
 # --- tools ----------------------------------------------------------------
 BENCHTOOL=$WORK/benchtool

@@ -82,8 +82,8 @@ create_chunked() {
 # zone_rows NAME PID PORT: throughput, CPU and latency on the zone queries.
 zone_rows() {
   local s=$1 pid=$2 port=$3
-  dnsperf_run "$pid" "$port" "$WORK/zone.txt" -l "$PHASE"
-  R[zoneqps|$s]=$QPS; R[zonecpu|$s]=$CPU_US
+  dnsperf_median "$pid" "$port" "$WORK/zone.txt" -l "$PHASE"
+  R[zoneqps|$s]=$QPS; R[zonecpu|$s]=$CPU_US; R[zoneruns|$s]=$RUNS
   latency_run "$pid" "$port" "$WORK/zone.txt" "$HIT_RATE"
   R[zonep50|$s]=$P50; R[zonep99|$s]=$P99; R[zonep999|$s]=$P999; R[zonelost|$s]=$LOST_PCT
   R[zonerss|$s]=$(rss_mib "$pid")
@@ -123,8 +123,8 @@ measure_zone() {
   port=$(free_port)
   write_corefile_zone "$WORK/Corefile.zone-nocache" "$port" "$NSD_PORT" "$(free_port)" "$KUBECONFIG_FILE" ""
   zone_start coredns-zone-nocache "$port" "$ZONE_SERVICES" "$COREDNS" -conf "$WORK/Corefile.zone-nocache"
-  dnsperf_run "$PID" "$port" "$WORK/zone.txt" -l "$PHASE"
-  R[zoneqpsnc|coredns]=$QPS; R[zonecpunc|coredns]=$CPU_US
+  dnsperf_median "$PID" "$port" "$WORK/zone.txt" -l "$PHASE"
+  R[zoneqpsnc|coredns]=$QPS; R[zonecpunc|coredns]=$CPU_US; R[zonerunsnc|coredns]=$RUNS
   stop "$PID"
 
   if [ "${BENCH_BIGZONE:-1}" = 1 ]; then
