@@ -30,15 +30,23 @@ var (
 // caller's bind. A port the kernel hands to bind(":0") is from that range,
 // and a test that closed it and passed the number on lost it now and
 // then to a connect elsewhere on the machine ("address already in use").
+//
+// On a machine whose ephemeral range leaves fewer than 1000 ports below
+// it, FreePort falls back to a port the kernel picks, as before.
 func FreePort() (uint16, error) {
 	lo, hi := lowest, ephemeralLow()
-	if hi-lo < 1000 {
-		return 0, fmt.Errorf("no port range below the ephemeral range (it starts at %d)", hi)
-	}
 	mu.Lock()
 	defer mu.Unlock()
 	for range 200 {
-		p := uint16(lo + rand.IntN(hi-lo))
+		var p uint16
+		if hi-lo >= 1000 {
+			p = uint16(lo + rand.IntN(hi-lo))
+		} else {
+			var err error
+			if p, err = kernelPort(); err != nil {
+				return 0, err
+			}
+		}
 		if handed[p] || !free(p) {
 			continue
 		}
@@ -46,6 +54,17 @@ func FreePort() (uint16, error) {
 		return p, nil
 	}
 	return 0, errors.New("no free port on 127.0.0.1 in 200 tries")
+}
+
+// kernelPort returns a port the kernel picked for a TCP listener on
+// 127.0.0.1, closed again.
+func kernelPort() (uint16, error) {
+	ln, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("finding a free port: %w", err)
+	}
+	defer ln.Close()
+	return uint16(ln.Addr().(*net.TCPAddr).Port), nil
 }
 
 // free reports whether 127.0.0.1:p can be bound for TCP and for UDP.
