@@ -104,23 +104,41 @@ func newPacked(msg []byte) (Packed, error) {
 	n := int(binary.BigEndian.Uint16(msg[6:])) + int(binary.BigEndian.Uint16(msg[8:])) + int(binary.BigEndian.Uint16(msg[10:]))
 	// slices.Grow rounds the capacity up to the allocator's size class.
 	buf := append(slices.Grow([]byte(nil), len(msg)+2*n), msg...)
+	p, err := indexTTLs(buf, len(msg), qEnd, n, 0)
+	if err != nil {
+		return Packed{}, fmt.Errorf("indexing packed reply: %w", err)
+	}
+	return p, nil
+}
+
+// indexTTLs makes a Packed of buf, which holds a reply in buf[:msgLen]
+// (question ending at qEnd, then n records, no OPT) and room after it for
+// the TTL offsets it appends. With maxTTL > 0 it lowers every TTL above
+// maxTTL to it, in place.
+func indexTTLs(buf []byte, msgLen, qEnd, n int, maxTTL uint32) (Packed, error) {
 	minTTL := ^uint32(0)
 	off := qEnd
-	for i := 0; i < n; i++ {
-		if off, err = skipName(msg, off); err != nil {
-			return Packed{}, fmt.Errorf("indexing packed reply: %w", err)
+	for range n {
+		var err error
+		if off, err = skipName(buf[:msgLen], off); err != nil {
+			return Packed{}, err
 		}
-		if off+10 > len(msg) {
+		if off+10 > msgLen {
 			return Packed{}, ErrFormat
 		}
+		ttl := binary.BigEndian.Uint32(buf[off+4:])
+		if maxTTL > 0 && ttl > maxTTL {
+			ttl = maxTTL
+			binary.BigEndian.PutUint32(buf[off+4:], ttl)
+		}
+		minTTL = min(minTTL, ttl)
 		buf = binary.BigEndian.AppendUint16(buf, uint16(off+4))
-		minTTL = min(minTTL, binary.BigEndian.Uint32(msg[off+4:]))
-		off += 10 + int(binary.BigEndian.Uint16(msg[off+8:]))
+		off += 10 + int(binary.BigEndian.Uint16(buf[off+8:]))
 	}
 	if n == 0 {
 		minTTL = 0
 	}
-	return Packed{buf: buf, msgLen: uint16(len(msg)), qEnd: uint16(qEnd), minTTL: minTTL}, nil
+	return Packed{buf: buf, msgLen: uint16(msgLen), qEnd: uint16(qEnd), minTTL: minTTL}, nil
 }
 
 // Rcode returns the reply's rcode (the 4-bit header part: a stored reply

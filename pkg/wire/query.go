@@ -148,11 +148,7 @@ func (q *Query) parseQuestion(pkt []byte) (int, error) {
 		}
 		q.lower[off-start] = pkt[off]
 		for i := off + 1; i <= off+l; i++ {
-			c := pkt[i]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			q.lower[i-start] = c
+			q.lower[i-start] = lower(pkt[i])
 		}
 		off += 1 + l
 		if l == 0 {

@@ -44,8 +44,9 @@ type Upstream struct {
 // cache's miss path. It takes only the plain shape nearly every reply has,
 // and checks all of it: one question, no TC, no extended rcode, records
 // of the types A, AAAA, CNAME, NS, PTR, MX, SRV, SOA and TXT with rdata
-// that fits its type exactly, names whose compression pointers point
-// backwards, at most one OPT (the last record), nothing after the last
+// that fits its type exactly, names whose compression pointers point to
+// the start of a label seen before (see checkName), at most one OPT (the
+// last record), nothing after the last
 // record, and every owner name equal to the question written as a pointer
 // to it (so that AppendReply gives it the client's case). For anything
 // else ok is false, and the caller unpacks the reply with miekg/dns, which
@@ -67,22 +68,9 @@ func ScanUpstream(msg []byte) (u Upstream, ok bool) {
 	an := int(binary.BigEndian.Uint16(msg[6:]))
 	ns := int(binary.BigEndian.Uint16(msg[8:]))
 	ar := int(binary.BigEndian.Uint16(msg[10:]))
-	off := HeaderLen
-	for {
-		if off >= len(msg) {
-			return u, false
-		}
-		l := int(msg[off])
-		if l&0xC0 != 0 || off+1+l-HeaderLen > MaxNameLen {
-			return u, false
-		}
-		starts.set(off)
-		off += 1 + l
-		if l == 0 {
-			break
-		}
-	}
-	if off+4 > len(msg) {
+	// No label is marked yet, so a pointer in the question fails the check.
+	off, good := checkName(msg, HeaderLen, &starts)
+	if !good || off+4 > len(msg) {
 		return u, false
 	}
 	u.Name = msg[HeaderLen:off]
@@ -94,7 +82,6 @@ func ScanUpstream(msg []byte) (u Upstream, ok bool) {
 	u.end = len(msg)
 	for i := 0; i < an+ns+ar; i++ {
 		start := off
-		var good bool
 		if off, good = checkName(msg, off, &starts); !good || off+10 > len(msg) {
 			return u, false
 		}
@@ -115,7 +102,7 @@ func ScanUpstream(msg []byte) (u Upstream, ok bool) {
 			u.end = start
 			continue
 		}
-		if !checkRdata(msg, typ, rd, rdEnd, &starts) || equalsQuestion(msg, start, u.Name) && !pointsToQuestion(msg, start) {
+		if !checkRdata(msg, typ, rd, rdEnd, &starts) || !pointsToQuestion(msg, start) && equalsQuestion(msg, start, u.Name) {
 			return u, false
 		}
 		u.records++
@@ -152,8 +139,7 @@ func (s *labelStarts) has(off int) bool { return s[off>>3]&(1<<(off&7)) != 0 }
 // bytes of a TTL field would change when the TTL is rewritten. The name's
 // own labels are then marked in starts.
 func checkName(msg []byte, off int, starts *labelStarts) (int, bool) {
-	var own [MaxNameLen/2 + 1]uint16 // offsets of the name's own labels
-	n := 0
+	start := off
 	end := -1 // past the name where it starts, once a pointer is followed
 	total := 0
 	for {
@@ -167,17 +153,11 @@ func checkName(msg []byte, off int, starts *labelStarts) (int, bool) {
 			if total > MaxNameLen || off+1+l > len(msg) {
 				return 0, false
 			}
-			if end < 0 {
-				own[n] = uint16(off)
-				n++
-			}
 			if l == 0 {
 				if end < 0 {
 					end = off + 1
 				}
-				for _, o := range own[:n] {
-					starts.set(int(o))
-				}
+				markLabels(msg, start, starts)
 				return end, true
 			}
 			off += 1 + l
@@ -196,6 +176,22 @@ func checkName(msg []byte, off int, starts *labelStarts) (int, bool) {
 		default:
 			return 0, false
 		}
+	}
+}
+
+// markLabels marks in starts the labels the checked name at off spells
+// out, up to its root or its first pointer.
+func markLabels(msg []byte, off int, starts *labelStarts) {
+	for {
+		l := int(msg[off])
+		if l&0xC0 != 0 {
+			return
+		}
+		starts.set(off)
+		if l == 0 {
+			return
+		}
+		off += 1 + l
 	}
 }
 
@@ -321,21 +317,6 @@ func PackUpstream(msg []byte, u *Upstream, maxTTL uint32) Packed {
 	for i := HeaderLen; i < u.qEnd-4; i++ {
 		buf[i] = lower(buf[i])
 	}
-	minTTL := ^uint32(0)
-	off := u.qEnd
-	for range u.records {
-		off, _ = skipName(buf, off) // checked by ScanUpstream
-		ttl := binary.BigEndian.Uint32(buf[off+4:])
-		if maxTTL > 0 && ttl > maxTTL {
-			ttl = maxTTL
-			binary.BigEndian.PutUint32(buf[off+4:], ttl)
-		}
-		minTTL = min(minTTL, ttl)
-		buf = binary.BigEndian.AppendUint16(buf, uint16(off+4))
-		off += 10 + int(binary.BigEndian.Uint16(buf[off+8:]))
-	}
-	if u.records == 0 {
-		minTTL = 0
-	}
-	return Packed{buf: buf, msgLen: uint16(u.end), qEnd: uint16(u.qEnd), minTTL: minTTL}
+	p, _ := indexTTLs(buf, u.end, u.qEnd, u.records, maxTTL) // checked by ScanUpstream
+	return p
 }
