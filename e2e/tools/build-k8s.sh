@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# Builds kube-apiserver and etcd from the Go module proxy, once, into a cache
-# outside the repository. Prints the directory holding the binaries.
+# Builds the Kubernetes parts of the e2e rig from the Go module proxy, once,
+# into a cache outside the repository, and prints the directory holding them:
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kubelet.
 #
-#   e2e/tools/build-apiserver.sh            # build if missing, print dir
+#   e2e/tools/build-k8s.sh            # build what is missing, print the dir
+#
+# All four Kubernetes binaries come from one `go build` of one module, so they
+# share the compile. The version is v1.35: the newest kubelet that still runs
+# on containerd 1.x, which is what Debian ships.
 #
 # Environment: NODECACHE_E2E_CACHE (default ~/.cache/nodecache-e2e),
-# K8S_VERSION (default v1.37.2), ETCD_VERSION (default v3.7.3).
+# K8S_VERSION (default v1.35.4), ETCD_VERSION (default v3.7.3).
 set -euo pipefail
 
-K8S_VERSION=${K8S_VERSION:-v1.37.2}
+K8S_VERSION=${K8S_VERSION:-v1.35.4}
 ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 CACHE=${NODECACHE_E2E_CACHE:-$HOME/.cache/nodecache-e2e}
 OUT="$CACHE/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
 
-log() { echo "build-apiserver: $*" >&2; }
+log() { echo "build-k8s: $*" >&2; }
 
 mkdir -p "$OUT"
 export GOFLAGS=-mod=mod
@@ -34,13 +40,15 @@ if [ ! -x "$OUT/etcd" ]; then
   log "etcd built in $(( $(date +%s) - start ))s"
 fi
 
-if [ ! -x "$OUT/kube-apiserver" ]; then
-  log "building kube-apiserver $K8S_VERSION (about 16 minutes cold on 2 cores)"
+missing=()
+for c in "${K8S_CMDS[@]}"; do [ -x "$OUT/$c" ] || missing+=("$c"); done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "building ${missing[*]} $K8S_VERSION (about 25 minutes cold on 2 cores)"
   start=$(date +%s)
-  mod="$CACHE/apiserver-build-$K8S_VERSION"
+  mod="$CACHE/k8s-build-$K8S_VERSION"
   rm -rf "$mod"; mkdir -p "$mod"
   cd "$mod"
-  go mod init nodecache-e2e/apiserver >/dev/null 2>&1
+  go mod init nodecache-e2e/k8s >/dev/null 2>&1
   # kubernetes' own go.mod lists its staging modules as k8s.io/* v0.0.0
   # requirements, satisfied by replace lines into ./staging. A consumer must
   # replace each with the published v0.x module.
@@ -54,10 +62,14 @@ if [ ! -x "$OUT/kube-apiserver" ]; then
   done
   log "replaced $n staging modules at $STAGING_VERSION"
   go mod edit -require "k8s.io/kubernetes@$K8S_VERSION"
-  go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" >&2
-  go build -trimpath -o "$OUT/kube-apiserver" \
+  pkgs=()
+  for c in "${missing[@]}"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  for p in "${pkgs[@]}"; do go get "$p@$K8S_VERSION" >&2; done
+  tmp="$mod/out"; mkdir -p "$tmp"
+  go build -trimpath -o "$tmp/" \
     -ldflags "-s -w -X k8s.io/component-base/version.gitVersion=$K8S_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${STAGING_VERSION#v0.}" \
-    k8s.io/kubernetes/cmd/kube-apiserver
-  log "kube-apiserver built in $(( $(date +%s) - start ))s"
+    "${pkgs[@]}"
+  for c in "${missing[@]}"; do mv "$tmp/$c" "$OUT/$c"; done
+  log "${missing[*]} built in $(( $(date +%s) - start ))s"
 fi
 echo "$OUT"
