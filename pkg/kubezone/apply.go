@@ -173,20 +173,26 @@ func (z *Zone) nsNodesLocked(ns string, b *batch) {
 // when the service is gone) and queues the PTR index changes.
 func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 	st := z.st
+	var nb built
+	if svc := st.services[key]; svc != nil {
+		nb = z.buildService(svc, slices.Clone(st.slicesBySvc[key]))
+	}
 	if old := st.contrib[key]; old != nil {
-		for name := range z.buildService(old.svc, old.slices).nodes {
-			b.changes[name] = nil
-		}
+		// The old names, found without building the old records again;
+		// those the new build keeps are simply replaced.
+		old.nodeNames(func(name string) {
+			if _, kept := nb.nodes[name]; !kept {
+				b.changes[name] = nil
+			}
+		})
 		old.ptrKeys(func(k addrKey) { b.ptrDel = append(b.ptrDel, ptrSlot{key: k, svc: old}) })
 		st.endpoints -= int(old.endpoints)
 		st.hostNames -= int(old.hostNames)
 		delete(st.contrib, key)
 	}
-	svc := st.services[key]
-	if svc == nil {
+	if nb.entry == nil {
 		return
 	}
-	nb := z.buildService(svc, slices.Clone(st.slicesBySvc[key]))
 	for name, n := range nb.nodes {
 		b.changes[name] = n
 	}
@@ -202,21 +208,19 @@ func (z *Zone) observeLocked(b *batch) {
 	st := z.st
 	z.counts.Store(&Stats{Namespaces: len(st.namespaces), Services: len(st.services), EndpointSlices: len(st.slices),
 		Endpoints: st.endpoints, Pods: len(st.pods), Names: st.hostNames + int(z.ptrs.keys.Load())})
-	z.met.objects.WithLabelValues("namespaces").Set(float64(len(st.namespaces)))
-	z.met.objects.WithLabelValues("services").Set(float64(len(st.services)))
-	z.met.objects.WithLabelValues("endpointslices").Set(float64(len(st.slices)))
-	z.met.objects.WithLabelValues("endpoints").Set(float64(st.endpoints))
-	z.met.objects.WithLabelValues("pods").Set(float64(len(st.pods)))
+	for i, n := range [len(objectKinds)]int{len(st.namespaces), len(st.services), len(st.slices), st.endpoints, len(st.pods)} {
+		z.met.kindGauges[i].Set(float64(n))
+	}
 	if !z.synced.Load() {
 		return // the initial list measures the list, not programming
 	}
 	now := z.now()
 	for _, ev := range b.events {
 		if !ev.arrived.IsZero() {
-			z.met.programming.WithLabelValues("event").Observe(now.Sub(ev.arrived).Seconds())
+			z.met.fromEvent.Observe(now.Sub(ev.arrived).Seconds())
 		}
 		if !ev.written.IsZero() {
-			z.met.programming.WithLabelValues("write").Observe(max(0, now.Sub(ev.written).Seconds()))
+			z.met.fromWrite.Observe(max(0, now.Sub(ev.written).Seconds()))
 		}
 	}
 }

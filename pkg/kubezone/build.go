@@ -1,6 +1,7 @@
 package kubezone
 
 import (
+	"cmp"
 	"net"
 	"net/netip"
 	"slices"
@@ -105,6 +106,34 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 	return b.out
 }
 
+// nodeNames calls f for every name buildService may have published for
+// e's service and slices, and possibly for a few it did not: the base
+// name, and for every named port of the service and of its slices, the
+// SRV owner and its _<proto> empty non-terminal. The writer deletes these
+// when the service changes, before it stores the new build's names, so a
+// superset is harmless (the names are all under the service's own base
+// name), and it costs no record building.
+func (e *svcEntry) nodeNames(f func(name string)) {
+	if !validLabel(e.svc.Name) || !validName(e.base) {
+		return
+	}
+	f(e.base)
+	port := func(name, proto string) {
+		if name != "" {
+			f("_" + name + "._" + proto + "." + e.base)
+			f("_" + proto + "." + e.base)
+		}
+	}
+	for _, p := range e.svc.Ports {
+		port(p.Name, p.Protocol)
+	}
+	for _, es := range e.slices {
+		for _, p := range es.Ports {
+			port(p.Name, p.Protocol)
+		}
+	}
+}
+
 // collectEndpoints merges every ready endpoint of every slice: host names
 // and (for headless services) SRV targets from the slice ports. The label
 // choice must stay that of svcEntry.hostLabel, which answers host names.
@@ -200,7 +229,7 @@ func addrRR(owner string, a netip.Addr, ttl uint32) dns.RR {
 
 // sortRRs orders records by type, keeping the order within a type.
 func sortRRs(rrs []dns.RR) {
-	sort.SliceStable(rrs, func(i, j int) bool { return rrs[i].Header().Rrtype < rrs[j].Header().Rrtype })
+	slices.SortStableFunc(rrs, func(a, b dns.RR) int { return cmp.Compare(a.Header().Rrtype, b.Header().Rrtype) })
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -190,7 +190,15 @@ type metrics struct {
 	source      *prometheus.GaugeVec     // source
 	programming *prometheus.HistogramVec // from: event | write
 	snapWrites  *prometheus.CounterVec   // result: ok | error
+
+	// The children the writer sets on every publish, resolved once: a
+	// WithLabelValues per publish hashed its labels each time.
+	kindGauges           [5]prometheus.Gauge // by objectKinds
+	fromEvent, fromWrite prometheus.Observer
 }
+
+// objectKinds are the values of the kind label of nodecache_zone_objects.
+var objectKinds = [5]string{"namespaces", "services", "endpointslices", "endpoints", "pods"}
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
@@ -211,9 +219,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		snapWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodecache_zone_snapshot_writes_total",
 			Help: "Snapshot writes by result (ok, error)."}, []string{"result"}),
 	}
-	for _, k := range []string{"namespaces", "services", "endpointslices", "endpoints", "pods"} {
-		m.objects.WithLabelValues(k)
+	for i, k := range objectKinds {
+		m.kindGauges[i] = m.objects.WithLabelValues(k)
 	}
+	m.fromEvent, m.fromWrite = m.programming.WithLabelValues("event"), m.programming.WithLabelValues("write")
 	for _, r := range []string{"ok", "error"} {
 		m.snapWrites.WithLabelValues(r)
 	}
