@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin/nodecache
 UPSTREAM ?= /etc/resolv.conf
 
-.PHONY: all build run test unit e2e bench bench-go fuzz lint clean
+.PHONY: all build run test unit e2e bench bench-churn bench-go fuzz lint clean
 
 all: build
 
@@ -43,6 +43,11 @@ bench-go:
 # Side-by-side dnsperf run against CoreDNS and Unbound; see bench/README.md.
 bench: build
 	bench/run.sh
+
+# N agents and N CoreDNS under EndpointSlice churn against one real API server;
+# see bench/churn.sh (about 8 minutes at the defaults).
+bench-churn:
+	bench/churn.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./pkg/wire

@@ -1,0 +1,86 @@
+// Command churn measures what EndpointSlice churn costs the processes that
+// watch it: one etcd and kube-apiserver on loopback, a synthetic cluster of
+// -services services with one -endpoints EndpointSlice each, -watchers
+// nodecache agents and as many CoreDNS processes (kubernetes plugin) all
+// watching it, then a fixed -rate of slice updates (an endpoint replaced by
+// a new address, as in a rollout) for -duration.
+//
+// Three phases of -duration each: idle (the baseline CPU of every process),
+// churn (CPU per update per watcher from /proc/PID/stat, without any DNS
+// query), and latency (the same churn on headless services, each update
+// followed by polling every watcher every -poll until its answer holds the
+// new address: the time from the update's write to the changed answer).
+// It prints key=value lines and a Markdown table; bench/churn.sh runs it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+type config struct {
+	binDir, nodecache, coredns, dir string
+	nodecacheFlags                  []string // extra flags for every agent
+	pprof                           bool
+	services, endpoints, watchers   int
+	headlessEvery                   int
+	rate                            float64
+	duration, poll                  time.Duration
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:], os.Stdout)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "churn:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	var c config
+	fs := flag.NewFlagSet("churn", flag.ContinueOnError)
+	fs.StringVar(&c.binDir, "bin-dir", "", "directory holding etcd and kube-apiserver")
+	fs.StringVar(&c.nodecache, "nodecache", "bin/nodecache", "nodecache binary")
+	fs.Func("nodecache-flag", "extra flag for every agent, e.g. -nodecache-flag=--pprof (repeatable)", func(v string) error {
+		c.nodecacheFlags = append(c.nodecacheFlags, v)
+		return nil
+	})
+	fs.BoolVar(&c.pprof, "pprof", false, "serve pprof: agent i on 127.0.1.<i+1>:9253, CoreDNS i on 127.0.2.<i+1>:9253")
+	fs.StringVar(&c.coredns, "coredns", "", "CoreDNS binary (empty: nodecache agents only)")
+	fs.StringVar(&c.dir, "dir", "", "work directory for logs, data and configs")
+	fs.IntVar(&c.services, "services", 1000, "services, one EndpointSlice each")
+	fs.IntVar(&c.endpoints, "endpoints", 10, "ready endpoints per slice")
+	fs.IntVar(&c.headlessEvery, "headless-every", 5, "every Nth service is headless (its A answer lists the endpoints)")
+	fs.IntVar(&c.watchers, "watchers", 10, "nodecache agents, and as many CoreDNS processes")
+	fs.Float64Var(&c.rate, "rate", 20, "EndpointSlice updates per second")
+	fs.DurationVar(&c.duration, "duration", 20*time.Second, "length of each phase")
+	fs.DurationVar(&c.poll, "poll", 5*time.Millisecond, "latency phase: how often each watcher is asked")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch {
+	case c.binDir == "" || c.dir == "":
+		return errors.New("-bin-dir and -dir are required")
+	case c.services < 1 || c.endpoints < 1 || c.watchers < 1 || c.watchers > 250 || c.headlessEvery < 1:
+		return errors.New("-services, -endpoints, -headless-every want >= 1, -watchers 1..250")
+	case c.rate <= 0 || c.duration <= 0 || c.poll <= 0:
+		return errors.New("-rate, -duration and -poll must be positive")
+	}
+	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+		return fmt.Errorf("creating %s: %w", c.dir, err)
+	}
+	return measure(ctx, c, out)
+}
+
+func logf(format string, a ...any) {
+	fmt.Fprintf(os.Stderr, "%s churn: %s\n", time.Now().UTC().Format("15:04:05"), fmt.Sprintf(format, a...))
+}
