@@ -26,6 +26,9 @@ Usage:
   nodecache upstreams                   upstream health and latency
   nodecache top                         live query rate, rcodes, latency, top client pods
   nodecache doctor                      check this node and say what to fix
+  nodecache migrate --corefile FILE [--kube-dns-config DIR] [--from-cluster] [-o FILE]
+                                        write a config that reproduces a CoreDNS or
+                                        node-local-dns Corefile; exit 3 lists what it cannot
   nodecache version
 
 The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json.
@@ -37,6 +40,10 @@ func main() {
 			os.Exit(0)
 		}
 		fmt.Fprintln(os.Stderr, "nodecache:", err)
+		var ee *exitError
+		if errors.As(err, &ee) {
+			os.Exit(ee.code)
+		}
 		os.Exit(1)
 	}
 }
@@ -50,6 +57,8 @@ func dispatch(args []string) error {
 	switch cmd {
 	case "run":
 		return cmdRun(rest)
+	case "migrate":
+		return cmdMigrate(rest)
 	case "version", "--version":
 		fmt.Println(version)
 		return nil
