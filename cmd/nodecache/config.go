@@ -140,7 +140,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.Var(ipListFlag{&c.LocalIPs}, "local-ip", "comma list of IPs to serve on; add the kube-dns ClusterIP to intercept it")
 	fs.UintVar(&c.Port, "port", 53, "DNS port")
 	fs.StringVar(&c.Upstream, "upstream", "/etc/resolv.conf", "comma list of upstream IP[:port], or a resolv.conf path")
-	fs.Var(&c.StubDomains, "stub-domain", "DOMAIN=IP[:port],... send DOMAIN to its own resolvers (repeatable)")
+	fs.Var(&c.StubDomains, "stub-domain", "DOMAIN=IP[:port],... [policy=P] [force-tcp] [timeout=D] [max-concurrent=N] [max-ttl=D] [max-negative-ttl=D]: send DOMAIN to its own resolvers, with its own settings (repeatable)")
 	fs.StringVar(&c.KubeDNSConfig, "kube-dns-config-dir", "", "directory of a mounted kube-dns ConfigMap (stubDomains, upstreamNameservers)")
 	fs.BoolVar(&c.SetupInterface, "setup-interface", true, "create the interface and its addresses")
 	fs.BoolVar(&c.SetupIPTables, "setup-iptables", true, "install NOTRACK and ACCEPT rules")

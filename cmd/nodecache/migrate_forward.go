@@ -99,30 +99,50 @@ func (t *translator) stubForward(b *blockCtx, zone, w string, to forwardTargets)
 	if len(to.ips) == 0 {
 		return
 	}
-	t.m.add("stub-domain", strings.TrimSuffix(zone, ".")+"="+strings.Join(to.ips, ","), w)
-	t.stubs[zone] = b
+	t.stubs[zone] = &stubOut{block: b, servers: strings.Join(to.ips, ","), from: []string{w}}
+	t.stubOrder = append(t.stubOrder, zone)
+}
+
+// stubOut is a --stub-domain being written: servers, options, and the
+// directives they came from.
+type stubOut struct {
+	block   *blockCtx
+	servers string
+	opts    []string
+	from    []string
+}
+
+func (s *stubOut) option(opt, from string) {
+	s.opts = append(s.opts, opt)
+	s.from = append(s.from, from)
 }
 
 // forwardOptions translates the options of a forward for zone.
 func (t *translator) forwardOptions(zone string, d *corefile.Directive) {
 	root := zone == "."
+	stub := t.stubs[zone]
 	for _, o := range d.Options {
 		w := where(t.file, o)
 		switch o.Name {
-		case "policy":
-			if root && len(o.Args) == 1 {
-				t.m.set("upstream-policy", o.Args[0], w)
-			} else if len(o.Args) != 1 || o.Args[0] != upstream.PolicyRandom {
-				t.m.unsupport(w, fmt.Sprintf("servers of %s are tried in the order of --upstream-policy, not %s", zone, strings.Join(o.Args, " ")))
-			}
-		case "max_concurrent":
-			if root && len(o.Args) == 1 {
-				t.m.set("max-upstream-inflight", o.Args[0], w+" (the cap covers every upstream query)")
-			} else {
-				t.m.unsupport(w, fmt.Sprintf("queries under %s share the agent's --max-upstream-inflight cap", zone))
+		case "policy", "max_concurrent":
+			key := map[string]string{"policy": "upstream-policy", "max_concurrent": "max-upstream-inflight"}[o.Name]
+			opt := map[string]string{"policy": "policy", "max_concurrent": "max-concurrent"}[o.Name]
+			switch {
+			case len(o.Args) != 1:
+				t.m.unsupport(w, fmt.Sprintf("%s wants one value", o.Name))
+			case root && o.Name == "max_concurrent":
+				t.m.set(key, o.Args[0], w+" (nodecache's cap covers stub domains too)")
+			case root:
+				t.m.set(key, o.Args[0], w)
+			case stub != nil:
+				stub.option(opt+"="+o.Args[0], w)
 			}
 		case "force_tcp":
-			t.m.unsupport(w, fmt.Sprintf("queries under %s go over UDP first, and over TCP only after a truncated reply", zone))
+			if root {
+				t.m.unsupport(w, "queries to the default upstreams go over UDP first, and over TCP only after a truncated reply")
+			} else if stub != nil {
+				stub.option("force-tcp", w)
+			}
 		case "prefer_udp":
 			t.m.note(w, "nodecache always sends UDP first and retries over TCP after a truncated reply")
 		case "expire":

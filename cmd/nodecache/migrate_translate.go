@@ -65,15 +65,16 @@ type translator struct {
 	clusterDomain string // lowercased FQDN
 	localIPs      []string
 	blocks        []*blockCtx
-	stubs         map[string]*blockCtx // stub zone -> the block that serves it
-	zoneTTL       time.Duration        // the kubernetes plugin's ttl
+	stubs         map[string]*stubOut // by zone
+	stubOrder     []string            // zones in Corefile order
+	zoneTTL       time.Duration       // the kubernetes plugin's ttl
 	zoneTTLFrom   string
 }
 
 // translate turns cf into a migration. It fails only on input CoreDNS
 // itself would refuse, or on placeholders without values.
 func translate(cf *corefile.Corefile, o migrateOpts, source string) (*migration, error) {
-	t := &translator{m: newMigration(source), file: cf.File, stubs: map[string]*blockCtx{}, zoneTTL: nodecacheZoneTTL}
+	t := &translator{m: newMigration(source), file: cf.File, stubs: map[string]*stubOut{}, zoneTTL: nodecacheZoneTTL}
 	if err := checkPillars(cf); err != nil {
 		return nil, err
 	}
@@ -263,14 +264,49 @@ func (t *translator) finish() {
 	} else if root != nil {
 		t.m.note(fmt.Sprintf("%s .", t.file), "no cache in the root block: nodecache caches answers for their TTL (at most 1h)")
 	}
-	for _, z := range sortedKeys(t.stubs) {
-		c := t.stubs[z].caps
-		if !sameCaps(c, rootCaps) {
-			t.m.unsupport(capsFrom(c, z), fmt.Sprintf("answers under %s are cached %s instead (nodecache has one cache policy for every zone)",
-				z, describeCaps(rootCaps)))
-		}
+	for _, z := range t.stubOrder {
+		t.finishStub(z, t.stubs[z], rootCaps)
 	}
 	t.clusterTTLs()
+}
+
+// finishStub writes a stub domain with its options, and the TTL caps of
+// its block's cache where they differ from the root block's.
+func (t *translator) finishStub(zone string, s *stubOut, rootCaps *ttlCaps) {
+	c := s.block.caps
+	switch {
+	case c == nil && rootCaps != nil:
+		t.m.unsupport("(no cache in the block of "+zone+")", fmt.Sprintf("answers under %s are cached %s", zone, describeCaps(rootCaps)))
+	case c != nil:
+		base := rootCaps
+		if base == nil {
+			base = &ttlCaps{pos: time.Hour, neg: time.Hour} // nodecache's defaults
+		}
+		if c.pos != base.pos {
+			s.option("max-ttl="+c.pos.String(), c.from)
+		}
+		if c.neg != base.neg {
+			s.option("max-negative-ttl="+c.neg.String(), c.from)
+		}
+		if rootCaps != nil && c.stale != rootCaps.stale {
+			t.m.unsupport(c.from, fmt.Sprintf("expired answers under %s are served as for every zone (stale-max-age %v)", zone, rootCaps.stale))
+		}
+	}
+	value := strings.TrimSuffix(zone, ".") + "=" + s.servers
+	if len(s.opts) > 0 {
+		value += " " + strings.Join(s.opts, " ")
+	}
+	t.m.add("stub-domain", value, strings.Join(dedupe(s.from), "; "))
+}
+
+func dedupe(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // clusterTTLs sets the cluster zone's TTLs: the kubernetes plugin's ttl,
@@ -299,20 +335,6 @@ func (t *translator) clusterTTLs() {
 	}
 	t.m.set("ttl", ttl.String(), ttlFrom)
 	t.m.set("negative-ttl", neg.String(), negFrom)
-}
-
-func sameCaps(a, b *ttlCaps) bool {
-	if a == nil || b == nil {
-		return a == b
-	}
-	return a.pos == b.pos && a.neg == b.neg && a.stale == b.stale
-}
-
-func capsFrom(c *ttlCaps, zone string) string {
-	if c == nil {
-		return "(no cache for " + zone + ")"
-	}
-	return c.from
 }
 
 func describeCaps(c *ttlCaps) string {

@@ -196,26 +196,15 @@ func (a *agent) build() error {
 	if err != nil {
 		return fmt.Errorf("--upstream: %w", err)
 	}
-	stubs := map[string][]netip.AddrPort{}
-	if cfg.KubeDNSConfig != "" {
-		s, u, err := upstream.LoadKubeDNSConfig(cfg.KubeDNSConfig)
-		if err != nil {
-			return fmt.Errorf("--kube-dns-config-dir: %w", err)
-		}
-		stubs = s
-		if len(u) > 0 {
-			ups = u
-		}
+	stubs, kubeUps, err := loadStubs(cfg.KubeDNSConfig, cfg.StubDomains)
+	if err != nil {
+		return err
 	}
-	for _, spec := range cfg.StubDomains {
-		d, servers, err := upstream.ParseStubDomain(spec)
-		if err != nil {
-			return fmt.Errorf("--stub-domain %q: %w", spec, err)
-		}
-		stubs[d] = servers
+	if len(kubeUps) > 0 {
+		ups = kubeUps
 	}
 	a.forwarder, err = upstream.New(upstream.Config{
-		Servers: ups, StubDomains: stubs, Policy: cfg.UpstreamPolicy,
+		Servers: ups, StubDomains: stubs.servers, StubOptions: stubs.opts, Policy: cfg.UpstreamPolicy,
 		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
 		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs,
 	}, a.reg, log.With("component", "upstream"))
@@ -228,7 +217,7 @@ func (a *agent) build() error {
 	}
 	a.cache, err = cache.New(cache.Config{
 		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
-		StaleMaxAge: stale, Overloaded: upstream.ErrOverloaded,
+		StaleMaxAge: stale, Overloaded: upstream.ErrOverloaded, ZoneLimits: stubs.limits,
 	}, a.forwarder, a.reg, log.With("component", "cache"))
 	if err != nil {
 		a.forwarder.Close()

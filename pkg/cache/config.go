@@ -44,6 +44,10 @@ type Config struct {
 	// MaxNegativeTTL caps how long NXDOMAIN and NODATA replies are kept.
 	// Zero means DefaultMaxNegativeTTL (1h).
 	MaxNegativeTTL time.Duration
+	// ZoneLimits caps TTLs under some zones ("corp.example.") apart from
+	// MaxTTL and MaxNegativeTTL: the longest zone a name is under wins.
+	// Nil means none. Cache.SetZoneLimits replaces them while running.
+	ZoneLimits map[string]ZoneLimit
 	// ServfailTTL is how long a SERVFAIL reply is kept (RFC 2308 7.1).
 	// Zero means DefaultServfailTTL (5s).
 	ServfailTTL time.Duration

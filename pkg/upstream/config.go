@@ -41,6 +41,10 @@ type Config struct {
 	// resolvers. A query goes to the stub whose domain is the longest suffix
 	// of its name (on label boundaries). Nil means no stub domains.
 	StubDomains map[string][]netip.AddrPort
+	// StubOptions are per stub domain settings (policy, TCP only, try
+	// timeout, in-flight cap), keyed like StubDomains; every key must be a
+	// stub domain. Nil means none.
+	StubOptions map[string]StubOptions
 	// Policy orders the servers of a set: PolicySequential, PolicyRandom
 	// ("" selects it) or PolicyRoundRobin.
 	Policy string
@@ -91,6 +95,14 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("stub domain %s has no servers", domain)
 		}
 		if err := c.checkServers("stub domain "+domain+" server", servers); err != nil {
+			return err
+		}
+	}
+	for domain, o := range c.StubOptions {
+		if _, ok := c.StubDomains[domain]; !ok {
+			return fmt.Errorf("options for %s, which is not a stub domain", domain)
+		}
+		if err := o.validate(domain); err != nil {
 			return err
 		}
 	}

@@ -129,9 +129,12 @@ type reply struct {
 }
 
 // tryServer makes one attempt at s: UDP on a pooled or new socket, then
-// TCP if the reply is truncated. wire is the packed request; its ID is
-// rewritten.
-func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (reply, error) {
+// TCP if the reply is truncated; TCP alone when forceTCP. wire is the
+// packed request; its ID is rewritten.
+func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time, forceTCP bool) (reply, error) {
+	if forceTCP {
+		return f.tryTCP(ctx, s, q, wire, deadline)
+	}
 	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline)
 	if err != nil || !truncated {
 		return r, err

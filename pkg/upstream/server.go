@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 )
 
 // maxProbeBackoff is how many times ProbeInterval the wait between probes
@@ -79,8 +80,10 @@ func (s *server) status() ServerStatus {
 
 // serverSet is the ordered servers of the default set or of a stub domain.
 type serverSet struct {
-	servers []*server     // non-empty, in configured order
-	next    atomic.Uint64 // round_robin rotation
+	servers []*server           // non-empty, in configured order
+	next    atomic.Uint64       // round_robin rotation
+	opts    StubOptions         // a stub domain's own settings; zero for the default set
+	sem     *semaphore.Weighted // opts.MaxInFlight; nil without one
 }
 
 // order appends the servers to dst in the order policy gives, then moves
