@@ -51,6 +51,12 @@ type runConfig struct {
 	MaxTCPConns         int
 	TCPIdleTimeout      time.Duration
 
+	StaticRecords   listFlag
+	StaticFiles     listFlag
+	StaticTTL       time.Duration
+	StaticNoReverse bool
+	RewriteNames    listFlag
+
 	Autopath       bool
 	ClientQPSLimit float64
 	ClientBurst    int
@@ -170,6 +176,11 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.IntVar(&c.MaxTCPConns, "max-tcp-conns", 1000, "cap on client TCP connections")
 	durationVar(fs, &c.TCPIdleTimeout, "tcp-idle-timeout", 10*time.Second, "close idle client TCP connections after this")
 
+	fs.Var(&c.StaticRecords, "static-record", "\"IP NAME [NAME...]\": answer NAME with IP before the cache, as a hosts file line (repeatable)")
+	fs.Var(&c.StaticFiles, "static-file", "hosts file whose lines are static records; re-read when it changes (repeatable)")
+	durationVar(fs, &c.StaticTTL, "static-ttl", time.Hour, "TTL of static record answers")
+	fs.BoolVar(&c.StaticNoReverse, "static-no-reverse", false, "do not answer PTR queries for the IPs of static records")
+	fs.Var(&c.RewriteNames, "rewrite-name", "\"[exact|suffix] FROM TO [answer auto]\": answer FROM with what TO resolves to (repeatable)")
 	fs.BoolVar(&c.Autopath, "autopath", false, "answer a pod's first search-path query for its whole search path (ends the ndots:5 storm)")
 	fs.Float64Var(&c.ClientQPSLimit, "client-qps-limit", 0, "per-client-IP query rate limit; beyond it REFUSED (0: no limit)")
 	fs.IntVar(&c.ClientBurst, "client-burst", 0, "burst of --client-qps-limit (default: the limit, at least 1)")
@@ -266,7 +277,7 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 		}
 		vals := []any{m[k]}
 		if list, ok := m[k].([]any); ok {
-			if k == "stub-domain" {
+			if _, repeatable := fs.Lookup(k).Value.(*listFlag); repeatable {
 				vals = list
 			} else {
 				var parts []string

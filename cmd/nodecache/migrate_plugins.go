@@ -50,8 +50,8 @@ func directiveHandlers() map[string]directiveHandler {
 		"log":         lost("queries are not logged one by one: use `nodecache top` and the metrics (nothing changes for pods)"),
 		"loadbalance": lost("A and AAAA records keep the upstream's order instead of being shuffled for each answer"),
 		"import":      lost("imported files are not read: put their text in the Corefile and run migrate again"),
-		"hosts":       lost("static records are not reproduced: these names are resolved by the upstreams instead"),
-		"rewrite":     lost("rewrites are not reproduced: pods get the answer for the name they asked for"),
+		"hosts":       (*translator).hosts,
+		"rewrite":     (*translator).rewrite,
 	}
 }
 

@@ -68,6 +68,7 @@ type translator struct {
 	stubs         map[string]*stubOut // by zone
 	stubOrder     []string            // zones in Corefile order
 	zoneTTL       time.Duration       // the kubernetes plugin's ttl
+	servesCluster bool                // a kubernetes plugin, or node-local-dns's forward to the cluster DNS
 	zoneTTLFrom   string
 }
 
@@ -139,6 +140,7 @@ func (t *translator) findClusterDomain(cf *corefile.Corefile) {
 				if len(zones) == 0 {
 					zones = b.Keys
 				}
+				t.servesCluster = true
 				if z := forwardZone(zones); z != "" {
 					t.clusterDomain = z
 					return
@@ -150,7 +152,7 @@ func (t *translator) findClusterDomain(cf *corefile.Corefile) {
 		}
 	}
 	if nodeLocal != "" {
-		t.clusterDomain = nodeLocal
+		t.clusterDomain, t.servesCluster = nodeLocal, true
 		t.m.set("cluster-domain", strings.TrimSuffix(nodeLocal, "."), nodeLocalFrom)
 	}
 }
@@ -313,7 +315,7 @@ func dedupe(in []string) []string {
 // capped by the cache of the block that serves the cluster domain.
 func (t *translator) clusterTTLs() {
 	b := t.blockFor(t.clusterDomain)
-	if b == nil || (b.caps == nil && t.zoneTTLFrom == "") {
+	if !t.servesCluster || b == nil || (b.caps == nil && t.zoneTTLFrom == "") {
 		return
 	}
 	ttl, ttlFrom := t.zoneTTL, t.zoneTTLFrom

@@ -38,6 +38,7 @@ type agent struct {
 	forwarder *upstream.Forwarder
 	cache     *cache.Cache
 	zone      *kubezone.Zone // nil without a zone source
+	local     *localAnswers  // static records and rewrites; nil without them
 	server    *server.Server
 	iface     *iface.Manager
 	clients   *clientStats
@@ -141,6 +142,9 @@ func (a *agent) run(ctx context.Context) error {
 		log.Warn("listeners do not answer on their addresses yet", "err", err)
 	}
 	g.Go(func() error { return a.iface.Run(gctx) })
+	if a.local != nil && a.local.static != nil {
+		g.Go(func() error { return a.local.static.Run(gctx) })
+	}
 	g.Go(func() error { return a.serveHTTP(gctx) })
 	// The admin API and the handover socket are conveniences: if their
 	// directory is not writable, say so once and keep serving DNS.
@@ -234,7 +238,11 @@ func (a *agent) build() error {
 		}
 		zone = zoneAdapter{a.zone}
 	}
-	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: a.clients}
+	a.local, err = a.buildLocal()
+	if err != nil {
+		return err
+	}
+	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache, a.local}, Observer: a.clients}
 	if a.zone != nil {
 		deps.Pods = podsAdapter{a.zone}
 	}
