@@ -33,6 +33,7 @@ func cliTable() map[string]cliFunc {
 		"zone":      cmdZone,
 		"top":       cmdTop,
 		"doctor":    cmdDoctor,
+		"reload":    cmdReload,
 	}
 }
 

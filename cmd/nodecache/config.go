@@ -70,6 +70,9 @@ type runConfig struct {
 	LogLevel       string
 	LogFormat      string
 	ConfigFile     string
+
+	ConfigCheckInterval time.Duration
+	args                []string // the command line, parsed again by a reload
 }
 
 // listFlag is a repeatable string flag.
@@ -193,6 +196,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with the same settings (keys are flag names); flags win")
+	durationVar(fs, &c.ConfigCheckInterval, "config-check-interval", 5*time.Second, "how often --config and the kube-dns ConfigMap are checked for changes, applied live (0: only on SIGHUP and nodecache reload)")
 	return fs
 }
 
@@ -225,7 +229,7 @@ func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Durat
 
 // parseRunConfig parses args, then the --config file, then validates.
 func parseRunConfig(args []string) (*runConfig, error) {
-	c := &runConfig{}
+	c := &runConfig{args: args}
 	fs := newRunFlags(c)
 	fs.SetOutput(io.Discard) // errors are returned as one line; -h prints below
 	if err := fs.Parse(args); err != nil {

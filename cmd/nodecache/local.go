@@ -137,22 +137,16 @@ func applyTTLMode(m *dns.Msg, mode wire.TTLMode) {
 	}
 }
 
-// buildLocal builds the static records and rewrite rules of the config,
-// or nil when it has none.
+// buildLocal builds the static records (an empty table when the config
+// has none: a reload may add some) and the rewrite rules.
 func (a *agent) buildLocal() (*localAnswers, error) {
 	cfg := a.cfg
-	if len(cfg.StaticRecords) == 0 && len(cfg.StaticFiles) == 0 && len(cfg.RewriteNames) == 0 {
-		return nil, nil
-	}
 	l := &localAnswers{zone: a.zone, domain: dns.Fqdn(strings.ToLower(cfg.ClusterDomain))}
-	if len(cfg.StaticRecords) > 0 || len(cfg.StaticFiles) > 0 {
-		s, err := static.New(static.Config{Entries: cfg.StaticRecords, Files: cfg.StaticFiles, TTL: cfg.StaticTTL,
-			NoReverse: cfg.StaticNoReverse}, a.reg, a.log.With("component", "static"))
-		if err != nil {
-			return nil, fmt.Errorf("--static-record/--static-file: %w", err)
-		}
-		l.static = s
+	s, err := static.New(staticConfig(cfg), a.reg, a.log.With("component", "static"))
+	if err != nil {
+		return nil, fmt.Errorf("--static-record/--static-file: %w", err)
 	}
+	l.static = s
 	rules, err := parseRewrites(cfg.RewriteNames)
 	if err != nil {
 		return nil, err

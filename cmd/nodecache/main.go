@@ -26,6 +26,7 @@ Usage:
   nodecache upstreams                   upstream health and latency
   nodecache top                         live query rate, rcodes, latency, top client pods
   nodecache doctor                      check this node and say what to fix
+  nodecache reload                      apply the config files now (the agent also watches them)
   nodecache migrate --corefile FILE [--kube-dns-config DIR] [--from-cluster] [-o FILE]
                                         write a config that reproduces a CoreDNS or
                                         node-local-dns Corefile; exit 3 lists what it cannot

@@ -35,10 +35,13 @@ type agent struct {
 	reg       *prometheus.Registry
 	started   time.Time
 	addrs     []netip.AddrPort
-	forwarder *upstream.Forwarder
+	forwarder *liveUpstream   // the upstream forwarder; a config reload replaces it
+	fcfg      upstream.Config // the live forwarder's config; guarded by live.mu after build
+	live      *liveState      // config generation and reloads
+	hup       chan os.Signal  // SIGHUP: reload the config; nil in tests
 	cache     *cache.Cache
 	zone      *kubezone.Zone // nil without a zone source
-	local     *localAnswers  // static records and rewrites; nil without them
+	local     *localAnswers  // static records and rewrites; never nil after build
 	server    *server.Server
 	iface     *iface.Manager
 	clients   *clientStats
@@ -76,12 +79,11 @@ func cmdRun(args []string) error {
 	applyGCDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return run(ctx, cfg, log)
-}
-
-// run wires the agent and serves until ctx ends or a component fails.
-func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
-	return newAgent(cfg, log).run(ctx)
+	a := newAgent(cfg, log)
+	a.hup = make(chan os.Signal, 1)
+	signal.Notify(a.hup, syscall.SIGHUP)
+	defer signal.Stop(a.hup)
+	return a.run(ctx)
 }
 
 func newAgent(cfg *runConfig, log *slog.Logger) *agent {
@@ -94,6 +96,7 @@ func (a *agent) run(ctx context.Context) error {
 	cfg, log := a.cfg, a.log
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.m = newAgentMetrics(a.reg)
+	a.live = newLiveState(cfg, a.reg)
 	if err := a.build(); err != nil {
 		return err
 	}
@@ -142,9 +145,8 @@ func (a *agent) run(ctx context.Context) error {
 		log.Warn("listeners do not answer on their addresses yet", "err", err)
 	}
 	g.Go(func() error { return a.iface.Run(gctx) })
-	if a.local != nil && a.local.static != nil {
-		g.Go(func() error { return a.local.static.Run(gctx) })
-	}
+	g.Go(func() error { return a.local.static.Run(gctx) })
+	g.Go(func() error { return a.watchConfig(gctx, a.hup) })
 	g.Go(func() error { return a.serveHTTP(gctx) })
 	// The admin API and the handover socket are conveniences: if their
 	// directory is not writable, say so once and keep serving DNS.
@@ -196,25 +198,16 @@ func (a *agent) waitZoneSynced(ctx context.Context, d time.Duration) {
 // build constructs the forwarder, cache, zone, server and interface manager.
 func (a *agent) build() error {
 	cfg, log := a.cfg, a.log
-	ups, err := upstream.ParseServers(cfg.Upstream)
-	if err != nil {
-		return fmt.Errorf("--upstream: %w", err)
-	}
-	stubs, kubeUps, err := loadStubs(cfg.KubeDNSConfig, cfg.StubDomains)
+	fcfg, stubs, err := a.forwarderConfig(cfg)
 	if err != nil {
 		return err
 	}
-	if len(kubeUps) > 0 {
-		ups = kubeUps
-	}
-	a.forwarder, err = upstream.New(upstream.Config{
-		Servers: ups, StubDomains: stubs.servers, StubOptions: stubs.opts, Policy: cfg.UpstreamPolicy,
-		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
-		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs,
-	}, a.reg, log.With("component", "upstream"))
+	fwd, err := upstream.New(fcfg, replacingRegisterer{a.reg}, log.With("component", "upstream"))
 	if err != nil {
 		return fmt.Errorf("upstreams: %w", err)
 	}
+	a.fcfg = fcfg
+	a.forwarder = newLiveUpstream(fwd)
 	stale := cfg.StaleMaxAge
 	if stale == 0 {
 		stale = -1

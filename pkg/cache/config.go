@@ -122,6 +122,9 @@ func (c *Config) Validate() error {
 	case c.Shards < 0 || c.Shards > maxShards || bits.OnesCount(uint(c.Shards)) > 1:
 		return fmt.Errorf("cache config: Shards is %d, want 0 or a power of two up to %d", c.Shards, maxShards)
 	}
+	if _, err := buildZoneLimits(c.ZoneLimits, limits{}); err != nil {
+		return err
+	}
 	d := c.withDefaults()
 	if d.MaxBytes/int64(d.Shards) < minShardBytes {
 		return fmt.Errorf("cache config: MaxBytes %d over %d shards leaves under %d bytes a shard: %w",

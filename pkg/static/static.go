@@ -60,14 +60,9 @@ type metrics struct {
 // New validates cfg, reads the files and builds the table. reg and log
 // must not be nil.
 func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Records, error) {
-	if cfg.TTL == 0 {
-		cfg.TTL = DefaultTTL
-	}
-	if cfg.Reload == 0 {
-		cfg.Reload = DefaultReload
-	}
-	if cfg.TTL < time.Second {
-		return nil, fmt.Errorf("static records: TTL %v: want at least 1s", cfg.TTL)
+	cfg = withDefaults(cfg)
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
 	}
 	r := &Records{cfg: cfg, log: log, seen: map[string]fileStamp{}, m: &metrics{
 		names: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nodecache_static_names", Help: "Names in the static records table."}),
@@ -85,6 +80,44 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Records, err
 		}
 	}
 	return r, nil
+}
+
+// Prepare checks cfg and reads its files into a table without using it;
+// commit makes cfg and the table live. For a config reload that must be
+// refused whole when any part of it is wrong.
+func (r *Records) Prepare(cfg Config) (commit func(), err error) {
+	cfg = withDefaults(cfg)
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
+	}
+	next := &Records{cfg: cfg, log: r.log, m: r.m}
+	t, err := next.load()
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		r.mu.Lock()
+		r.cfg, r.seen = cfg, next.seen
+		r.swap(t)
+		r.mu.Unlock()
+	}, nil
+}
+
+func withDefaults(cfg Config) Config {
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if cfg.Reload == 0 {
+		cfg.Reload = DefaultReload
+	}
+	return cfg
+}
+
+func checkConfig(cfg Config) error {
+	if cfg.TTL < time.Second {
+		return fmt.Errorf("static records: TTL %v: want at least 1s", cfg.TTL)
+	}
+	return nil
 }
 
 // load reads every entry and file into a new table.
@@ -153,11 +186,14 @@ func (r *Records) changed() bool {
 
 // Run checks the files every Config.Reload until ctx ends.
 func (r *Records) Run(ctx context.Context) error {
-	if len(r.cfg.Files) == 0 || r.cfg.Reload < 0 {
+	r.mu.Lock()
+	every := r.cfg.Reload // files may come with a later Prepare: tick anyway
+	r.mu.Unlock()
+	if every < 0 {
 		<-ctx.Done()
 		return nil
 	}
-	t := time.NewTicker(r.cfg.Reload)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	failing := false
 	for {

@@ -159,3 +159,29 @@ func TestWatch(t *testing.T) {
 		<-done
 	})
 }
+
+// TestPrepare checks that a prepared config is invisible until commit,
+// and that a bad one is refused with the table left alone.
+func TestPrepare(t *testing.T) {
+	r, _ := newRecords(t, Config{Entries: []string{"10.0.0.1 a.example"}})
+	commit, err := r.Prepare(Config{Entries: []string{"10.0.0.2 b.example"}, TTL: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ask(t, r, "a.example.", dns.TypeA) == nil || ask(t, r, "b.example.", dns.TypeA) != nil {
+		t.Fatal("before commit: got the new table, want the old one")
+	}
+	commit()
+	m := ask(t, r, "b.example.", dns.TypeA)
+	if m == nil || m.Answer[0].Header().Ttl != 30 || ask(t, r, "a.example.", dns.TypeA) != nil {
+		t.Errorf("after commit: got %v, want b.example with TTL 30 only", m)
+	}
+	for _, bad := range []Config{{Entries: []string{"nonsense"}}, {TTL: time.Millisecond}, {Files: []string{"/nonexistent/hosts"}}} {
+		if _, err := r.Prepare(bad); err == nil {
+			t.Errorf("%+v: got no error", bad)
+		}
+	}
+	if ask(t, r, "b.example.", dns.TypeA) == nil {
+		t.Error("after refused configs: got the table changed")
+	}
+}
