@@ -30,6 +30,7 @@ Usage:
   nodecache migrate --corefile FILE [--kube-dns-config DIR] [--from-cluster] [-o FILE]
                                         write a config that reproduces a CoreDNS or
                                         node-local-dns Corefile; exit 3 lists what it cannot
+  nodecache probe live|ready            the kubelet's exec probe: asks this pod's agent over its probe socket
   nodecache version
 
 The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json.
@@ -60,6 +61,8 @@ func dispatch(args []string) error {
 		return cmdRun(rest)
 	case "migrate":
 		return cmdMigrate(rest)
+	case "probe":
+		return cmdProbe(rest)
 	case "version", "--version":
 		fmt.Println(version)
 		return nil
