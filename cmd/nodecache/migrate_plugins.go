@@ -42,7 +42,7 @@ func directiveHandlers() map[string]directiveHandler {
 		},
 		"errors":      noted("nodecache logs failed upstream queries, rate-limited"),
 		"ready":       noted("readiness is /readyz on --health-addr"),
-		"reload":      noted("the config is read when the agent starts"),
+		"reload":      noted("nodecache applies edits of its config file and of the kube-dns ConfigMap live (checked every --config-check-interval, 5s)"),
 		"loop":        noted("nodecache refuses, at start, an upstream that is its own address"),
 		"any":         noted("nodecache answers ANY queries with the RFC 8482 HINFO record too"),
 		"cancel":      noted("every query has a deadline (--upstream-deadline)"),

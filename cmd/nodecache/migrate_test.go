@@ -105,7 +105,7 @@ func TestMigrateFromCluster(t *testing.T) {
 			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
 			cm("node-local-dns", map[string]string{"Corefile": string(nodeLocal)}),
 			cm("kube-dns", map[string]string{"stubDomains": `{"acme.local": ["10.150.0.1"]}`}),
-		}, 0, []string{"from kube-system/node-local-dns.", "kube-dns-config-dir: /etc/kube-dns  # kube-dns ConfigMap: stubDomains acme.local=10.150.0.1:53;"}},
+		}, 0, []string{"from kube-system/node-local-dns.", "kube-dns ConfigMap: stubDomains acme.local=10.150.0.1:53;"}},
 		{"coredns only", []runtime.Object{
 			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
 		}, 0, []string{"upstream: '192.0.2.1'  # kube-system/coredns:2 forward . 192.0.2.1"}},

@@ -152,6 +152,7 @@ func (t *translator) findClusterDomain(cf *corefile.Corefile) {
 		}
 	}
 	if nodeLocal != "" {
+		t.m.set("kube-dns-config-dir", kubeDNSMountPath, "node-local-dns reads the kube-dns ConfigMap (stubDomains, upstreamNameservers); so does nodecache, where the DaemonSet mounts it")
 		t.clusterDomain, t.servesCluster = nodeLocal, true
 		t.m.set("cluster-domain", strings.TrimSuffix(nodeLocal, "."), nodeLocalFrom)
 	}
