@@ -45,6 +45,7 @@ type runConfig struct {
 	StaleMaxAge    time.Duration
 
 	UpstreamPolicy      string
+	UpstreamTLSCA       string
 	UpstreamTimeout     time.Duration
 	UpstreamDeadline    time.Duration
 	MaxUpstreamInFlight int
@@ -152,7 +153,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	c.CacheSize = 64 << 20
 	fs.Var(ipListFlag{&c.LocalIPs}, "local-ip", "comma list of IPs to serve on; add the kube-dns ClusterIP to intercept it")
 	fs.UintVar(&c.Port, "port", 53, "DNS port")
-	fs.StringVar(&c.Upstream, "upstream", "/etc/resolv.conf", "comma list of upstream IP[:port], or a resolv.conf path")
+	fs.StringVar(&c.Upstream, "upstream", "/etc/resolv.conf", "comma list of upstream IP[:port] and tls://IP[:853][#SERVER-NAME] (DNS over TLS), or a resolv.conf path")
 	fs.Var(&c.StubDomains, "stub-domain", "DOMAIN=IP[:port],... [policy=P] [force-tcp] [timeout=D] [max-concurrent=N] [max-ttl=D] [max-negative-ttl=D]: send DOMAIN to its own resolvers, with its own settings (repeatable)")
 	fs.StringVar(&c.KubeDNSConfig, "kube-dns-config-dir", "", "directory of a mounted kube-dns ConfigMap (stubDomains, upstreamNameservers)")
 	fs.BoolVar(&c.SetupInterface, "setup-interface", true, "create the interface and its addresses")
@@ -176,6 +177,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	durationVar(fs, &c.MaxNegativeTTL, "max-negative-ttl", time.Hour, "cap on cached negative TTLs")
 	durationVar(fs, &c.StaleMaxAge, "stale-max-age", time.Hour, "serve expired entries up to this long when upstreams fail (0 disables)")
 
+	fs.StringVar(&c.UpstreamTLSCA, "upstream-tls-ca", "", "PEM file of the CAs that verify DNS over TLS upstreams (tls://IP[:853][#NAME] in --upstream and --stub-domain); default the system's")
 	fs.StringVar(&c.UpstreamPolicy, "upstream-policy", "random", "upstream choice: random, sequential or round_robin")
 	durationVar(fs, &c.UpstreamTimeout, "upstream-timeout", 2*time.Second, "timeout of one upstream try")
 	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", 5*time.Second, "overall deadline of a forwarded query")

@@ -27,7 +27,11 @@ func TestDoctorCoreDNS(t *testing.T) {
 		{"kubeadm", read("kubeadm"), []string{"OK only kubeadm's defaults"}},
 		{"hosts", read("hosts-fallthrough"), []string{"WARN coredns:5 hosts /etc/coredns/custom.hosts example.internal: pods using nodecache bypass it"}},
 		{"stub zone", read("corporate-forward"), []string{"WARN coredns:15 forward . 10.20.0.10"}},
-		{"not reproducible", read("tls-upstream"), []string{"WARN coredns:7 forward . tls://9.9.9.9 tls://149.112.112.112: pods using nodecache bypass it; nodecache cannot reproduce it: DNS over TLS"}},
+		{"dns over tls", read("tls-upstream"), []string{"WARN coredns:7 forward . tls://9.9.9.9 tls://149.112.112.112: pods using nodecache bypass it"}},
+		{"not reproducible", func(context.Context) (string, error) {
+			return ".:53 {\n template IN A example.test\n forward . /etc/resolv.conf\n}\n", nil
+		},
+			[]string{"WARN coredns:2 template IN A example.test: pods using nodecache bypass it; nodecache cannot reproduce it: the template plugin"}},
 		{"no credentials", nil, []string{"SKIP not checked"}},
 		{"API error", func(context.Context) (string, error) { return "", errors.New("forbidden") }, []string{"WARN cannot read the coredns ConfigMap: forbidden"}},
 		{"bad Corefile", func(context.Context) (string, error) { return ". {", nil }, []string{"WARN the coredns Corefile does not parse"}},

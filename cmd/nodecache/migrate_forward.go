@@ -1,8 +1,10 @@
 package main
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/netip"
 	"strings"
 
 	"github.com/nodecache/nodecache/pkg/corefile"
@@ -11,21 +13,30 @@ import (
 
 // forwardTargets are the TO arguments of a forward directive, by kind.
 type forwardTargets struct {
-	ips     []string // IP[:port], validated
+	servers []string // IP[:port] and tls://IP[:port]#NAME, in order, validated
 	paths   []string // resolv.conf files
-	tls     []string // tls://IP[:port]
 	cluster bool     // node-local-dns's __PILLAR__CLUSTER__DNS__
 }
 
-func parseForwardTargets(args []string) (forwardTargets, error) {
+// parseForwardTargets sorts the TO arguments; serverName is the
+// forward's tls_servername ("" verifies the IP).
+func parseForwardTargets(args []string, serverName string) (forwardTargets, error) {
 	var t forwardTargets
+	dot := &upstreamTLS{servers: map[netip.AddrPort]*tls.Config{}}
 	for _, to := range args {
 		lower := strings.ToLower(to)
 		switch {
 		case to == clusterDNSPillar:
 			t.cluster = true
 		case strings.HasPrefix(lower, "tls://"):
-			t.tls = append(t.tls, to)
+			spec := to[len("tls://"):]
+			if serverName != "" {
+				spec += "#" + serverName
+			}
+			if _, err := dot.parseTLS(spec); err != nil {
+				return t, fmt.Errorf("%q: %w", to, err)
+			}
+			t.servers = append(t.servers, "tls://"+spec)
 		case strings.Contains(lower, "://") && !strings.HasPrefix(lower, "dns://"):
 			return t, fmt.Errorf("%q: forward takes dns:// and tls:// servers", to)
 		case strings.Contains(strings.TrimPrefix(lower, "dns://"), "/"):
@@ -35,7 +46,7 @@ func parseForwardTargets(args []string) (forwardTargets, error) {
 			if _, err := upstream.ParseServers(ip); err != nil {
 				return t, err
 			}
-			t.ips = append(t.ips, ip)
+			t.servers = append(t.servers, ip)
 		}
 	}
 	return t, nil
@@ -55,7 +66,11 @@ func (t *translator) forward(b *blockCtx, d *corefile.Directive) error {
 		}
 		zones = []string{k.zone}
 	}
-	to, err := parseForwardTargets(d.Args[1:])
+	serverName := ""
+	if o := d.Option("tls_servername"); o != nil && len(o.Args) == 1 {
+		serverName = o.Args[0]
+	}
+	to, err := parseForwardTargets(d.Args[1:], serverName)
 	if err != nil {
 		return err
 	}
@@ -75,31 +90,25 @@ func (t *translator) forward(b *blockCtx, d *corefile.Directive) error {
 }
 
 func (t *translator) rootForward(w string, to forwardTargets) {
-	switch {
-	case len(to.tls) > 0:
-		t.m.unsupport(w, "DNS over TLS upstreams are not supported: pods' queries go in plain DNS to the other servers listed, or to the node's /etc/resolv.conf servers")
-	case len(to.paths) > 0 && len(to.ips) > 0, len(to.paths) > 1:
-		t.m.unsupport(w, "nodecache takes either a resolv.conf or a list of IPs as its upstream: only the first resolv.conf is used")
+	if len(to.paths) > 0 && len(to.servers) > 0 || len(to.paths) > 1 {
+		t.m.unsupport(w, "nodecache takes either a resolv.conf or a list of servers as its upstream: only the first resolv.conf is used")
 	}
 	switch {
 	case len(to.paths) > 0:
 		t.m.set("upstream", to.paths[0], w)
-	case len(to.ips) > 0:
-		t.m.set("upstream", strings.Join(to.ips, ","), w)
+	case len(to.servers) > 0:
+		t.m.set("upstream", strings.Join(to.servers, ","), w)
 	}
 }
 
 func (t *translator) stubForward(b *blockCtx, zone, w string, to forwardTargets) {
-	if len(to.tls) > 0 {
-		t.m.unsupport(w, fmt.Sprintf("DNS over TLS upstreams are not supported: names under %s go in plain DNS to the other servers listed, or to the default upstreams", zone))
-	}
 	if len(to.paths) > 0 {
-		t.m.unsupport(w, fmt.Sprintf("a stub domain takes IPs, not a resolv.conf: names under %s go to the default upstreams", zone))
+		t.m.unsupport(w, fmt.Sprintf("a stub domain takes servers, not a resolv.conf: names under %s go to the default upstreams", zone))
 	}
-	if len(to.ips) == 0 {
+	if len(to.servers) == 0 {
 		return
 	}
-	t.stubs[zone] = &stubOut{block: b, servers: strings.Join(to.ips, ","), from: []string{w}}
+	t.stubs[zone] = &stubOut{block: b, servers: strings.Join(to.servers, ","), from: []string{w}}
 	t.stubOrder = append(t.stubOrder, zone)
 }
 
@@ -149,12 +158,29 @@ func (t *translator) forwardOptions(zone string, d *corefile.Directive) {
 			t.m.note(w, "nodecache closes idle upstream TCP connections after 10s")
 		case "max_fails", "health_check":
 			t.m.note(w, "nodecache marks a server down after 3 failed tries in a row and probes it (from 1s, backing off); down servers are still tried last")
-		case "tls", "tls_servername":
-			t.m.unsupport(w, "DNS over TLS upstreams are not supported")
+		case "tls_servername":
+			t.m.note(w, "written as #NAME after each tls:// server")
+		case "tls":
+			t.forwardTLS(w, o.Args)
 		case "except":
 			t.m.unsupport(w, fmt.Sprintf("names under %s go to this forward's servers too", strings.Join(o.Args, " ")))
 		default:
 			t.m.unsupport(w, fmt.Sprintf("forward option %s has no nodecache equivalent", o.Name))
 		}
+	}
+}
+
+// forwardTLS translates `tls [CERT KEY] [CA]`: the CA verifies the
+// servers (--upstream-tls-ca, for every DNS over TLS upstream); a client
+// certificate is not reproduced.
+func (t *translator) forwardTLS(w string, args []string) {
+	switch len(args) {
+	case 0:
+		t.m.note(w, "the system's CAs verify DNS over TLS servers")
+	case 1, 3:
+		t.m.set("upstream-tls-ca", args[len(args)-1], w+" (mount it into the nodecache pod at this path)")
+	}
+	if len(args) >= 2 {
+		t.m.unsupport(w, "nodecache presents no client certificate to DNS over TLS servers: one that requires it refuses the connection")
 	}
 }

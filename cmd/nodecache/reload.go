@@ -40,7 +40,7 @@ var liveFields = map[string]bool{ //nolint:gochecknoglobals // constant set
 	"Upstream": true, "StubDomains": true, "KubeDNSConfig": true, "UpstreamPolicy": true,
 	"UpstreamTimeout": true, "UpstreamDeadline": true, "MaxUpstreamInFlight": true,
 	"StaticRecords": true, "StaticFiles": true, "StaticTTL": true, "StaticNoReverse": true,
-	"RewriteNames": true, "MaxTTL": true, "MaxNegativeTTL": true, "ConfigCheckInterval": true,
+	"RewriteNames": true, "UpstreamTLSCA": true, "MaxTTL": true, "MaxNegativeTTL": true, "ConfigCheckInterval": true,
 }
 
 // liveUpstream is the forwarder the cache and the health checks use; a
@@ -271,11 +271,15 @@ func staticConfig(cfg *runConfig) static.Config {
 // forwarderConfig is the upstream config cfg asks for, and its stub
 // domains' settings.
 func (a *agent) forwarderConfig(cfg *runConfig) (upstream.Config, stubConfig, error) {
-	ups, err := upstream.ParseServers(cfg.Upstream)
+	dot, err := newUpstreamTLS(cfg.UpstreamTLSCA)
+	if err != nil {
+		return upstream.Config{}, stubConfig{}, err
+	}
+	ups, err := dot.parseList(cfg.Upstream)
 	if err != nil {
 		return upstream.Config{}, stubConfig{}, fmt.Errorf("--upstream: %w", err)
 	}
-	stubs, kubeUps, err := loadStubs(cfg.KubeDNSConfig, cfg.StubDomains)
+	stubs, kubeUps, err := loadStubs(cfg.KubeDNSConfig, cfg.StubDomains, dot)
 	if err != nil {
 		return upstream.Config{}, stubConfig{}, err
 	}
@@ -286,6 +290,9 @@ func (a *agent) forwarderConfig(cfg *runConfig) (upstream.Config, stubConfig, er
 		Servers: ups, StubDomains: stubs.servers, StubOptions: stubs.opts, Policy: cfg.UpstreamPolicy,
 		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
 		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs,
+	}
+	if len(dot.servers) > 0 {
+		fcfg.TLS = dot.servers
 	}
 	if err := fcfg.Validate(); err != nil {
 		return upstream.Config{}, stubConfig{}, fmt.Errorf("upstreams: %w", err)

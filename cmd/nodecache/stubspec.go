@@ -23,14 +23,24 @@ type stubSpec struct {
 // options are upstream.ParseStubOptions's (policy=, force-tcp,
 // prefer-udp, timeout=, max-concurrent=) and the cache's max-ttl= and
 // max-negative-ttl=.
-func parseStubSpec(spec string) (stubSpec, error) {
+func parseStubSpec(spec string, dot *upstreamTLS) (stubSpec, error) {
 	fields := strings.Fields(spec)
 	if len(fields) == 0 {
 		return stubSpec{}, fmt.Errorf("empty stub domain; want DOMAIN=IP[:port],... [options]")
 	}
 	var s stubSpec
 	var err error
-	if s.domain, s.servers, err = upstream.ParseStubDomain(fields[0]); err != nil {
+	domain, list, _ := strings.Cut(fields[0], "=")
+	if strings.Contains(list, "tls://") {
+		// The domain is checked with a stand-in server; the list may hold
+		// DNS over TLS servers, which ParseStubDomain does not take.
+		if s.domain, _, err = upstream.ParseStubDomain(domain + "=192.0.2.1"); err != nil {
+			return stubSpec{}, err
+		}
+		if s.servers, err = dot.parseList(list); err != nil {
+			return stubSpec{}, fmt.Errorf("stub domain %q: %w", domain, err)
+		}
+	} else if s.domain, s.servers, err = upstream.ParseStubDomain(fields[0]); err != nil {
 		return stubSpec{}, err
 	}
 	opts, rest, err := upstream.ParseStubOptions(fields[1:])
@@ -68,7 +78,7 @@ type stubConfig struct {
 // loadStubs reads the kube-dns ConfigMap directory (when set) and the
 // --stub-domain specs, which win over it. It also returns the
 // ConfigMap's upstreamNameservers, which replace --upstream.
-func loadStubs(kubeDNSDir string, specs []string) (stubConfig, []netip.AddrPort, error) {
+func loadStubs(kubeDNSDir string, specs []string, dot *upstreamTLS) (stubConfig, []netip.AddrPort, error) {
 	sc := stubConfig{servers: map[string][]netip.AddrPort{}, opts: map[string]upstream.StubOptions{},
 		limits: map[string]cache.ZoneLimit{}}
 	var ups []netip.AddrPort
@@ -80,7 +90,7 @@ func loadStubs(kubeDNSDir string, specs []string) (stubConfig, []netip.AddrPort,
 		sc.servers, ups = s, u
 	}
 	for _, spec := range specs {
-		s, err := parseStubSpec(spec)
+		s, err := parseStubSpec(spec, dot)
 		if err != nil {
 			return sc, nil, fmt.Errorf("--stub-domain %q: %w", spec, err)
 		}

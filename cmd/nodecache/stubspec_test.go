@@ -13,7 +13,7 @@ import (
 )
 
 func TestParseStubSpec(t *testing.T) {
-	s, err := parseStubSpec("Corp.Example=10.0.0.1,10.0.0.2:5353 policy=sequential force-tcp timeout=1s max-concurrent=20 max-ttl=30s max-negative-ttl=5s")
+	s, err := parseStubSpec("Corp.Example=10.0.0.1,10.0.0.2:5353 policy=sequential force-tcp timeout=1s max-concurrent=20 max-ttl=30s max-negative-ttl=5s", &upstreamTLS{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +25,7 @@ func TestParseStubSpec(t *testing.T) {
 		t.Errorf("got %+v, want %+v", s, want)
 	}
 	for _, bad := range []string{"", "corp.example", "corp.example=10.0.0.1 max-ttl=500ms", "corp.example=10.0.0.1 fast", "corp.example=10.0.0.1 timeout=-1s"} {
-		if _, err := parseStubSpec(bad); err == nil {
+		if _, err := parseStubSpec(bad, &upstreamTLS{}); err == nil {
 			t.Errorf("%q: got no error", bad)
 		}
 	}

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -71,6 +72,12 @@ type Config struct {
 	// TCPMaxIdle bounds the idle TCP connections kept per server. Zero
 	// means DefaultTCPMaxIdle.
 	TCPMaxIdle int
+	// TLS lists the servers (of Servers or of stub domains) reached over
+	// DNS over TLS (RFC 7858) instead of UDP and TCP, with the TLS config
+	// to verify each: ServerName must be set; RootCAs nil means the
+	// system's. Queries go over pooled TLS connections, reused like TCP
+	// ones; health probes use TLS too. Nil means none.
+	TLS map[netip.AddrPort]*tls.Config
 	// LocalAddrs are the agent's own listeners (for example
 	// 169.254.20.10:53). An upstream equal to one of them, or a loopback
 	// upstream on the port of an unspecified listener (0.0.0.0:53), is
@@ -104,6 +111,11 @@ func (c *Config) Validate() error {
 		}
 		if err := o.validate(domain); err != nil {
 			return err
+		}
+	}
+	for addr, t := range c.TLS {
+		if t == nil || t.ServerName == "" {
+			return fmt.Errorf("DNS over TLS server %v has no server name to verify", addr)
 		}
 	}
 	switch c.Policy {

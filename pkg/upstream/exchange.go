@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -132,7 +133,7 @@ type reply struct {
 // TCP if the reply is truncated; TCP alone when forceTCP. wire is the
 // packed request; its ID is rewritten.
 func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time, forceTCP bool) (reply, error) {
-	if forceTCP {
+	if forceTCP || s.tls != nil {
 		return f.tryTCP(ctx, s, q, wire, deadline)
 	}
 	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline)
@@ -218,8 +219,7 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 	for {
 		conn, reused := s.tcp.get(time.Now())
 		if !reused {
-			d := net.Dialer{Deadline: deadline}
-			c, err := d.DialContext(ctx, "tcp", s.addr.String())
+			c, err := s.dial(ctx, deadline)
 			if err != nil {
 				return reply{}, classify(ctx, s.addr, protoTCP, err)
 			}
@@ -239,6 +239,16 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 			return reply{}, classify(ctx, s.addr, protoTCP, err)
 		}
 	}
+}
+
+// dial opens a TCP connection to s, with a TLS handshake for a DNS over
+// TLS server.
+func (s *server) dial(ctx context.Context, deadline time.Time) (net.Conn, error) {
+	d := &net.Dialer{Deadline: deadline}
+	if s.tls == nil {
+		return d.DialContext(ctx, "tcp", s.addr.String())
+	}
+	return (&tls.Dialer{NetDialer: d, Config: s.tls}).DialContext(ctx, "tcp", s.addr.String())
 }
 
 // watchedTCP is roundTripTCP under conn's deadline and a watch on ctx.

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -20,6 +21,7 @@ const maxProbeBackoff = 30
 // server is one upstream resolver, shared by every set that lists it.
 type server struct {
 	addr    netip.AddrPort // always valid
+	tls     *tls.Config    // DNS over TLS; nil for UDP and TCP
 	udpAddr *net.UDPAddr   // addr, converted once
 	tcp     *tcpPool       // always non-nil
 	udp     *udpPool       // always non-nil
@@ -40,7 +42,17 @@ func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
 		tcp:     newConnPool[net.Conn](cfg.TCPMaxIdle),
 		udp:     newConnPool[*udpSock](min(udpMaxIdle, cfg.MaxInFlight)),
 		m:       m.forServer(addr.String()),
+		tls:     tlsFor(cfg, addr),
 	}
+}
+
+func tlsFor(cfg *Config, addr netip.AddrPort) *tls.Config {
+	if t := cfg.TLS[addr]; t != nil {
+		t = t.Clone()
+		t.ClientSessionCache = tls.NewLRUClientSessionCache(8) // resumption on reconnect
+		return t
+	}
+	return nil
 }
 
 func (s *server) countRequest(proto string) {
@@ -202,7 +214,11 @@ func (f *Forwarder) probe(s *server) error {
 		return err
 	}
 	start := time.Now()
-	_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout))
+	if s.tls != nil {
+		_, err = f.tryTCP(f.ctx, s, &q, wire, start.Add(f.cfg.TryTimeout))
+	} else {
+		_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout))
+	}
 	if err != nil {
 		f.log.Debug("upstream probe failed", "server", s.addr, "err", err)
 		s.countError(errorKind(err))
