@@ -25,6 +25,7 @@ func (t *translator) hosts(b *blockCtx, d *corefile.Directive) error {
 	if len(d.Args) > 1 {
 		t.m.note(w, "static records answer every name they list, not only those under "+strings.Join(d.Args[1:], " "))
 	}
+	b.hosts = true
 	fallthroughSeen := false
 	for _, o := range d.Options {
 		ow := where(t.file, o)
@@ -41,7 +42,7 @@ func (t *translator) hosts(b *blockCtx, d *corefile.Directive) error {
 			if err != nil || ttl == 0 {
 				return fmt.Errorf("line %d: ttl wants a number of seconds (at least 1)", o.Line)
 			}
-			t.m.set("static-ttl", ttl.String(), ow)
+			b.hostsTTL, b.hostsTTLFrom = ttl, ow
 		case "no_reverse":
 			t.m.set("static-no-reverse", "true", ow)
 		case "reload":

@@ -46,6 +46,11 @@ type blockCtx struct {
 	zones []string // lowercased FQDNs
 	caps  *ttlCaps // the block's cache; nil without one
 	hasK8 bool     // the block runs the kubernetes plugin
+	// hosts: the block has a hosts plugin, whose answers carry hostsTTL
+	// (its ttl option, else 3600) capped by the block's cache.
+	hosts        bool
+	hostsTTL     time.Duration
+	hostsTTLFrom string
 }
 
 // ttlCaps are what a cache directive keeps: longest positive and
@@ -271,6 +276,25 @@ func (t *translator) finish() {
 		t.finishStub(z, t.stubs[z], rootCaps)
 	}
 	t.clusterTTLs()
+	t.staticTTL()
+}
+
+// staticTTL sets the TTL of static records: the hosts plugin's, capped by
+// the cache of its block, which CoreDNS runs before hosts.
+func (t *translator) staticTTL() {
+	for _, b := range t.blocks {
+		if !b.hosts {
+			continue
+		}
+		ttl, from := time.Hour, "the hosts plugin's default ttl 3600"
+		if b.hostsTTLFrom != "" {
+			ttl, from = b.hostsTTL, b.hostsTTLFrom
+		}
+		if b.caps != nil && b.caps.pos < ttl {
+			ttl, from = b.caps.pos, b.caps.from+" (CoreDNS caches hosts answers too)"
+		}
+		t.m.set("static-ttl", ttl.String(), from)
+	}
 }
 
 // finishStub writes a stub domain with its options, and the TTL caps of
