@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
 	"net/netip"
@@ -16,8 +15,6 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-
-	"github.com/nodecache/nodecache/internal/testnet"
 )
 
 // compareCorefile is served by CoreDNS as it is and, translated by
@@ -117,20 +114,9 @@ func startCompareUpstreams(t *testing.T, dir string) map[string]string {
 		serveOn(t, &dns.Server{Listener: ln, Handler: h})
 		vars[name] = fmt.Sprint(port)
 	}
-	ca, err := testnet.NewTestCA("dns.test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", &ca.Server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serveOn(t, &dns.Server{Listener: ln, Handler: compareUpstream("198.51.100.7", false)})
+	ln, caFile := startDoTServer(t, dir, nil, compareUpstream("198.51.100.7", false))
 	vars["U3"] = fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
-	vars["CA"] = filepath.Join(dir, "ca.pem")
-	if err := os.WriteFile(vars["CA"], ca.PEM, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	vars["CA"] = caFile
 	return vars
 }
 

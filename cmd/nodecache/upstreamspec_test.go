@@ -15,10 +15,11 @@ import (
 	"github.com/nodecache/nodecache/internal/testnet"
 )
 
-// TestAgentDNSOverTLS runs an agent whose upstream is a DNS over TLS
-// server on loopback with a certificate from a test CA (--upstream-tls-ca):
-// queries are answered over one reused TLS connection.
-func TestAgentDNSOverTLS(t *testing.T) {
+// startDoTServer serves h over DNS over TLS on loopback with a
+// certificate for "dns.test" from a test CA written to dir; accepts, when
+// not nil, counts the connections.
+func startDoTServer(t *testing.T, dir string, accepts *atomic.Int64, h dns.HandlerFunc) (net.Listener, string) {
+	t.Helper()
 	ca, err := testnet.NewTestCA("dns.test")
 	if err != nil {
 		t.Fatal(err)
@@ -27,21 +28,27 @@ func TestAgentDNSOverTLS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var accepts, queries atomic.Int64
-	srv := &dns.Server{Listener: countAccepts{ln, &accepts}, Handler: dns.HandlerFunc(func(w dns.ResponseWriter, r *dns.Msg) {
-		queries.Add(1)
-		m := new(dns.Msg)
-		m.SetReply(r)
-		m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: r.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 99)}}
-		_ = w.WriteMsg(m)
-	})}
-	go func() { _ = srv.ActivateAndServe() }()
-	t.Cleanup(func() { _ = srv.Shutdown() })
-	dir := t.TempDir()
+	if accepts == nil {
+		accepts = new(atomic.Int64)
+	}
+	serveOn(t, &dns.Server{Listener: countAccepts{ln, accepts}, Handler: h})
 	caFile := filepath.Join(dir, "ca.pem")
 	if err := os.WriteFile(caFile, ca.PEM, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return ln, caFile
+}
+
+// TestAgentDNSOverTLS runs an agent whose upstream is a DNS over TLS
+// server on loopback with a certificate from a test CA (--upstream-tls-ca):
+// queries are answered over one reused TLS connection.
+func TestAgentDNSOverTLS(t *testing.T) {
+	var accepts, queries atomic.Int64
+	dir := t.TempDir()
+	ln, caFile := startDoTServer(t, dir, &accepts, func(w dns.ResponseWriter, r *dns.Msg) {
+		queries.Add(1)
+		compareUpstream("192.0.2.99", false)(w, r)
+	})
 	plain := startUpstream(t)
 	port := freePort(t)
 	dot := "tls://" + ln.Addr().String() + "#dns.test"
