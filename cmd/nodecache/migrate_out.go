@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"io"
+	"regexp"
 	"sort"
 	"strings"
 
@@ -96,7 +97,7 @@ func (m *migration) writeYAML(w io.Writer) error {
 	}
 	if len(m.notes) > 0 {
 		b.WriteString("# Reproduced without a setting, or changed in a way pods do not see:\n")
-		for _, n := range m.notes {
+		for _, n := range groupNotes(m.notes) {
 			b.WriteString("#   " + n + "\n")
 		}
 	}
@@ -135,4 +136,46 @@ func yamlScalar(v string) string {
 		}
 	}
 	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+// lineRE finds the line number of a "file:N directive" prefix.
+var lineRE = regexp.MustCompile(`^[^ ]*:(\d+) `)
+
+// groupNotes folds notes that say the same about the same directive on
+// other lines into the first: "Corefile:2 errors (also lines 17, 28): ...".
+func groupNotes(notes []string) []string {
+	type group struct {
+		first string
+		also  []string
+	}
+	var order []string
+	groups := map[string]*group{}
+	for _, n := range notes {
+		from, msg, _ := strings.Cut(n, ": ")
+		key := msg
+		if m := lineRE.FindStringSubmatch(from); m != nil {
+			key = strings.TrimPrefix(from, m[0][:len(m[0])-1]) + "\x00" + msg // directive text and message
+		} else {
+			key = n
+		}
+		if g, ok := groups[key]; ok {
+			if m := lineRE.FindStringSubmatch(from); m != nil {
+				g.also = append(g.also, m[1])
+			}
+			continue
+		}
+		groups[key] = &group{first: n}
+		order = append(order, key)
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		if len(g.also) == 0 {
+			out = append(out, g.first)
+			continue
+		}
+		from, msg, _ := strings.Cut(g.first, ": ")
+		out = append(out, fmt.Sprintf("%s (also lines %s): %s", from, strings.Join(g.also, ", "), msg))
+	}
+	return out
 }
