@@ -504,7 +504,9 @@ func (n *realNode) checkRollouts(ctx context.Context, client *corev1.Pod) {
 	// on a shared port would make both say the same.
 	split := 0
 	for _, s := range samples {
-		if len(s.pods) == 2 && !podReady(&s.pods[0]) && podReady(&s.pods[1]) && s.pods[0].Status.Phase == corev1.PodRunning {
+		// The old pod's own container still running, never restarted,
+		// and reporting not ready: its process says it serves nothing.
+		if len(s.pods) == 2 && !podReady(&s.pods[0]) && podReady(&s.pods[1]) && runningNeverRestarted(&s.pods[0]) {
 			split++
 		}
 	}
@@ -529,6 +531,18 @@ func (n *realNode) checkRollouts(ctx context.Context, client *corev1.Pod) {
 			t.Errorf("%s: lost %d, SERVFAIL %d, errors %d (%s); want none", s.name, s.lost, s.rcodes["SERVFAIL"], s.rcodes["error"], s.firstErr)
 		}
 	}
+}
+
+func runningNeverRestarted(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil || cs.RestartCount != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func roundAll(ds []time.Duration) []string {
