@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
@@ -249,9 +250,14 @@ func (a *agent) build() error {
 	if a.zone != nil {
 		deps.Pods = podsAdapter{a.zone}
 	}
+	stubNames := make([]string, 0, len(stubs))
+	for d := range stubs {
+		stubNames = append(stubNames, d)
+	}
+	a.reg.MustRegister(newCorednsCacheCollector(a.cache, corednsServers(a.addrs), a.pluginZones(stubNames)))
 	a.server, err = server.New(server.Config{
 		Addrs: a.addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
-		Domain: cfg.ClusterDomain, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
+		Domain: cfg.ClusterDomain, StubDomains: stubNames, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
 		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
 	}, deps, a.reg, log.With("component", "server"))
 	if err != nil {
@@ -270,6 +276,33 @@ func (a *agent) build() error {
 		log.Info("not touching the host: --setup-interface=false --setup-iptables=false")
 	}
 	return nil
+}
+
+// corednsServers are the server label values of the CoreDNS-compatible
+// metrics: one per listen address.
+func corednsServers(addrs []netip.AddrPort) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = "dns://" + a.String()
+	}
+	return out
+}
+
+// pluginZones says, for coredns_plugin_enabled, which CoreDNS plugins do
+// the jobs nodecache does in each zone.
+func (a *agent) pluginZones(stubs []string) map[string][]string {
+	z := map[string][]string{".": {"cache", "forward", "prometheus"}}
+	for _, s := range stubs {
+		z[dns.Fqdn(strings.ToLower(s))] = []string{"cache", "forward", "prometheus"}
+	}
+	if a.zone != nil {
+		names := []string{"kubernetes", "prometheus"}
+		if a.cfg.Autopath {
+			names = append(names, "autopath")
+		}
+		z[dns.Fqdn(strings.ToLower(a.cfg.ClusterDomain))] = names
+	}
+	return z
 }
 
 // localHTTPPorts are the health and metrics ports that listen on a local IP

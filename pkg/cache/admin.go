@@ -73,6 +73,7 @@ func (c *Cache) Flush(name string) int {
 			n += s.lru.Len()
 			s.lru.Purge()
 			s.bytes = 0
+			s.kinds = [numKinds]int{}
 			s.mu.Unlock()
 			continue
 		}
@@ -157,6 +158,7 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 // Stats is a snapshot of the cache's figures.
 type Stats struct {
 	Entries    int     // entries held, fresh or stale
+	Denials    int     // of those, negative and SERVFAIL entries
 	Bytes      int64   // bytes accounted, at most Config.MaxBytes
 	Hits       uint64  // fresh answers
 	Misses     uint64  // queries that went to an upstream flight
@@ -172,6 +174,7 @@ func (c *Cache) Stats() Stats {
 	for _, s := range c.shards {
 		s.mu.Lock()
 		st.Entries += s.lru.Len()
+		st.Denials += s.kinds[kindNegative] + s.kinds[kindServfail]
 		st.Bytes += s.bytes
 		st.Hits += s.hits
 		s.mu.Unlock()

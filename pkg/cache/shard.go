@@ -106,6 +106,7 @@ type shard struct {
 	lru    *simplelru.LRU[uint64, *entry] // keyed by the seeded key hash
 	bytes  int64                          // sum of entry sizes
 	hits   uint64                         // fresh answers served from this shard
+	kinds  [numKinds]int                  // entries held, by kind
 	budget int64                          // immutable
 
 	_ [64]byte // keeps neighbouring shards' locks off one cache line
@@ -154,6 +155,7 @@ func (s *shard) insertLocked(h uint64, e *entry, now time.Time, staleMaxAge time
 	}
 	s.lru.Add(h, e)
 	s.bytes += int64(e.size)
+	s.kinds[e.kind]++
 	for s.bytes > s.budget {
 		s.removeOldestLocked()
 		evicted++
@@ -168,12 +170,14 @@ func (s *shard) removeLocked(h uint64) bool {
 	}
 	s.lru.Remove(h)
 	s.bytes -= int64(old.size)
+	s.kinds[old.kind]--
 	return true
 }
 
 func (s *shard) removeOldestLocked() {
 	if _, old, ok := s.lru.RemoveOldest(); ok {
 		s.bytes -= int64(old.size)
+		s.kinds[old.kind]--
 	}
 }
 

@@ -60,6 +60,10 @@ type Server struct {
 	conns     map[net.Conn]struct{}
 	closing   bool
 
+	// udpEdges says which listen address each UDP socket serves; written
+	// by Serve before the read loops start, read-only after.
+	udpEdges []udpEdge
+
 	wg      sync.WaitGroup // read loops and accept loops
 	queries sync.WaitGroup // slow-path goroutines and TCP connections
 	serving atomic.Bool
@@ -84,7 +88,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 	if err != nil {
 		return nil, fmt.Errorf("cluster domain %q: %w", cfg.Domain, err)
 	}
-	m, err := newMetrics(reg)
+	m, err := newMetrics(reg, &cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +127,10 @@ func (s *Server) Serve(l *Listeners) error {
 		return errors.New("server is shut down")
 	}
 	s.listeners = l
+	s.udpEdges = s.udpEdges[:0]
+	for _, c := range l.UDP {
+		s.udpEdges = append(s.udpEdges, udpEdge{c, edge{proto: protoUDP, server: s.serverOf(c.LocalAddr())}})
+	}
 	for _, c := range l.UDP {
 		s.wg.Add(1)
 		go func() {
@@ -229,13 +237,45 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 	return out, res, nil
 }
 
-// record accounts one answered query.
-func (s *Server) record(client netip.Addr, q *wire.Query, res Result, start time.Time, proto int) {
+// record accounts one answered query that came in at ep; reqLen and
+// respLen are the sizes of the query and the reply.
+func (s *Server) record(ep edge, client netip.Addr, q *wire.Query, res Result, start time.Time, reqLen, respLen int) {
 	took := time.Since(start)
-	s.metrics.observe(proto, q.Type, res, took)
+	s.metrics.observe(int(ep.proto), q.Type, res, took)
+	s.metrics.coredns.observe(ep, client, q, res, took.Seconds(), reqLen, respLen)
 	if s.observer != nil {
 		s.observer.Observe(client, q, res, took)
 	}
+}
+
+// udpEdge is one UDP socket and the edge its queries come in at.
+type udpEdge struct {
+	c  *net.UDPConn
+	ep edge
+}
+
+// udpEdge returns the edge of the UDP socket c: a scan of a handful of
+// sockets, cheaper than a map lookup.
+func (s *Server) udpEdge(c *net.UDPConn) edge {
+	for i := range s.udpEdges {
+		if s.udpEdges[i].c == c {
+			return s.udpEdges[i].ep
+		}
+	}
+	return edge{proto: protoUDP}
+}
+
+// serverOf returns the index of the listen address a is, for the server
+// label of the CoreDNS-compatible metrics.
+func (s *Server) serverOf(a net.Addr) uint8 {
+	var ap netip.AddrPort
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		ap = a.AddrPort()
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	}
+	return s.metrics.coredns.serverIndex(ap)
 }
 
 // logRated logs at Warn at most once per interval per kind, so a flood of

@@ -64,6 +64,7 @@ func (s *Server) serveTCP(ln *net.TCPListener) {
 // each whole under the write lock.
 func (s *Server) serveConn(c *net.TCPConn) {
 	client := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
+	ep := edge{proto: protoTCP, server: s.serverOf(c.LocalAddr())}
 	r := bufio.NewReaderSize(c, 4096)
 	var wmu sync.Mutex // guards writes to c
 	slots := make(chan struct{}, s.cfg.TCPPipeline)
@@ -99,7 +100,7 @@ func (s *Server) serveConn(c *net.TCPConn) {
 				return // garbage on a stream: the framing cannot be trusted
 			}
 			write(reply)
-			s.record(client, &q, res, start, protoTCP)
+			s.record(ep, client, &q, res, start, len(pkt), len(reply))
 			continue
 		}
 		slots <- struct{}{}
@@ -107,12 +108,12 @@ func (s *Server) serveConn(c *net.TCPConn) {
 		s.workers.Run(func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			s.slowTCP(pkt, client, start, write)
+			s.slowTCP(ep, pkt, client, start, write)
 		})
 	}
 }
 
-func (s *Server) slowTCP(pkt []byte, client netip.Addr, start time.Time, write func([]byte)) {
+func (s *Server) slowTCP(ep edge, pkt []byte, client netip.Addr, start time.Time, write func([]byte)) {
 	var q wire.Query
 	if err := wire.Parse(pkt, &q); err != nil {
 		return
@@ -120,7 +121,7 @@ func (s *Server) slowTCP(pkt []byte, client netip.Addr, start time.Time, write f
 	by := time.Now().Add(s.cfg.QueryTimeout)
 	reply, res := s.slow(s.ctx, by, pkt, &q, client, make([]byte, 0, 512), 65535)
 	write(reply)
-	s.record(client, &q, res, start, protoTCP)
+	s.record(ep, client, &q, res, start, len(pkt), len(reply))
 }
 
 // tcpDrain is how long a connection may still deliver queries that are

@@ -1,0 +1,212 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/miekg/dns"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"sigs.k8s.io/yaml"
+)
+
+// targetLabels are added by Prometheus or Grafana from the scrape target,
+// not served by an exporter; "up" is the series Prometheus makes per target.
+var targetLabels = map[string]bool{"job": true, "instance": true, "pod": true, "namespace": true,
+	"node": true, "container": true, "service": true, "endpoint": true}
+
+// seriesLabels maps each series name on a /metrics page (histograms and
+// summaries as their _bucket, _count and _sum series) to the label names
+// and values it has.
+type seriesLabels map[string]map[string]map[string]bool
+
+func scrapeSeries(t *testing.T, url string) seriesLabels {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	out := seriesLabels{}
+	add := func(name string, m *dto.Metric, extra ...string) {
+		if out[name] == nil {
+			out[name] = map[string]map[string]bool{}
+		}
+		set := func(l, v string) {
+			if out[name][l] == nil {
+				out[name][l] = map[string]bool{}
+			}
+			out[name][l][v] = true
+		}
+		for _, lp := range m.GetLabel() {
+			set(lp.GetName(), lp.GetValue())
+		}
+		for _, l := range extra {
+			set(l, "")
+		}
+	}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			switch f.GetType() {
+			case dto.MetricType_HISTOGRAM:
+				add(name+"_bucket", m, "le")
+				add(name+"_count", m)
+				add(name+"_sum", m)
+			case dto.MetricType_SUMMARY:
+				add(name, m, "quantile")
+				add(name+"_count", m)
+				add(name+"_sum", m)
+			default:
+				add(name, m)
+			}
+		}
+	}
+	return out
+}
+
+// ruleExprs reads the expressions of a rules file (groups[].rules[].expr)
+// or of a .promql file (one a line, # comments) and the allow-grouping
+// directives of the latter: metric -> labels its by clauses may name
+// although CoreDNS itself does not serve them there.
+func ruleExprs(t *testing.T, path string) ([]string, map[string][]string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow := map[string][]string{}
+	if strings.HasSuffix(path, ".yaml") {
+		var rf struct {
+			Groups []struct {
+				Rules []struct {
+					Expr string `json:"expr"`
+				} `json:"rules"`
+			} `json:"groups"`
+		}
+		if err := yaml.Unmarshal(data, &rf); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		var exprs []string
+		for _, g := range rf.Groups {
+			for _, r := range g.Rules {
+				exprs = append(exprs, r.Expr)
+			}
+		}
+		return exprs, allow
+	}
+	var exprs []string
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(line, "# allow-grouping "); ok {
+			f := strings.Fields(rest)
+			allow[f[0]] = append(allow[f[0]], f[1:]...)
+		}
+		if line != "" && !strings.HasPrefix(line, "#") {
+			exprs = append(exprs, line)
+		}
+	}
+	return exprs, allow
+}
+
+// TestCoreDNSDashboardsAndAlertsFindTheirSeries runs an agent, sends it
+// traffic of every kind the community's CoreDNS and node-local-dns alerts
+// and dashboards look at (cluster zone, cache hit, miss, NXDOMAIN, an
+// upstream SERVFAIL, TCP, DO), then checks that every series and every
+// label their expressions select exists on /metrics, and every label value
+// an equality matcher asks for.
+func TestCoreDNSDashboardsAndAlertsFindTheirSeries(t *testing.T) {
+	ca := startCLIAgent(t)
+	for _, q := range []struct {
+		name  string
+		qtype uint16
+		tcp   bool
+	}{
+		{"web.demo.svc.cluster.local.", dns.TypeA, false},
+		{"www.example.org.", dns.TypeA, false},
+		{"www.example.org.", dns.TypeA, false},
+		{"www.example.org.", dns.TypeAAAA, true},
+		{"nx.example.org.", dns.TypeA, false},
+		{"servfail.example.org.", dns.TypeA, false},
+	} {
+		m := new(dns.Msg)
+		m.SetQuestion(q.name, q.qtype)
+		m.SetEdns0(1232, true)
+		c := &dns.Client{}
+		if q.tcp {
+			c.Net = "tcp"
+		}
+		if _, _, err := c.Exchange(m, ca.dns); err != nil {
+			t.Fatalf("%s: %v", q.name, err)
+		}
+	}
+	series := scrapeSeries(t, "http://"+ca.metrics+"/metrics")
+	files, err := filepath.Glob("testdata/compat/*")
+	if err != nil || len(files) < 4 {
+		t.Fatalf("compat testdata: got %v (%v), want the 4 files", files, err)
+	}
+	for _, path := range files {
+		exprs, allow := ruleExprs(t, path)
+		if len(exprs) == 0 {
+			t.Errorf("%s: no expressions", path)
+		}
+		for _, expr := range exprs {
+			for _, problem := range checkExpr(expr, series, allow) {
+				t.Errorf("%s: %s\n\tin %s", filepath.Base(path), problem, strings.TrimSpace(expr))
+			}
+		}
+	}
+}
+
+// checkExpr returns what expr selects that series lacks.
+func checkExpr(expr string, series seriesLabels, allow map[string][]string) []string {
+	refs, err := extractRefs(expr)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var problems []string
+	selected := map[string]bool{} // label names of the selected series
+	for _, sel := range refs.selectors {
+		if sel.name == "up" {
+			continue // made by Prometheus per target
+		}
+		labels, ok := series[sel.name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("series %s is missing", sel.name))
+			continue
+		}
+		for l := range labels {
+			selected[l] = true
+		}
+		for _, l := range allow[sel.name] {
+			selected[l] = true
+		}
+		for _, m := range sel.matchers {
+			if targetLabels[m.label] || m.label == "__name__" {
+				continue
+			}
+			values, ok := labels[m.label]
+			switch {
+			case !ok:
+				problems = append(problems, fmt.Sprintf("series %s has no label %s", sel.name, m.label))
+			case m.op == "=" && !values[m.value]:
+				problems = append(problems, fmt.Sprintf("series %s has no %s=%q after the test's traffic", sel.name, m.label, m.value))
+			}
+		}
+	}
+	for _, l := range refs.grouping {
+		if !targetLabels[l] && !selected[l] && len(refs.selectors) > 0 {
+			problems = append(problems, fmt.Sprintf("no selected series has the label %s it is grouped by", l))
+		}
+	}
+	return problems
+}

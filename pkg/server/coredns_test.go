@@ -1,0 +1,71 @@
+package server
+
+import (
+	"context"
+	"net/netip"
+	"testing"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodecache/nodecache/internal/testnet"
+)
+
+// TestCorednsLabelsAreHonest serves on two loopback addresses with a stub
+// domain and checks that each query is counted under the address it came
+// in on, the zone that serves it and the plugin that answered.
+func TestCorednsLabelsAreHonest(t *testing.T) {
+	port, err := testnet.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	a1 := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port)
+	a2 := netip.AddrPortFrom(netip.MustParseAddr("127.0.0.2"), port)
+	l, err := Listen(context.Background(), []netip.AddrPort{a1, a2}, 1)
+	if err != nil {
+		t.Skipf("127.0.0.2 is not usable here (%v): the test needs two loopback addresses", err)
+	}
+	reg := prometheus.NewRegistry()
+	serveOn(t, l, Config{Addrs: []netip.AddrPort{a1, a2}, StubDomains: []string{"corp.example."}},
+		Deps{Zone: &fakeZone{}, Resolver: &fakeResolver{}}, reg)
+	exchange(t, a1.String(), "web.default.svc.cluster.local.", dns.TypeA)
+	exchange(t, a2.String(), "www.example.org.", dns.TypeA)
+	exchange(t, a2.String(), "www.example.org.", dns.TypeA)
+	exchange(t, a2.String(), "host.corp.example.", dns.TypeMX)
+
+	got := map[string]float64{}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			key := f.GetName()
+			for _, lp := range m.GetLabel() {
+				key += " " + lp.GetName() + "=" + lp.GetValue()
+			}
+			got[key] += m.GetCounter().GetValue()
+		}
+	}
+	s1, s2 := "server=dns://"+a1.String(), "server=dns://"+a2.String()
+	for key, want := range map[string]float64{
+		"coredns_dns_requests_total family=1 proto=udp " + s1 + " type=A view= zone=cluster.local.":        1,
+		"coredns_dns_requests_total family=1 proto=udp " + s2 + " type=A view= zone=.":                     2,
+		"coredns_dns_requests_total family=1 proto=udp " + s2 + " type=MX view= zone=corp.example.":        1,
+		"coredns_dns_responses_total plugin=kubernetes rcode=NOERROR " + s1 + " view= zone=cluster.local.": 1,
+		"coredns_dns_responses_total plugin=forward rcode=NOERROR " + s2 + " view= zone=.":                 1,
+		"coredns_dns_responses_total plugin=cache rcode=NOERROR " + s2 + " view= zone=.":                   1,
+		"coredns_cache_requests_total " + s2 + " view= zones=.":                                            2,
+		"coredns_cache_hits_total " + s2 + " type=success view= zones=.":                                   1,
+		"coredns_cache_misses_total " + s2 + " view= zones=.":                                              1,
+	} {
+		if got[key] != want {
+			t.Errorf("%s: got %v, want %v", key, got[key], want)
+		}
+	}
+	for key := range got {
+		if key == "coredns_cache_requests_total "+s1+" view= zones=cluster.local." {
+			t.Errorf("a zone answer was counted as a cache request: %s", key)
+		}
+	}
+}
