@@ -1,13 +1,8 @@
 package main
 
 import (
-	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -52,69 +47,5 @@ func TestDeployConfigMapIsAValidConfig(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
 		}
-	}
-}
-
-// checkDashboard checks that every metric deploy/grafana-dashboard.json
-// queries is one the agent exports, after some traffic.
-func (a *cliAgent) checkDashboard(t *testing.T) {
-	t.Helper()
-	data, err := os.ReadFile("../../deploy/grafana-dashboard.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
-	}
-	if err := json.Unmarshal(data, &dash); err != nil {
-		t.Fatalf("dashboard is not JSON: %v", err)
-	}
-	resp, err := http.Get("http://" + a.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	exported := map[string]bool{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
-			name, kind, _ := strings.Cut(rest, " ")
-			exported[name] = true
-			if kind == "histogram" {
-				exported[name+"_bucket"] = true
-			}
-		}
-	}
-	// Vectors appear once they have a child: these have none before their
-	// first event (a drop, a zone update after sync, a handover).
-	for _, m := range []string{"nodecache_server_dropped_total", "nodecache_zone_programming_duration_seconds_bucket",
-		"nodecache_handovers_total"} {
-		if exported[m] {
-			t.Logf("%s is exported already: the exception for it can go", m)
-		}
-		exported[m] = true
-	}
-	metricName := regexp.MustCompile(`nodecache_[a-z_]+`)
-	n := 0
-	for _, p := range dash.Panels {
-		for _, tg := range p.Targets {
-			for _, m := range metricName.FindAllString(tg.Expr, -1) {
-				n++
-				if !exported[m] {
-					t.Errorf("panel %q queries %s: got no such metric from the agent", p.Title, m)
-				}
-			}
-		}
-	}
-	if n == 0 {
-		t.Errorf("dashboard: got no nodecache_ metric in any panel, want some")
 	}
 }

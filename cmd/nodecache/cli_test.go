@@ -221,8 +221,6 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 		a.text(t, []string{"top", "--once", "--interval", "50ms"}, "queries/s", "TOP BY QUERIES", "TOP BY NXDOMAIN")
 	})
 
-	t.Run("dashboard", a.checkDashboard)
-
 	t.Run("doctor", func(t *testing.T) {
 		e := fakeNode{files: map[string]string{
 			"/etc/resolv.conf":             "nameserver 10.0.0.2\n",

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -209,4 +210,80 @@ func checkExpr(expr string, series seriesLabels, allow map[string][]string) []st
 		}
 	}
 	return problems
+}
+
+// TestDeployRulesAndDashboardFindTheirSeries checks deploy/monitoring's
+// alerts and deploy/grafana-dashboard.json the same way: every series and
+// label they select exists on the agent's /metrics after traffic, but for
+// the series that only appear with an event (listed with the event).
+func TestDeployRulesAndDashboardFindTheirSeries(t *testing.T) {
+	ca := startCLIAgent(t)
+	for _, name := range []string{"web.demo.svc.cluster.local.", "www.example.org.", "servfail.example.org."} {
+		ask(t, ca.dns, name, dns.TypeA)
+	}
+	series := scrapeSeries(t, "http://"+ca.metrics+"/metrics")
+	for name, event := range map[string]string{
+		"nodecache_server_dropped_total":                     "a query dropped or refused at the edge",
+		"nodecache_zone_programming_duration_seconds_bucket": "a zone update after sync",
+		"nodecache_handovers_total":                          "a handover",
+		"nodecache_memory_limit_bytes":                       "a cgroup memory limit or GOMEMLIMIT to report",
+	} {
+		if _, ok := series[name]; ok {
+			t.Logf("%s is exported already: its exception (%s) is not needed here", name, event)
+			continue
+		}
+		series[name] = map[string]map[string]bool{"source": {"cgroup": true, "gomemlimit": true},
+			"reason": {}, "from": {}, "direction": {}, "le": {}}
+	}
+	data, err := os.ReadFile("../../deploy/monitoring/prometheusrule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rule struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert string `json:"alert"`
+					Expr  string `json:"expr"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &rule); err != nil {
+		t.Fatal(err)
+	}
+	var exprs []string
+	for _, g := range rule.Spec.Groups {
+		for _, r := range g.Rules {
+			exprs = append(exprs, r.Expr)
+		}
+	}
+	if len(exprs) < 7 {
+		t.Errorf("prometheusrule.yaml: got %d alerts, want at least the 7 kinds", len(exprs))
+	}
+	data, err = os.ReadFile("../../deploy/grafana-dashboard.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dash struct {
+		Panels []struct {
+			Targets []struct {
+				Expr string `json:"expr"`
+			} `json:"targets"`
+		} `json:"panels"`
+	}
+	if err := json.Unmarshal(data, &dash); err != nil {
+		t.Fatalf("dashboard is not JSON: %v", err)
+	}
+	grafana := strings.NewReplacer("$__rate_interval", "5m", "$__range", "1h", "$__interval", "1m")
+	for _, p := range dash.Panels {
+		for _, tg := range p.Targets {
+			exprs = append(exprs, grafana.Replace(tg.Expr))
+		}
+	}
+	for _, expr := range exprs {
+		for _, problem := range checkExpr(expr, series, nil) {
+			t.Errorf("%s\n\tin %s", problem, strings.TrimSpace(expr))
+		}
+	}
 }

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"math"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -13,7 +18,10 @@ type agentMetrics struct {
 	handovers *prometheus.CounterVec
 }
 
-func newAgentMetrics(reg prometheus.Registerer) *agentMetrics {
+// newAgentMetrics registers the agent's own series. node is the node's name
+// (--node-name), a label of nodecache_build_info so that dashboards name
+// nodes rather than scrape addresses.
+func newAgentMetrics(reg prometheus.Registerer, node string) *agentMetrics {
 	m := &agentMetrics{
 		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodecache_handovers_total", Help: "Socket handovers, by direction (sent to a successor, received from a predecessor).",
@@ -21,7 +29,7 @@ func newAgentMetrics(reg prometheus.Registerer) *agentMetrics {
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nodecache_build_info", Help: "Always 1; the version label says which build runs.",
-		ConstLabels: prometheus.Labels{"version": version},
+		ConstLabels: prometheus.Labels{"version": version, "node": node},
 	})
 	info.Set(1)
 	coreInfo := prometheus.NewGauge(prometheus.GaugeOpts{
@@ -32,8 +40,29 @@ func newAgentMetrics(reg prometheus.Registerer) *agentMetrics {
 	panics := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "coredns_panics_total", Help: "A metrics that counts the number of panics.",
 	})
-	reg.MustRegister(m.handovers, info, coreInfo, panics)
+	memLimit := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "nodecache_memory_limit_bytes",
+		Help: "Memory limits the agent runs under, by source: cgroup (the container's memory.max) and gomemlimit (the Go runtime's soft limit).",
+	}, []string{"source"})
+	if n, ok := cgroupMemoryLimit(); ok {
+		memLimit.WithLabelValues("cgroup").Set(float64(n))
+	}
+	if n := debug.SetMemoryLimit(-1); n != math.MaxInt64 {
+		memLimit.WithLabelValues("gomemlimit").Set(float64(n))
+	}
+	reg.MustRegister(m.handovers, info, coreInfo, panics, memLimit)
 	return m
+}
+
+// cgroupMemoryLimit reads the memory limit of the agent's cgroup (v2),
+// false when there is none or it cannot be read.
+func cgroupMemoryLimit() (int64, bool) {
+	data, err := os.ReadFile("/sys/fs/cgroup/memory.max")
+	if err != nil {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
+	return n, err == nil // "max" means no limit
 }
 
 // corednsCacheCollector serves the CoreDNS-compatible series of the cache

@@ -93,7 +93,7 @@ func newAgent(cfg *runConfig, log *slog.Logger) *agent {
 func (a *agent) run(ctx context.Context) error {
 	cfg, log := a.cfg, a.log
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.m = newAgentMetrics(a.reg)
+	a.m = newAgentMetrics(a.reg, cfg.NodeName)
 	if err := a.build(); err != nil {
 		return err
 	}
