@@ -42,6 +42,7 @@ type agent struct {
 	server    *server.Server
 	iface     *iface.Manager
 	clients   *clientStats
+	tail      *tailHub // the `nodecache tail` subscribers
 	m         *agentMetrics
 	handedOff chan struct{} // closed when a successor took the sockets over
 	// successorSeen is set when a successor greeted us on the handover
@@ -86,7 +87,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
 
 func newAgent(cfg *runConfig, log *slog.Logger) *agent {
 	return &agent{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
-		addrs: listenAddrs(cfg.LocalIPs, uint16(cfg.Port)), clients: newClientStats(4096),
+		addrs: listenAddrs(cfg.LocalIPs, uint16(cfg.Port)), clients: newClientStats(4096), tail: newTailHub(),
 		handedOff: make(chan struct{})}
 }
 
@@ -246,7 +247,7 @@ func (a *agent) build() error {
 		}
 		zone = zoneAdapter{a.zone}
 	}
-	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: a.clients}
+	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: observers{a.clients, a.tail}}
 	if a.zone != nil {
 		deps.Pods = podsAdapter{a.zone}
 	}
