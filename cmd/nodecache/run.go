@@ -26,6 +26,7 @@ import (
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/server"
+	"github.com/nodecache/nodecache/pkg/tap"
 	"github.com/nodecache/nodecache/pkg/upstream"
 )
 
@@ -42,6 +43,7 @@ type agent struct {
 	server    *server.Server
 	iface     *iface.Manager
 	clients   *clientStats
+	tap       *tap.Tap // nil without --dnstap
 	tail      *tailHub // the `nodecache tail` subscribers
 	m         *agentMetrics
 	handedOff chan struct{} // closed when a successor took the sockets over
@@ -96,12 +98,18 @@ func (a *agent) run(ctx context.Context) error {
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.m = newAgentMetrics(a.reg, cfg.NodeName)
 	if err := a.build(); err != nil {
+		if a.tap != nil {
+			_ = a.tap.Close()
+		}
 		return err
 	}
 	ctx, a.stopEarly = context.WithCancel(ctx)
 	defer a.stopEarly()
 	defer a.forwarder.Close()
 	defer a.cache.Close()
+	if a.tap != nil {
+		defer a.tap.Close()
+	}
 
 	defer a.iface.Close()
 
@@ -194,6 +202,13 @@ func (a *agent) waitZoneSynced(ctx context.Context, d time.Duration) {
 // build constructs the forwarder, cache, zone, server and interface manager.
 func (a *agent) build() error {
 	cfg, log := a.cfg, a.log
+	if err := a.buildTap(); err != nil {
+		return err
+	}
+	ql, err := newQueryLog(&cfg.QueryLog, log.With("component", "querylog"))
+	if err != nil {
+		return err
+	}
 	ups, err := upstream.ParseServers(cfg.Upstream)
 	if err != nil {
 		return fmt.Errorf("--upstream: %w", err)
@@ -219,7 +234,7 @@ func (a *agent) build() error {
 	a.forwarder, err = upstream.New(upstream.Config{
 		Servers: ups, StubDomains: stubs, Policy: cfg.UpstreamPolicy,
 		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
-		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs,
+		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs, Tap: a.upstreamTap(),
 	}, a.reg, log.With("component", "upstream"))
 	if err != nil {
 		return fmt.Errorf("upstreams: %w", err)
@@ -247,7 +262,14 @@ func (a *agent) build() error {
 		}
 		zone = zoneAdapter{a.zone}
 	}
-	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: observers{a.clients, a.tail}}
+	obs := observers{a.clients, a.tail}
+	if ql != nil {
+		obs = append(obs, ql)
+	}
+	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: obs}
+	if a.tap != nil {
+		deps.Tap = a.tap
+	}
 	if a.zone != nil {
 		deps.Pods = podsAdapter{a.zone}
 	}
@@ -304,6 +326,33 @@ func (a *agent) pluginZones(stubs []string) map[string][]string {
 		z[dns.Fqdn(strings.ToLower(a.cfg.ClusterDomain))] = names
 	}
 	return z
+}
+
+// buildTap starts the dnstap output when --dnstap asks for one.
+func (a *agent) buildTap() error {
+	if a.cfg.Dnstap == "" {
+		return nil
+	}
+	identity := a.cfg.NodeName
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	t, err := tap.New(tap.Config{Addr: a.cfg.Dnstap, Identity: identity, Version: "nodecache " + version},
+		a.reg, a.log.With("component", "dnstap"))
+	if err != nil {
+		return fmt.Errorf("--dnstap: %w", err)
+	}
+	a.tap = t
+	return nil
+}
+
+// upstreamTap is the forwarder's dnstap hook: nil (an untyped nil, not a
+// nil *tap.Tap) without --dnstap.
+func (a *agent) upstreamTap() upstream.Tap {
+	if a.tap == nil {
+		return nil
+	}
+	return a.tap
 }
 
 // localHTTPPorts are the health and metrics ports that listen on a local IP

@@ -26,12 +26,20 @@ type Observer interface {
 	Observe(client netip.Addr, q *wire.Query, res Result, took time.Duration)
 }
 
+// Tap sees the wire form of every answered query (dnstap): the client,
+// the listen address, the query and the reply. It is called on the hot
+// path, must not block, and must copy what it keeps.
+type Tap interface {
+	TapClient(client, local netip.AddrPort, tcp bool, query, reply []byte, start, end time.Time)
+}
+
 // Deps are what a Server asks: the resolver is required, the rest optional.
 type Deps struct {
 	Zone     Zone     // nil: no cluster zone
 	Resolver Resolver // the cache in front of the upstreams
 	Observer Observer // nil: no per-client accounting
 	Pods     Pods     // nil: no autopath
+	Tap      Tap      // nil: no dnstap
 }
 
 // Server answers DNS queries on a set of listeners.
@@ -41,6 +49,7 @@ type Server struct {
 	zone       Zone // nil: no cluster zone
 	resolver   Resolver
 	observer   Observer       // may be nil
+	tap        Tap            // may be nil
 	pods       Pods           // may be nil
 	limiter    *clientLimiter // nil: no per-client limit
 	domainWire []byte
@@ -102,7 +111,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 		pods = nil
 	}
 	return &Server{
-		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer,
+		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer, tap: deps.Tap,
 		pods: pods, limiter: limiter,
 		domainWire: dw[:n],
 		memo:       newZoneMemo(100_000),
@@ -237,14 +246,18 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 	return out, res, nil
 }
 
-// record accounts one answered query that came in at ep; reqLen and
-// respLen are the sizes of the query and the reply.
-func (s *Server) record(ep edge, client netip.Addr, q *wire.Query, res Result, start time.Time, reqLen, respLen int) {
-	took := time.Since(start)
+// record accounts one answered query pkt from client that came in at ep,
+// answered with reply.
+func (s *Server) record(ep edge, client netip.AddrPort, q *wire.Query, res Result, start time.Time, pkt, reply []byte) {
+	end := time.Now()
+	took := end.Sub(start)
 	s.metrics.observe(int(ep.proto), q.Type, res, took)
-	s.metrics.coredns.observe(ep, client, q, res, took.Seconds(), reqLen, respLen)
+	s.metrics.coredns.observe(ep, client.Addr(), q, res, took.Seconds(), len(pkt), len(reply))
 	if s.observer != nil {
-		s.observer.Observe(client, q, res, took)
+		s.observer.Observe(client.Addr(), q, res, took)
+	}
+	if s.tap != nil {
+		s.tap.TapClient(client, s.cfg.Addrs[ep.server], ep.proto == protoTCP, pkt, reply, start, end)
 	}
 }
 

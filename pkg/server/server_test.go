@@ -413,6 +413,7 @@ func benchFast(b *testing.B, f *fakeResolver, z Zone, name string) {
 	// Warm: the slow path fills the fake cache or the zone memo.
 	_ = wire.Parse(pkt, &q)
 	client := netip.MustParseAddr("10.0.0.1")
+	clientAP := netip.AddrPortFrom(client, 40000)
 	if _, _, ok := s.fast(pkt, &q, nil, client, out, 1232, time.Now()); !ok {
 		s.slow(context.Background(), time.Now().Add(time.Minute), pkt, &q, client, out, 1232)
 	}
@@ -423,7 +424,7 @@ func benchFast(b *testing.B, f *fakeResolver, z Zone, name string) {
 		if !ok || len(reply) == 0 {
 			b.Fatal("not answered on the fast path")
 		}
-		s.record(edge{proto: protoUDP}, client, &q, res, time.Now(), len(pkt), len(reply))
+		s.record(edge{proto: protoUDP}, clientAP, &q, res, time.Now(), pkt, reply)
 	}
 }
 

@@ -132,12 +132,26 @@ type reply struct {
 // TCP if the reply is truncated. wire is the packed request; its ID is
 // rewritten.
 func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (reply, error) {
+	sent := time.Now()
 	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline, false)
 	if err != nil || !truncated {
+		f.tap(s, false, wire, r.raw, sent)
 		return r, err
 	}
+	f.tap(s, false, wire, nil, sent) // the truncated reply is not kept
 	s.countError(kindTruncated)
-	return f.tryTCP(ctx, s, q, wire, deadline)
+	sent = time.Now()
+	r, err = f.tryTCP(ctx, s, q, wire, deadline)
+	f.tap(s, true, wire, r.raw, sent)
+	return r, err
+}
+
+// tap hands one attempt to Config.Tap, if any: the query sent at sent and
+// the reply (nil when none came).
+func (f *Forwarder) tap(s *server, tcp bool, query, reply []byte, sent time.Time) {
+	if f.cfg.Tap != nil {
+		f.cfg.Tap.TapForwarder(s.addr, tcp, query, reply, sent, time.Now())
+	}
 }
 
 // tryUDP sends the query on a connected UDP socket of s's pool: the kernel
