@@ -90,19 +90,7 @@ func (a *agent) adminMux() *http.ServeMux {
 		writeJSON(w, map[string]any{"clients": rows, "totals": t, "time": time.Now()})
 	})
 	mux.HandleFunc("GET /v1/tail", a.adminTail)
-	mux.HandleFunc("GET /v1/pod", func(w http.ResponseWriter, r *http.Request) {
-		ip, err := netip.ParseAddr(r.URL.Query().Get("ip"))
-		if err != nil || a.zone == nil {
-			http.Error(w, "unknown pod", http.StatusNotFound)
-			return
-		}
-		p, ok := a.zone.PodByIP(ip)
-		if !ok {
-			http.Error(w, "no pod of this node has that IP", http.StatusNotFound)
-			return
-		}
-		writeJSON(w, p)
-	})
+	mux.HandleFunc("GET /v1/pod", a.adminPod)
 	return mux
 }
 
@@ -148,6 +136,39 @@ func (a *agent) adminFlush(w http.ResponseWriter, r *http.Request) {
 		rep.Flushed = a.cache.FlushAll()
 	}
 	writeJSON(w, rep)
+}
+
+// adminPod is GET /v1/pod?ip=IP or ?name=NAMESPACE/NAME: one of this
+// node's pods.
+func (a *agent) adminPod(w http.ResponseWriter, r *http.Request) {
+	if !a.hasZone(w) {
+		return
+	}
+	if nsName := r.URL.Query().Get("name"); nsName != "" {
+		ns, name, ok := strings.Cut(nsName, "/")
+		if !ok {
+			http.Error(w, "name: want NAMESPACE/NAME", http.StatusBadRequest)
+			return
+		}
+		p, ok := a.zone.PodByName(ns, name)
+		if !ok {
+			http.Error(w, fmt.Sprintf("no pod %s on this node (%s): the agent knows its own node's pods", nsName, a.cfg.NodeName), http.StatusNotFound)
+			return
+		}
+		writeJSON(w, p)
+		return
+	}
+	ip, err := netip.ParseAddr(r.URL.Query().Get("ip"))
+	if err != nil {
+		http.Error(w, "want ip=IP or name=NAMESPACE/NAME", http.StatusBadRequest)
+		return
+	}
+	p, ok := a.zone.PodByIP(ip)
+	if !ok {
+		http.Error(w, "no pod of this node has that IP", http.StatusNotFound)
+		return
+	}
+	writeJSON(w, p)
 }
 
 // hasZone reports whether the agent serves a cluster zone, answering 404

@@ -33,7 +33,7 @@ func startCLIAgent(t *testing.T) *cliAgent {
 	up := startUpstream(t)
 	port := freePort(t)
 	dir := t.TempDir()
-	cfg := testAgentConfig(t, up.addr, dir, port)
+	cfg := testAgentConfig(t, up.addr, dir, port, "--node-name", "node-a") // the fixture's node of demo/web-1
 	startAgent(t, cfg)
 	return &cliAgent{socket: filepath.Join(dir, "admin.sock"), dns: fmt.Sprintf("127.0.0.1:%d", port), metrics: cfg.MetricsAddr, up: up}
 }
@@ -131,6 +131,14 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 		a.text(t, []string{"explain", "nxhost.example.org", "--pod", "demo/web-1", "--host-resolv-conf", host},
 			"glibc, ndots 5, search demo.svc.cluster.local svc.cluster.local cluster.local corp.example",
 			"NOT resolved after 10 queries for 5 names")
+		// The pod given, not just its namespace: one on another node, or
+		// none, is an error rather than a guess.
+		for _, pod := range []string{"demo/web-2", "demo/nosuch"} {
+			_, err := a.cli(t, "explain", "web", "--pod", pod, "--host-resolv-conf", host)
+			if err == nil || !strings.Contains(err.Error(), "no pod "+pod+" on this node") {
+				t.Errorf("explain --pod %s (not on this node): got %v, want an error saying so", pod, err)
+			}
+		}
 		conf := filepath.Join(t.TempDir(), "resolv.conf")
 		if err := writeFile(conf, "search example.org\noptions ndots:1\n"); err != nil {
 			t.Fatal(err)
