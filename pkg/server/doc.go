@@ -18,6 +18,11 @@
 // Replies fit the client: UDP size from EDNS (512 without, at most 1232),
 // truncated with TC when larger; the OPT record is echoed.
 //
+// Every answered query goes to Deps.Observer (client, question, result,
+// latency: the per-client counts, `nodecache tail`, the query log) and,
+// when set, to Deps.Tap with the query and reply bytes (dnstap). Both are
+// called on the serving goroutine and must not block.
+//
 // Metrics: nodecache_server_requests_total{proto,qtype}, nodecache_server_
 // responses_total{source,rcode}, nodecache_server_request_duration_seconds
 // {source}, nodecache_server_dropped_total{reason},
