@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // cmdTail is `nodecache tail [--pod P] [--namespace NS] [--suffix S]
@@ -31,6 +33,12 @@ func cmdTail(ctx context.Context, out io.Writer, args []string) error {
 	}
 	if minLatency < 0 {
 		return usageErrorf("tail: --min-latency %v: want a duration of 0 or more", minLatency)
+	}
+	if _, ok := dns.StringToRcode[strings.ToUpper(rcode)]; rcode != "" && !ok {
+		return usageErrorf("tail: --rcode %q: want NOERROR, NXDOMAIN, SERVFAIL, REFUSED, ...", rcode)
+	}
+	if _, ok := dns.IsDomainName(suffix); suffix != "" && !ok {
+		return usageErrorf("tail: --suffix %q: want a domain name", suffix)
 	}
 	q := url.Values{}
 	for k, v := range map[string]string{"pod": pod, "namespace": ns, "suffix": suffix, "rcode": rcode} {

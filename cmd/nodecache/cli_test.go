@@ -383,7 +383,7 @@ func TestExitCodes(t *testing.T) {
 		}
 	}
 	// The dispatcher's own usage errors.
-	for _, args := range [][]string{{}, {"bogus"}, {"cache", "flush"}, {"tail", "--min-latency", "x"}} {
+	for _, args := range [][]string{{}, {"bogus"}, {"cache", "flush"}, {"tail", "--min-latency", "x"}, {"tail", "--rcode", "BOGUS"}} {
 		if got := exitCode(dispatch(args)); got != exitUsage {
 			t.Errorf("nodecache %q: got exit status %d, want %d", args, got, exitUsage)
 		}
