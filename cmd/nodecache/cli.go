@@ -164,14 +164,7 @@ func emit(out io.Writer, o *cliOpts, v any, text func(w io.Writer)) error {
 		}
 		return nil
 	case "yaml":
-		data, err := yaml.Marshal(v)
-		if err != nil {
-			return fmt.Errorf("writing yaml: %w", err)
-		}
-		if _, err := out.Write(data); err != nil {
-			return fmt.Errorf("writing yaml: %w", err)
-		}
-		return nil
+		return writeStructured(out, o, v)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	text(tw)
@@ -181,16 +174,18 @@ func emit(out io.Writer, o *cliOpts, v any, text func(w io.Writer)) error {
 	return nil
 }
 
-// writeStructured writes one record of a stream: a JSON line, or a YAML
-// document that starts with ---.
+// writeStructured writes one record: a JSON line, or a YAML document that
+// starts with --- (so that `top` and `tail` print a valid YAML stream).
 func writeStructured(out io.Writer, o *cliOpts, v any) error {
 	if o.output == "yaml" {
 		data, err := yaml.Marshal(v)
 		if err != nil {
 			return fmt.Errorf("writing yaml: %w", err)
 		}
-		_, err = fmt.Fprintf(out, "---\n%s", data)
-		return err
+		if _, err := fmt.Fprintf(out, "---\n%s", data); err != nil {
+			return fmt.Errorf("writing yaml: %w", err)
+		}
+		return nil
 	}
 	return json.NewEncoder(out).Encode(v)
 }
