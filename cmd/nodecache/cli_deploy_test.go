@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,5 +48,82 @@ func TestDeployConfigMapIsAValidConfig(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
 		}
+	}
+}
+
+// TestDeployScrapesEachAgentOnce checks the scrape set-up: the agents' pods
+// ask to be scraped (annotations) and the Service does not, so annotation
+// based Prometheus configs scrape each agent once; and deploy/monitoring's
+// PodMonitor selects those pods on the metrics port.
+func TestDeployScrapesEachAgentOnce(t *testing.T) {
+	type meta struct {
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
+	}
+	read := func(path string, v any) {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+	}
+	var ds struct {
+		Spec struct {
+			Template struct {
+				Metadata meta `json:"metadata"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	read("../../deploy/base/daemonset.yaml", &ds)
+	var svc struct {
+		Metadata meta `json:"metadata"`
+	}
+	read("../../deploy/base/service.yaml", &svc)
+	pod := ds.Spec.Template.Metadata
+	if pod.Annotations["prometheus.io/scrape"] != "true" || pod.Annotations["prometheus.io/port"] != "9253" {
+		t.Errorf("pod annotations: got %v, want prometheus.io/scrape true and port 9253", pod.Annotations)
+	}
+	for k := range svc.Metadata.Annotations {
+		if strings.HasPrefix(k, "prometheus.io/") {
+			t.Errorf("service annotation %s: the pods are scraped already; a second path doubles every series", k)
+		}
+	}
+	var kust struct {
+		Resources []string `json:"resources"`
+	}
+	read("../../deploy/monitoring/kustomization.yaml", &kust)
+	kinds := map[string]bool{}
+	for _, r := range kust.Resources {
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Spec       struct {
+				Selector struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"selector"`
+				Endpoints []struct {
+					TargetPort int `json:"targetPort"`
+				} `json:"podMetricsEndpoints"`
+			} `json:"spec"`
+		}
+		read(filepath.Join("../../deploy/monitoring", r), &obj)
+		kinds[obj.Kind] = obj.APIVersion == "monitoring.coreos.com/v1"
+		if obj.Kind != "PodMonitor" {
+			continue
+		}
+		for k, v := range obj.Spec.Selector.MatchLabels {
+			if pod.Labels[k] != v {
+				t.Errorf("PodMonitor selects %s=%s, which the agents' pods (%v) lack", k, v, pod.Labels)
+			}
+		}
+		if len(obj.Spec.Endpoints) != 1 || obj.Spec.Endpoints[0].TargetPort != 9253 {
+			t.Errorf("PodMonitor endpoints: got %+v, want one on port 9253", obj.Spec.Endpoints)
+		}
+	}
+	if !kinds["PodMonitor"] || !kinds["PrometheusRule"] {
+		t.Errorf("deploy/monitoring: got kinds %v, want a monitoring.coreos.com/v1 PodMonitor and PrometheusRule", kinds)
 	}
 }
