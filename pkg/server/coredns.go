@@ -232,6 +232,15 @@ var typeIndexes = func() (t [256]uint8) {
 	return t
 }()
 
+// denial is 1 for a negative answer (an error rcode, or NODATA: NOERROR
+// with no answer record), the cache's "denial" type, else 0 ("success").
+func denial(rcode int, reply []byte) int {
+	if rcode != dns.RcodeSuccess || len(reply) < 12 || reply[6]|reply[7] == 0 {
+		return 1
+	}
+	return 0
+}
+
 func typeIndex(t uint16) int {
 	if t < 256 && typeIndexes[t] != 0 {
 		return int(typeIndexes[t]) - 1
@@ -239,9 +248,10 @@ func typeIndex(t uint16) int {
 	return len(corednsTypes)
 }
 
-// observe accounts one answered query. reqLen and respLen are the sizes
-// of the query and of the reply in bytes.
-func (m *corednsMetrics) observe(ep edge, client netip.Addr, q *wire.Query, res Result, seconds float64, reqLen, respLen int) {
+// observe accounts one answered query: reqLen is the query's size, reply
+// the reply sent.
+func (m *corednsMetrics) observe(ep edge, client netip.Addr, q *wire.Query, res Result, seconds float64, reqLen int, reply []byte) {
+	respLen := len(reply)
 	nz := len(m.zones)
 	sz := int(ep.server)*nz + m.zoneIndex(q.LowerName())
 	fam := 0
@@ -274,9 +284,5 @@ func (m *corednsMetrics) observe(ep edge, client netip.Addr, q *wire.Query, res 
 	if src == SourceStale {
 		m.cacheStale.at(sz).Inc()
 	}
-	kind := 0
-	if res.Rcode != dns.RcodeSuccess {
-		kind = 1
-	}
-	m.cacheHits.at(sz*2 + kind).Inc()
+	m.cacheHits.at(sz*2 + denial(res.Rcode, reply)).Inc()
 }

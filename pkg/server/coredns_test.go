@@ -83,9 +83,11 @@ func BenchmarkCorednsObserve(b *testing.B) {
 	q := parseName(b, "www.example.org.")
 	client := netip.MustParseAddr("10.0.0.1")
 	res := Result{Source: SourceCache}
+	reply := make([]byte, 60)
+	reply[7] = 1 // one answer record
 	b.ReportAllocs()
 	for b.Loop() {
-		m.observe(edge{proto: protoUDP}, client, q, res, 0.0001, 40, 60)
+		m.observe(edge{proto: protoUDP}, client, q, res, 0.0001, 40, reply)
 	}
 }
 
@@ -111,8 +113,31 @@ func BenchmarkNodecacheObserve(b *testing.B) {
 		b.Fatal(err)
 	}
 	res := Result{Source: SourceCache}
+	reply := make([]byte, 60)
+	reply[7] = 1 // one answer record
 	b.ReportAllocs()
 	for b.Loop() {
 		m.observe(protoUDP, dns.TypeA, res, 100*time.Microsecond)
+	}
+}
+
+func TestCacheHitType(t *testing.T) {
+	answer := mustPack(t, new(dns.Msg).SetQuestion("a.example.", dns.TypeA))
+	for _, tt := range []struct {
+		name  string
+		rcode int
+		an    byte
+		want  int
+	}{
+		{"positive", dns.RcodeSuccess, 1, 0},
+		{"NODATA", dns.RcodeSuccess, 0, 1},
+		{"NXDOMAIN", dns.RcodeNameError, 0, 1},
+		{"SERVFAIL", dns.RcodeServerFailure, 0, 1},
+	} {
+		reply := append([]byte(nil), answer...)
+		reply[7] = tt.an
+		if got := denial(tt.rcode, reply); got != tt.want {
+			t.Errorf("%s: got %d, want %d (0 success, 1 denial)", tt.name, got, tt.want)
+		}
 	}
 }

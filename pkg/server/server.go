@@ -252,7 +252,7 @@ func (s *Server) record(ep edge, client netip.AddrPort, q *wire.Query, res Resul
 	end := time.Now()
 	took := end.Sub(start)
 	s.metrics.observe(int(ep.proto), q.Type, res, took)
-	s.metrics.coredns.observe(ep, client.Addr(), q, res, took.Seconds(), len(pkt), len(reply))
+	s.metrics.coredns.observe(ep, client.Addr(), q, res, took.Seconds(), len(pkt), reply)
 	if s.observer != nil {
 		s.observer.Observe(client.Addr(), q, res, took)
 	}
