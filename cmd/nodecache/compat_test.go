@@ -1,11 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,6 +64,9 @@ func scrapeSeries(t *testing.T, url string) seriesLabels {
 			switch f.GetType() {
 			case dto.MetricType_HISTOGRAM:
 				add(name+"_bucket", m, "le")
+				for _, b := range m.GetHistogram().GetBucket() {
+					out[name+"_bucket"]["le"][strconv.FormatFloat(b.GetUpperBound(), 'g', -1, 64)] = true
+				}
 				add(name+"_count", m)
 				add(name+"_sum", m)
 			case dto.MetricType_SUMMARY:
@@ -151,6 +157,32 @@ func TestCoreDNSDashboardsAndAlertsFindTheirSeries(t *testing.T) {
 		}
 	}
 	series := scrapeSeries(t, "http://"+ca.metrics+"/metrics")
+	// CoreDNS's buckets (plugin.TimeBuckets and the size buckets of
+	// plugin/metrics/vars), written out as its sources give them.
+	timeBuckets := "0.00025 0.0005 0.001 0.002 0.004 0.008 0.016 0.032 0.064 0.128 0.256 0.512 1.024 2.048 4.096 8.192"
+	sizeBuckets := "0 100 200 300 400 511 1023 2047 4095 8291 16000 32000 48000 64000"
+	for name, want := range map[string]string{
+		"coredns_dns_request_duration_seconds_bucket":     timeBuckets,
+		"coredns_proxy_request_duration_seconds_bucket":   timeBuckets,
+		"coredns_forward_request_duration_seconds_bucket": timeBuckets,
+		"coredns_dns_request_size_bytes_bucket":           sizeBuckets,
+		"coredns_dns_response_size_bytes_bucket":          sizeBuckets,
+	} {
+		var got []string
+		for le := range series[name]["le"] {
+			if le != "" && le != "+Inf" {
+				got = append(got, le)
+			}
+		}
+		slices.SortFunc(got, func(a, b string) int {
+			x, _ := strconv.ParseFloat(a, 64)
+			y, _ := strconv.ParseFloat(b, 64)
+			return cmp.Compare(x, y)
+		})
+		if strings.Join(got, " ") != want {
+			t.Errorf("%s: got buckets %v, want CoreDNS's %s", name, got, want)
+		}
+	}
 	files, err := filepath.Glob("testdata/compat/*")
 	if err != nil || len(files) < 4 {
 		t.Fatalf("compat testdata: got %v (%v), want the 4 files", files, err)
