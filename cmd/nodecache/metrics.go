@@ -66,14 +66,15 @@ func cgroupMemoryLimit() (int64, bool) {
 }
 
 // corednsCacheCollector serves the CoreDNS-compatible series of the cache
-// that are figures of the whole cache rather than of a query: entries by
-// type (success, denial) and prefetches. The cache is one for every
+// that are figures of the whole cache rather than of a query: entries and
+// evictions by type (success, denial) and prefetches. The cache is one for every
 // listen address and holds names outside the cluster zone, so the series
 // carry the first listen address as server and "." as zones.
 type corednsCacheCollector struct {
 	c           *cache.Cache
 	server      string
 	entries     *prometheus.Desc
+	evictions   *prometheus.Desc
 	prefetches  *prometheus.Desc
 	pluginOn    *prometheus.Desc
 	pluginZones map[string][]string // zone -> names of the CoreDNS plugins doing that job
@@ -85,6 +86,8 @@ func newCorednsCacheCollector(c *cache.Cache, servers []string, pluginZones map[
 		c: c, server: servers[0], servers: servers, pluginZones: pluginZones,
 		entries: prometheus.NewDesc("coredns_cache_entries", "The number of elements in the cache.",
 			[]string{"server", "type", "zones", "view"}, nil),
+		evictions: prometheus.NewDesc("coredns_cache_evictions_total", "The count of cache evictions.",
+			[]string{"server", "type", "zones", "view"}, nil),
 		prefetches: prometheus.NewDesc("coredns_cache_prefetch_total", "The number of times the cache has prefetched a cached item.",
 			[]string{"server", "zones", "view"}, nil),
 		pluginOn: prometheus.NewDesc("coredns_plugin_enabled", "A metric that indicates whether a plugin is enabled on per server and zone basis.",
@@ -95,6 +98,7 @@ func newCorednsCacheCollector(c *cache.Cache, servers []string, pluginZones map[
 // Describe implements prometheus.Collector.
 func (cc *corednsCacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- cc.entries
+	ch <- cc.evictions
 	ch <- cc.prefetches
 	ch <- cc.pluginOn
 }
@@ -104,6 +108,8 @@ func (cc *corednsCacheCollector) Collect(ch chan<- prometheus.Metric) {
 	st := cc.c.Stats()
 	ch <- prometheus.MustNewConstMetric(cc.entries, prometheus.GaugeValue, float64(st.Entries-st.Denials), cc.server, "success", ".", "")
 	ch <- prometheus.MustNewConstMetric(cc.entries, prometheus.GaugeValue, float64(st.Denials), cc.server, "denial", ".", "")
+	ch <- prometheus.MustNewConstMetric(cc.evictions, prometheus.CounterValue, float64(st.Evictions-st.EvictedDenials), cc.server, "success", ".", "")
+	ch <- prometheus.MustNewConstMetric(cc.evictions, prometheus.CounterValue, float64(st.EvictedDenials), cc.server, "denial", ".", "")
 	ch <- prometheus.MustNewConstMetric(cc.prefetches, prometheus.CounterValue, float64(st.Prefetches), cc.server, ".", "")
 	for _, srv := range cc.servers {
 		for zone, names := range cc.pluginZones {

@@ -183,15 +183,17 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 
 // Stats is a snapshot of the cache's figures.
 type Stats struct {
-	Entries    int     // entries held, fresh or stale
-	Denials    int     // of those, negative and SERVFAIL entries
-	Bytes      int64   // bytes accounted, at most Config.MaxBytes
-	Hits       uint64  // fresh answers
-	Misses     uint64  // queries that went to an upstream flight
-	Evictions  uint64  // entries evicted for space
-	Prefetches uint64  // prefetches started
-	Stale      uint64  // stale answers served
-	HitRate    float64 // Hits / (Hits + Misses); 0 before any query
+	Entries   int    // entries held, fresh or stale
+	Denials   int    // of those, negative and SERVFAIL entries
+	Bytes     int64  // bytes accounted, at most Config.MaxBytes
+	Hits      uint64 // fresh answers
+	Misses    uint64 // queries that went to an upstream flight
+	Evictions uint64 // entries evicted for space
+	// EvictedDenials is how many of those were negative or SERVFAIL.
+	EvictedDenials uint64
+	Prefetches     uint64  // prefetches started
+	Stale          uint64  // stale answers served
+	HitRate        float64 // Hits / (Hits + Misses); 0 before any query
 }
 
 // Stats returns the cache's current figures.
@@ -201,6 +203,7 @@ func (c *Cache) Stats() Stats {
 		s.mu.Lock()
 		st.Entries += s.lru.Len()
 		st.Denials += s.kinds[kindNegative] + s.kinds[kindServfail]
+		st.EvictedDenials += s.evictedDenials
 		st.Bytes += s.bytes
 		st.Hits += s.hits
 		s.mu.Unlock()
