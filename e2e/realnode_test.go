@@ -504,7 +504,9 @@ func (n *realNode) checkRollouts(ctx context.Context, client *corev1.Pod) {
 	// on a shared port would make both say the same.
 	split := 0
 	for _, s := range samples {
-		if len(s.pods) == 2 && !podReady(&s.pods[0]) && podReady(&s.pods[1]) && s.pods[0].Status.Phase == corev1.PodRunning {
+		// The old pod's own container still running, never restarted,
+		// and reporting not ready: its process says it serves nothing.
+		if len(s.pods) == 2 && !podReady(&s.pods[0]) && podReady(&s.pods[1]) && runningNeverRestarted(&s.pods[0]) {
 			split++
 		}
 	}
@@ -529,6 +531,18 @@ func (n *realNode) checkRollouts(ctx context.Context, client *corev1.Pod) {
 			t.Errorf("%s: lost %d, SERVFAIL %d, errors %d (%s); want none", s.name, s.lost, s.rcodes["SERVFAIL"], s.rcodes["error"], s.firstErr)
 		}
 	}
+}
+
+func runningNeverRestarted(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) == 0 {
+		return false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil || cs.RestartCount != 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func roundAll(ds []time.Duration) []string {
@@ -666,29 +680,93 @@ func summarize(secs []loadSecond, from, to time.Time) windowSummary {
 func (n *realNode) checkCrash(ctx context.Context, client *corev1.Pod) {
 	t := n.t
 	agent := n.waitAgents(ctx, 1, time.Minute)[0]
-	out, err := n.ctr(ctx, "tasks", "ls")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := 0
-	id := containerID(&agent)
-	for _, line := range strings.Split(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && f[0] == id {
-			fmt.Sscan(f[1], &pid)
-		}
-	}
-	if pid == 0 {
-		t.Fatalf("no task for the agent container %s in:\n%s", id, out)
-	}
-	q := new(dns.Msg)
-	q.SetQuestion("web."+clientNS+".svc.cluster.local.", dns.TypeA)
+	pid := n.agentPID(ctx, &agent)
 	killedAt := time.Now()
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 %d: %v", pid, err)
 	}
-	var firstAnswer time.Duration
-	n.eventually(3*time.Minute, "an answer after the kill", func() error {
+	firstAnswer := n.untilAnswer(killedAt)
+	restarted := n.waitAgents(ctx, 1, 2*time.Minute)[0]
+	time.Sleep(3 * time.Second) // the last second's queries answer or time out
+	w := summarize(n.clientSeconds(client), killedAt.Add(-time.Second), killedAt.Add(firstAnswer+time.Second))
+	t.Logf("crash: kill -9 of the agent (pid %d): first answer after %v; restartCount %d; client during the outage %s",
+		pid, firstAnswer.Round(10*time.Millisecond), restartCount(&restarted), w)
+	if got := restartCount(&restarted); got != 1 {
+		t.Errorf("restartCount after kill -9: got %d, want 1 (the kubelet restarts the container)", got)
+	}
+	if err := n.hostStateProblems(); err != nil {
+		t.Errorf("after the crash and restart: %v", err)
+	}
+
+	// SIGTERM to the container alone (what the kubelet sends when it
+	// restarts a container, e.g. after failed liveness probes): the pod is
+	// not being deleted, so the link and rules must stay throughout.
+	pid = n.agentPID(ctx, &restarted)
+	sctx, stop := context.WithCancel(ctx)
+	var bad []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for sctx.Err() == nil {
+			if err := n.hostStateProblems(); err != nil {
+				bad = append(bad, err.Error())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
+	termAt := time.Now()
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatalf("kill -TERM %d: %v", pid, err)
+	}
+	firstAnswer = n.untilAnswer(termAt)
+	again := n.waitAgents(ctx, 1, 2*time.Minute)[0]
+	stop()
+	<-done
+	t.Logf("container restart: SIGTERM of the agent (pid %d): first answer after %v; restartCount %d; %d host-state samples bad",
+		pid, firstAnswer.Round(10*time.Millisecond), restartCount(&again), len(bad))
+	if got := restartCount(&again); got != 2 {
+		t.Errorf("restartCount after SIGTERM of the container: got %d, want 2", got)
+	}
+	for _, b := range bad {
+		t.Errorf("host state while the container restarted (want it kept): %s", b)
+	}
+}
+
+func restartCount(p *corev1.Pod) int32 {
+	var n int32
+	for _, cs := range p.Status.ContainerStatuses {
+		n += cs.RestartCount
+	}
+	return n
+}
+
+// agentPID is the host PID of the agent container's process.
+func (n *realNode) agentPID(ctx context.Context, agent *corev1.Pod) int {
+	out, err := n.ctr(ctx, "tasks", "ls")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	id := containerID(agent)
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == id && f[2] == "RUNNING" {
+			var pid int
+			if _, err := fmt.Sscan(f[1], &pid); err == nil {
+				return pid
+			}
+		}
+	}
+	n.t.Fatalf("no running task for the agent container %s in:\n%s", id, out)
+	return 0
+}
+
+// untilAnswer asks the link-local IP from the node until the agent answers
+// a Service name, and returns the time since from.
+func (n *realNode) untilAnswer(from time.Time) time.Duration {
+	q := new(dns.Msg)
+	q.SetQuestion("web."+clientNS+".svc.cluster.local.", dns.TypeA)
+	var took time.Duration
+	n.eventually(3*time.Minute, "an answer from the agent", func() error {
 		var r *dns.Msg
 		err := n.ns.do(func() error {
 			var err error
@@ -701,23 +779,8 @@ func (n *realNode) checkCrash(ctx context.Context, client *corev1.Pod) {
 		if r.Rcode != dns.RcodeSuccess {
 			return fmt.Errorf("rcode %s", dns.RcodeToString[r.Rcode])
 		}
-		firstAnswer = time.Since(killedAt)
+		took = time.Since(from)
 		return nil
 	})
-	restarted := n.waitAgents(ctx, 1, 2*time.Minute)[0]
-	restarts := int32(0)
-	for _, cs := range restarted.Status.ContainerStatuses {
-		restarts += cs.RestartCount
-	}
-	time.Sleep(3 * time.Second) // the last second's queries answer or time out
-	secs := n.clientSeconds(client)
-	w := summarize(secs, killedAt.Add(-time.Second), killedAt.Add(firstAnswer+time.Second))
-	t.Logf("crash: kill -9 of the agent (pid %d): first answer after %v; restartCount %d; client during the outage %s",
-		pid, firstAnswer.Round(10*time.Millisecond), restarts, w)
-	if restarts != 1 {
-		t.Errorf("restartCount after kill -9: got %d, want 1 (the kubelet restarts the container)", restarts)
-	}
-	if err := n.hostStateProblems(); err != nil {
-		t.Errorf("after the crash and restart: %v", err)
-	}
+	return took
 }
