@@ -26,14 +26,14 @@ const (
 	exitBadInput    = 2 // nothing written
 )
 
-// exitError carries a process exit status up to main.
-type exitError struct {
+// statusError carries a command's own exit status up to main.
+type statusError struct {
 	code int
 	err  error
 }
 
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
+func (e *statusError) Error() string { return e.err.Error() }
+func (e *statusError) Unwrap() error { return e.err }
 
 // kubeDNSMountPath is where the DaemonSet mounts the kube-dns ConfigMap.
 const kubeDNSMountPath = "/etc/kube-dns"
@@ -80,25 +80,25 @@ func runMigrate(ctx context.Context, args []string, env migrateEnv) error {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
-		return &exitError{exitBadInput, fmt.Errorf("migrate: %w", err)}
+		return &statusError{exitBadInput, fmt.Errorf("migrate: %w", err)}
 	}
 	if fs.NArg() > 0 {
-		return &exitError{exitBadInput, fmt.Errorf("migrate: unexpected argument %q", fs.Arg(0))}
+		return &statusError{exitBadInput, fmt.Errorf("migrate: unexpected argument %q", fs.Arg(0))}
 	}
 	if corefilePath == "" && !fromCluster {
-		return &exitError{exitBadInput, errors.New("migrate: give --corefile FILE or --from-cluster")}
+		return &statusError{exitBadInput, errors.New("migrate: give --corefile FILE or --from-cluster")}
 	}
 	if _, ok := vars[upstreamPillar]; !ok {
 		vars[upstreamPillar] = "/etc/resolv.conf" // what node-cache fills in
 	}
 	in, err := readMigrateInput(ctx, env, corefilePath, kubeDNSDir, fromCluster, kubeconfig)
 	if err != nil {
-		return &exitError{exitBadInput, fmt.Errorf("migrate: %w", err)}
+		return &statusError{exitBadInput, fmt.Errorf("migrate: %w", err)}
 	}
 	defer in.cleanup()
 	m, err := migrateFrom(in, vars, migrateOpts{clusterDomain: clusterDomain})
 	if err != nil {
-		return &exitError{exitBadInput, fmt.Errorf("migrate: %w", err)}
+		return &statusError{exitBadInput, fmt.Errorf("migrate: %w", err)}
 	}
 	if err := writeMigration(m, out, env.stdout); err != nil {
 		return fmt.Errorf("migrate: %w", err)
@@ -107,7 +107,7 @@ func runMigrate(ctx context.Context, args []string, env migrateEnv) error {
 		fmt.Fprintln(env.stderr, "not reproduced:", u)
 	}
 	if len(m.unsupported) > 0 && !accept {
-		return &exitError{exitUnsupported, fmt.Errorf("migrate: %d directives not reproduced (listed above); the config was written. --accept-unsupported takes them as they are", len(m.unsupported))}
+		return &statusError{exitUnsupported, fmt.Errorf("migrate: %d directives not reproduced (listed above); the config was written. --accept-unsupported takes them as they are", len(m.unsupported))}
 	}
 	return nil
 }

@@ -47,7 +47,7 @@ func directiveHandlers() map[string]directiveHandler {
 		"any":         noted("nodecache answers ANY queries with the RFC 8482 HINFO record too"),
 		"cancel":      noted("every query has a deadline (--upstream-deadline)"),
 		"debug":       noted("no effect on answers"),
-		"log":         lost("queries are not logged one by one: use `nodecache top` and the metrics (nothing changes for pods)"),
+		"log":         (*translator).log,
 		"loadbalance": lost("A and AAAA records keep the upstream's order instead of being shuffled for each answer"),
 		"import":      lost("imported files are not read: put their text in the Corefile and run migrate again"),
 		"hosts":       (*translator).hosts,
@@ -254,7 +254,7 @@ func (t *translator) health(_ *blockCtx, d *corefile.Directive) error {
 
 func (t *translator) prometheus(_ *blockCtx, d *corefile.Directive) error {
 	w := where(t.file, d)
-	t.m.note(w, "metric names change: coredns_* becomes nodecache_* (see docs/migration.md)")
+	t.m.note(w, "the coredns_* series keep their names, next to nodecache's own (see docs/observability.md)")
 	arg := ":9153"
 	if len(d.Args) > 0 {
 		arg = d.Args[0]
@@ -285,5 +285,20 @@ func (t *translator) bufsize(_ *blockCtx, d *corefile.Directive) error {
 		return nil
 	}
 	t.m.unsupport(where(t.file, d), "nodecache advertises an EDNS buffer of 1232 bytes")
+	return nil
+}
+
+// log translates `log [NAMES...]` into the sampled query log: CoreDNS
+// logs every query, nodecache at most query-log-rate lines a second.
+func (t *translator) log(_ *blockCtx, d *corefile.Directive) error {
+	w := where(t.file, d)
+	if len(d.Options) > 0 {
+		t.m.unsupport(w, "log options (class, format) are not reproduced: nothing changes for pods")
+		return nil
+	}
+	t.m.set("query-log-rate", "100", w+" (at most 100 lines a second; CoreDNS logs every query)")
+	if names := d.Args; len(names) > 0 && !(len(names) == 1 && names[0] == ".") {
+		t.m.set("query-log-suffix", strings.Join(names, ","), w)
+	}
 	return nil
 }

@@ -52,17 +52,6 @@ func TestMigrateGolden(t *testing.T) {
 	}
 }
 
-func exitCode(err error) int {
-	var ee *exitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		return ee.code
-	}
-	return 1
-}
-
 func noCluster(string) (kubernetes.Interface, error) {
 	return nil, errors.New("no cluster in this test")
 }

@@ -289,7 +289,7 @@ func (a *agent) forwarderConfig(cfg *runConfig) (upstream.Config, stubConfig, er
 	fcfg := upstream.Config{
 		Servers: ups, StubDomains: stubs.servers, StubOptions: stubs.opts, Policy: cfg.UpstreamPolicy,
 		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
-		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs,
+		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs, Tap: a.upstreamTap(),
 	}
 	if len(dot.servers) > 0 {
 		fcfg.TLS = dot.servers
@@ -350,7 +350,7 @@ func emitReload(out io.Writer, o *cliOpts, rep reloadReply) error {
 		return err
 	}
 	if rep.Error != "" {
-		return fmt.Errorf("reload: %w", errFindings)
+		return fmt.Errorf("reload refused: %s", rep.Error)
 	}
 	return nil
 }

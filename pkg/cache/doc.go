@@ -47,6 +47,10 @@
 // zone wins whole; a zero cap is the cache-wide one); SetZoneLimits
 // replaces them while running, for entries stored from then on.
 //
+// Stats.Denials counts the negative and SERVFAIL entries held, and
+// Stats.EvictedDenials those evicted for space (the agent serves
+// coredns_cache_entries and _evictions_total{type="denial"} from them).
+//
 // Metrics: nodecache_cache_entries and nodecache_cache_bytes (gauges),
 // nodecache_cache_hits_total, nodecache_cache_misses_total,
 // nodecache_cache_evictions_total, nodecache_cache_prefetches_total,
