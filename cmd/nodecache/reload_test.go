@@ -1,14 +1,17 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -71,9 +74,10 @@ func TestLiveReload(t *testing.T) {
 		t.Fatalf("static record before reload: got %v", r)
 	}
 	writeConfig(fmt.Sprintf("upstream: '%s'\nstatic-record: ['10.0.0.2 static.example.internal']\nmax-ttl: 20s\n", upB.addr))
-	var rep reloadReply
-	if err := newAdminClient(cfg.AdminSocket).post(context.Background(), "/v1/reload", nil, &rep); err != nil || rep.Error != "" || rep.Generation < 2 {
-		t.Fatalf("nodecache reload: got %+v %v, want a new generation", rep, err)
+	var out bytes.Buffer
+	if err := cmdReload(context.Background(), &out, []string{"--admin-socket", cfg.AdminSocket}); err != nil ||
+		!strings.HasPrefix(out.String(), "config generation ") || a.live.gen.Load() < 2 {
+		t.Fatalf("nodecache reload: got %q %v, want a new generation live", out.String(), err)
 	}
 	before := upB.queries.Load()
 	r := ask(t, addr, "after-reload.example.org.", dns.TypeA)
@@ -155,5 +159,54 @@ func TestLiveUpstreamSwapLosesNoQuery(t *testing.T) {
 	}
 	if upA.queries.Load() != 0 {
 		t.Errorf("the closed forwarder's server got %d queries, want 0", upA.queries.Load())
+	}
+}
+
+// TestReloadOnSIGHUP checks that a SIGHUP applies a changed config at
+// once when the file watch is off, that status shows the generation, and
+// that `nodecache reload` reports a refusal with a non-zero status.
+func TestReloadOnSIGHUP(t *testing.T) {
+	upA, upB := startUpstream(t), startUpstream(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("upstream: '%s'\n", upA.addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	cfg := testAgentConfig(t, upA.addr, dir, port, "--config", file, "--config-check-interval", "0s")
+	cfg, err := parseRunConfig(withoutFlag(cfg.args, "--upstream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, cfg).agent()
+	hup := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.watchConfig(ctx, hup) }() // as cmdRun wires signal.Notify
+	t.Cleanup(func() { cancel(); <-done })
+
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("upstream: '%s'\n", upB.addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup <- syscall.SIGHUP
+	waitFor(t, "SIGHUP to apply the config", func() bool { return a.live.gen.Load() == 2 })
+	before := upB.queries.Load()
+	ask(t, fmt.Sprintf("127.0.0.1:%d", port), "after-hup.example.org.", dns.TypeA)
+	if upB.queries.Load() == before {
+		t.Error("after SIGHUP: the new upstream was not asked")
+	}
+	var out bytes.Buffer
+	printStatus(&out, statusView{statusReply: a.status()})
+	if !strings.Contains(out.String(), "config\tgeneration 2") {
+		t.Errorf("status: got\n%s\nwant a config line with generation 2", out.String())
+	}
+
+	if err := os.WriteFile(file, []byte("upstream-policy: fastest\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out.Reset()
+	err = cmdReload(context.Background(), &out, []string{"--admin-socket", cfg.AdminSocket})
+	if err == nil || exitCode(err) != exitError || !strings.Contains(out.String(), "reload refused; generation 2 keeps serving") {
+		t.Errorf("refused reload: got %q, exit %d (%v); want the refusal and exit %d", out.String(), exitCode(err), err, exitError)
 	}
 }
