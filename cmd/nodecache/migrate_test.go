@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodecache/nodecache/pkg/corefile"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestMigrateGolden")
@@ -154,4 +156,31 @@ func TestMigrateAcceptAndOutput(t *testing.T) {
 			t.Errorf("args %q: got %v, want exit %d", args, err, exitBadInput)
 		}
 	}
+}
+
+// FuzzMigrate feeds Corefiles to the translation: it must never panic,
+// and whatever config it writes must load in `nodecache run`.
+func FuzzMigrate(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/migrate/*/Corefile")
+	for _, s := range seeds {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data))
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		in := &migrateInput{name: "Corefile", text: text, cleanup: func() {}}
+		m, err := migrateFrom(in, corefile.Vars{upstreamPillar: "/etc/resolv.conf"}, migrateOpts{clusterDomain: "cluster.local"})
+		if err != nil {
+			return // bad input: an error, as wanted
+		}
+		var buf bytes.Buffer
+		if err := m.writeYAML(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkRunConfig(buf.Bytes()); err != nil {
+			t.Fatalf("the config written does not load: %v\n%s", err, buf.String())
+		}
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode"
+	"unicode/utf8"
 )
 
 // token is one word of a Corefile and the line it starts on.
@@ -36,6 +37,9 @@ func lex(file, src string) ([]token, error) {
 			cur.Reset()
 			inWord, quoted = false, false
 		}
+	}
+	if err := checkText(file, src); err != nil {
+		return nil, err
 	}
 	rs := []rune(src)
 	for i := 0; i < len(rs); i++ {
@@ -83,4 +87,22 @@ func lex(file, src string) ([]token, error) {
 	}
 	flush()
 	return out, nil
+}
+
+// checkText refuses text that is not UTF-8 or holds control characters
+// other than tab and line ends: no Corefile has them, and they would end
+// up in the config written from it.
+func checkText(file, src string) error {
+	line := 1
+	for i, r := range src {
+		switch {
+		case r == utf8.RuneError && !strings.HasPrefix(src[i:], "\uFFFD"):
+			return &SyntaxError{File: file, Line: line, Msg: "the text is not UTF-8"}
+		case r == '\n':
+			line++
+		case r != '\t' && r != '\r' && unicode.IsControl(r):
+			return &SyntaxError{File: file, Line: line, Msg: fmt.Sprintf("control character %U", r)}
+		}
+	}
+	return nil
 }
