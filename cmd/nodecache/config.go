@@ -45,6 +45,7 @@ type runConfig struct {
 	MaxTTL         time.Duration
 	MaxNegativeTTL time.Duration
 	StaleMaxAge    time.Duration
+	Prefetch       bool
 
 	UpstreamPolicy      string
 	UpstreamTLSCA       string
@@ -180,6 +181,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.Var(&c.CacheSize, "cache-size", "cache budget in bytes (units: KiB, MiB, GiB)")
 	durationVar(fs, &c.MaxTTL, "max-ttl", time.Hour, "cap on cached positive TTLs")
 	durationVar(fs, &c.MaxNegativeTTL, "max-negative-ttl", time.Hour, "cap on cached negative TTLs")
+	fs.BoolVar(&c.Prefetch, "prefetch", true, "refresh names asked often before they expire (CoreDNS's cache prefetch; false: only on a miss)")
 	durationVar(fs, &c.StaleMaxAge, "stale-max-age", time.Hour, "serve expired entries up to this long when upstreams fail (0 disables)")
 
 	fs.StringVar(&c.UpstreamTLSCA, "upstream-tls-ca", "", "PEM file of the CAs that verify DNS over TLS upstreams (tls://IP[:853][#NAME] in --upstream and --stub-domain); default the system's")

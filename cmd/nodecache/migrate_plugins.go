@@ -111,7 +111,8 @@ func (t *translator) cacheOption(c *ttlCaps, o *corefile.Directive) error {
 		}
 		t.m.note(w, "nodecache answers from an expired entry only when the upstreams fail, as serve_stale verify does")
 	case "prefetch":
-		t.m.note(w, "nodecache refreshes popular names before they expire by default")
+		c.prefetch = true
+		t.m.note(w, "nodecache refreshes names asked at least twice when 10% of their TTL is left; the amount and percentage are not settings")
 	case "disable":
 		if len(o.Args) < 2 || (o.Args[0] != "success" && o.Args[0] != "denial") {
 			return fmt.Errorf("line %d: disable wants success|denial ZONES", o.Line)

@@ -58,6 +58,7 @@ type blockCtx struct {
 type ttlCaps struct {
 	pos, neg time.Duration
 	stale    time.Duration // 0: no serve_stale
+	prefetch bool          // the prefetch option
 	from     string
 	// noClusterPos and noClusterNeg: `disable success|denial CLUSTER`:
 	// the cluster zone's answers are not capped by this cache.
@@ -268,6 +269,9 @@ func (t *translator) finish() {
 			t.m.set("stale-max-age", rootCaps.stale.String(), rootCaps.from)
 		} else {
 			t.m.set("stale-max-age", "0s", rootCaps.from+" (no serve_stale: expired answers are never served)")
+		}
+		if !rootCaps.prefetch {
+			t.m.set("prefetch", "false", rootCaps.from+" (no prefetch: a name is asked again only after it expired)")
 		}
 	} else if root != nil {
 		t.m.note(fmt.Sprintf("%s .", t.file), "no cache in the root block: nodecache caches answers for their TTL (at most 1h)")

@@ -278,14 +278,7 @@ func (a *agent) build() error {
 	}
 	a.fcfg = fcfg
 	a.forwarder = newLiveUpstream(fwd)
-	stale := cfg.StaleMaxAge
-	if stale == 0 {
-		stale = -1
-	}
-	a.cache, err = cache.New(cache.Config{
-		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
-		StaleMaxAge: stale, Overloaded: upstream.ErrOverloaded, ZoneLimits: stubs.limits,
-	}, a.forwarder, a.reg, log.With("component", "cache"))
+	a.cache, err = cache.New(cacheConfig(cfg, stubs.limits), a.forwarder, a.reg, log.With("component", "cache"))
 	if err != nil {
 		a.forwarder.Close()
 		return fmt.Errorf("cache: %w", err)
@@ -396,6 +389,22 @@ func (a *agent) upstreamTap() upstream.Tap {
 		return nil
 	}
 	return a.tap
+}
+
+// cacheConfig is the cache's config from the agent's: 0 (off) becomes
+// the cache's "disabled" for serve-stale, and --prefetch=false likewise.
+func cacheConfig(cfg *runConfig, zoneLimits map[string]cache.ZoneLimit) cache.Config {
+	c := cache.Config{
+		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
+		StaleMaxAge: cfg.StaleMaxAge, Overloaded: upstream.ErrOverloaded, ZoneLimits: zoneLimits,
+	}
+	if c.StaleMaxAge == 0 {
+		c.StaleMaxAge = -1
+	}
+	if !cfg.Prefetch {
+		c.PrefetchPercent = -1
+	}
+	return c
 }
 
 // localHTTPPorts are the health and metrics ports that listen on a local IP
