@@ -1,0 +1,109 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/nodecache/nodecache/internal/gendocs"
+)
+
+// The reference pages docs/flags.md and docs/metrics.md are generated from
+// the flag sets and an in-process agent's registry; these tests fail when
+// the committed pages drift. `make docs` runs them with -update-docs.
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/flags.md and docs/metrics.md from the code")
+
+// helpEnv names the command whose -h text the helper process prints.
+const helpEnv = "NODECACHE_DOCS_HELP"
+
+// TestPrintCommandHelp is the helper process of TestFlagsDoc: the CLI
+// commands print their -h text to the process's stderr, so each runs in a
+// process of its own.
+func TestPrintCommandHelp(t *testing.T) {
+	name := os.Getenv(helpEnv)
+	if name == "" {
+		t.Skip("helper process for TestFlagsDoc; runs only when " + helpEnv + " is set")
+	}
+	fn, ok := cliTable()[name]
+	if !ok {
+		t.Fatalf("no command %q", name)
+	}
+	_ = fn(context.Background(), io.Discard, []string{"-h"}) // flag.ErrHelp
+	os.Exit(0)
+}
+
+// commandHelp returns what `nodecache NAME -h` prints.
+func commandHelp(t testing.TB, name string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPrintCommandHelp$")
+	cmd.Env = append(os.Environ(), helpEnv+"="+name)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s -h: %v\n%s", name, err, stderr.String())
+	}
+	return stderr.String()
+}
+
+func TestFlagsDoc(t *testing.T) {
+	t.Setenv("NODE_NAME", "") // the default of --node-name is $NODE_NAME
+	var b strings.Builder
+	b.WriteString(gendocs.Header)
+	b.WriteString(`# Flags
+
+Every flag of ` + "`nodecache run`" + ` and of the CLI commands, as ` + "`--help`" + ` prints it.
+Durations take units (` + "`500ms`, `10s`, `1h`" + `); sizes take ` + "`KiB`, `MiB`, `GiB`" + `.
+A bad value stops the agent at start with one line that names the flag and says what to fix.
+Every setting of ` + "`run`" + ` can also come from a YAML file (` + "`--config`" + `), whose keys are the
+flag names; a flag on the command line wins over the file. See [operating.md](operating.md#configuration).
+
+## nodecache run
+
+`)
+	b.WriteString(gendocs.FlagTable(newRunFlags(&runConfig{})))
+	b.WriteString("\n## CLI commands\n\nSee [cli.md](cli.md) for what each command shows.\n")
+	names := make([]string, 0, len(cliTable()))
+	for name := range cliTable() {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b.WriteString("\n### nodecache " + name + "\n\n```\n" + commandHelp(t, name) + "```\n")
+	}
+	gendocs.Golden(t, "../../docs/flags.md", []byte(b.String()), *updateDocs)
+}
+
+func TestMetricsDoc(t *testing.T) {
+	up := startUpstream(t)
+	port := freePort(t)
+	ta := startAgent(t, testAgentConfig(t, up.addr, t.TempDir(), port))
+	ms, err := gendocs.Describe(ta.agent().reg, "nodecache_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		if m.Type == "" {
+			t.Errorf("%s: no sample in a fresh agent, so its type is unknown: initialize its label values at registration", m.Name)
+		}
+	}
+	var b strings.Builder
+	b.WriteString(gendocs.Header)
+	b.WriteString(`# Metrics
+
+Every metric the agent exports on ` + "`--metrics-addr`" + ` (` + "`/metrics`" + `), read from the registry of an
+agent built in-process. No label carries a query name or a client IP: label values come from small
+fixed sets (an upstream ` + "`server`" + ` is one of the configured ` + "`IP:port`" + `s). The Go runtime (` + "`go_*`" + `)
+and process (` + "`process_*`" + `) collectors are exported too.
+
+` + "`deploy/grafana-dashboard.json`" + ` charts them; a unit test checks that every metric it queries is one the agent exports.
+
+`)
+	b.WriteString(gendocs.MetricTable(ms))
+	gendocs.Golden(t, "../../docs/metrics.md", []byte(b.String()), *updateDocs)
+}
