@@ -13,9 +13,9 @@ const (
 	fail = dns.RcodeServerFailure
 )
 
-// lookupCase is one question and the answer DNS-BEHAVIOUR.md requires.
+// lookupCase is one question and the answer docs/dns-behaviour.md requires.
 type lookupCase struct {
-	row    string // the row of DNS-BEHAVIOUR.md
+	row    string // the row of docs/dns-behaviour.md
 	qname  string
 	qtype  uint16
 	rcode  int
