@@ -57,7 +57,7 @@ func TestDeployConfigMapIsAValidConfig(t *testing.T) {
 
 // checkDashboard checks that every metric deploy/grafana-dashboard.json
 // queries is one the agent exports, after some traffic.
-func (a *cliAgent) checkDashboard(t *testing.T) {
+func (a *cliAgent) checkDashboard(t testing.TB) {
 	t.Helper()
 	data, err := os.ReadFile("../../deploy/grafana-dashboard.json")
 	if err != nil {

@@ -101,7 +101,7 @@ func TestLookupRecords(t *testing.T) {
 	fixtureZone(t, fixtureConfig(), func(t *testing.T, z *Zone) { runCases(t, z, cases) })
 }
 
-func runCases(t *testing.T, z *Zone, cases []lookupCase) {
+func runCases(t testing.TB, z *Zone, cases []lookupCase) {
 	t.Helper()
 	for _, c := range cases {
 		label := c.row + " (" + c.qname + " " + dns.TypeToString[c.qtype] + ")"
