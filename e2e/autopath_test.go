@@ -62,7 +62,7 @@ func TestAutopathNdotsStorm(t *testing.T) {
 
 // ndotsWalk runs ndotsNames through glibc in a pod of ns against an agent
 // with or without --autopath, whose pod object is in the API.
-func ndotsWalk(t *testing.T, ns string, autopath bool) map[string]ndotsCost {
+func ndotsWalk(t testing.TB, ns string, autopath bool) map[string]ndotsCost {
 	var flags []string
 	if autopath {
 		flags = []string{"--autopath"}
@@ -174,7 +174,14 @@ func TestAutopathClientQPSLimit(t *testing.T) {
 			"-d", data, "-l", "3", "-Q", "2000", "-c", "2", "-t", "2").CombinedOutput()
 		done <- result{string(out), err}
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// The other pod queries while the burst is being limited.
+	eventually(t, "the burst to reach the limit", func() error {
+		limited := `nodecache_server_dropped_total{reason="client_qps_limit"}`
+		if metricSum(t, r.agent.metrics(t), limited) == 0 {
+			return fmt.Errorf("%s is 0", limited)
+		}
+		return nil
+	})
 	var otherRcodes []string
 	for range 20 {
 		a, err := runQuery(t.Context(), other.NS, query{Server: linkLocalIP, Name: "www.example.com."})
