@@ -62,7 +62,7 @@ func TestAutopathNdotsStorm(t *testing.T) {
 
 // ndotsWalk runs ndotsNames through glibc in a pod of ns against an agent
 // with or without --autopath, whose pod object is in the API.
-func ndotsWalk(t testing.TB, ns string, autopath bool) map[string]ndotsCost {
+func ndotsWalk(t *testing.T, ns string, autopath bool) map[string]ndotsCost {
 	var flags []string
 	if autopath {
 		flags = []string{"--autopath"}
@@ -96,13 +96,13 @@ func ndotsWalk(t testing.TB, ns string, autopath bool) map[string]ndotsCost {
 // awaitAutopath waits until the agent answers p's first search expansion
 // of ns.example.com (a name no other check asks for) with a CNAME: the
 // agent knows p's pod.
-func awaitAutopath(t testing.TB, r *agentRig, p *pod, ns string) {
+func awaitAutopath(t testing.TB, _ *agentRig, p *pod, ns string) {
 	t.Helper()
 	q := query{Server: linkLocalIP, Name: "ns.example.com." + ns + ".svc." + clusterDomain + "."}
 	eventually(t, "autopath for the pod "+p.IP, func() error {
 		a, err := runQuery(t.Context(), p.NS, q)
 		if err != nil || a.Rcode != "NOERROR" || !slices.Equal(a.Data(dns.TypeCNAME), []string{"ns.example.com."}) {
-			return fmt.Errorf("%s: got %v (%v), want NOERROR with CNAME ns.example.com.", q.Name, a, err)
+			return fmt.Errorf("%s: got %v (%v), want NOERROR with CNAME %s", q.Name, a, err, "ns.example.com.")
 		}
 		return nil
 	})

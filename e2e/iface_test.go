@@ -42,7 +42,7 @@ func TestIfaceBackends(t *testing.T) {
 	}
 }
 
-func testIfaceBackend(t testing.TB, mode, other string) {
+func testIfaceBackend(t *testing.T, mode, other string) {
 	node := newNetNS(t, "node")
 	p := addPod(t, node, linkLocalIP)
 	gw6 := addPodV6(t, node, p, localIPv6)

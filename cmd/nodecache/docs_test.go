@@ -57,7 +57,7 @@ func TestFlagsDoc(t *testing.T) {
 	b.WriteString(gendocs.Header)
 	b.WriteString(`# Flags
 
-Every flag of ` + "`nodecache run`" + ` and of the CLI commands, as ` + "`--help`" + ` prints it.
+Every flag of ` + "`nodecache run`" + ` and of the CLI commands, read from the flag sets that ` + "`-h`" + ` prints.
 Durations take units (` + "`500ms`, `10s`, `1h`" + `); sizes take ` + "`KiB`, `MiB`, `GiB`" + `.
 A bad value stops the agent at start with one line that names the flag and says what to fix.
 Every setting of ` + "`run`" + ` can also come from a YAML file (` + "`--config`" + `), whose keys are the
