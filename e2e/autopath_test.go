@@ -101,8 +101,11 @@ func awaitAutopath(t testing.TB, _ *agentRig, p *pod, ns string) {
 	q := query{Server: linkLocalIP, Name: "ns.example.com." + ns + ".svc." + clusterDomain + "."}
 	eventually(t, "autopath for the pod "+p.IP, func() error {
 		a, err := runQuery(t.Context(), p.NS, q)
-		if err != nil || a.Rcode != "NOERROR" || !slices.Equal(a.Data(dns.TypeCNAME), []string{"ns.example.com."}) {
-			return fmt.Errorf("%s: got %v (%v), want NOERROR with CNAME %s", q.Name, a, err, "ns.example.com.")
+		if err != nil {
+			return fmt.Errorf("%s: %w", q.Name, err)
+		}
+		if a.Rcode != "NOERROR" || !slices.Equal(a.Data(dns.TypeCNAME), []string{"ns.example.com."}) {
+			return fmt.Errorf("%s: got %v, want NOERROR with CNAME %s", q.Name, a, "ns.example.com.")
 		}
 		return nil
 	})

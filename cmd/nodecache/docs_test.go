@@ -1,11 +1,10 @@
 package main
 
 import (
-	"context"
 	"flag"
-	"io"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -19,40 +18,72 @@ import (
 
 var updateDocs = flag.Bool("update-docs", false, "rewrite docs/flags.md and docs/metrics.md from the code")
 
-// helpEnv names the command whose -h text the helper process prints.
+// helpEnv holds the arguments (space-separated) the helper process hands
+// to dispatch.
 const helpEnv = "NODECACHE_DOCS_HELP"
 
-// TestPrintCommandHelp is the helper process of TestFlagsDoc: the CLI
-// commands print their -h text to the process's stderr, so each runs in a
-// process of its own.
+// TestPrintCommandHelp is the helper process of TestFlagsDoc: commands
+// print their -h text to the process's stderr, so each runs in a process
+// of its own.
 func TestPrintCommandHelp(t *testing.T) {
-	name := os.Getenv(helpEnv)
-	if name == "" {
+	args := os.Getenv(helpEnv)
+	if args == "" {
 		t.Skip("helper process for TestFlagsDoc; runs only when " + helpEnv + " is set")
 	}
-	fn, ok := cliTable()[name]
-	if !ok {
-		t.Fatalf("no command %q", name)
-	}
-	_ = fn(context.Background(), io.Discard, []string{"-h"}) // flag.ErrHelp
+	_ = dispatch(strings.Fields(args)) // flag.ErrHelp
 	os.Exit(0)
 }
 
-// commandHelp returns what `nodecache NAME -h` prints.
-func commandHelp(t testing.TB, name string) string {
+// commandHelp returns what `nodecache ARGS` prints on stderr.
+func commandHelp(t testing.TB, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestPrintCommandHelp$")
-	cmd.Env = append(os.Environ(), helpEnv+"="+name)
+	cmd.Env = append(os.Environ(), helpEnv+"="+strings.Join(args, " "))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s -h: %v\n%s", name, err, stderr.String())
+		t.Fatalf("nodecache %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
 	}
 	return stderr.String()
 }
 
+// docCommands are the commands whose flags flags.md lists after run's, with
+// the arguments that make each print them: the CLI table's, and those main
+// dispatches itself.
+func docCommands(t testing.TB) map[string][]string {
+	t.Helper()
+	cmds := map[string][]string{"probe": {"probe", "live", "-h"}}
+	for name := range cliTable() {
+		cmds[name] = []string{name, "-h"}
+	}
+	// Every command of the usage text is documented, bar run (its own
+	// table) and version (no flags).
+	for _, line := range strings.Split(usage, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nodecache" || f[1] == "run" || f[1] == "version" {
+			continue
+		}
+		if _, ok := cmds[f[1]]; !ok {
+			t.Errorf("usage lists `nodecache %s`, which docCommands lacks: add it", f[1])
+		}
+	}
+	return cmds
+}
+
+// flagEnv clears the environment variables that flag defaults are read
+// from (usage strings say "(default $NAME)"), so the page does not depend
+// on the machine that generates it.
+func flagEnv(t *testing.T) {
+	re := regexp.MustCompile(`\(default \$([A-Z_]+)\)`)
+	newRunFlags(&runConfig{}).VisitAll(func(f *flag.Flag) {
+		for _, m := range re.FindAllStringSubmatch(f.Usage, -1) {
+			t.Setenv(m[1], "")
+		}
+	})
+}
+
 func TestFlagsDoc(t *testing.T) {
-	t.Setenv("NODE_NAME", "") // the default of --node-name is $NODE_NAME
+	flagEnv(t)
 	var b strings.Builder
 	b.WriteString(gendocs.Header)
 	b.WriteString(`# Flags
@@ -68,13 +99,14 @@ flag names; a flag on the command line wins over the file. See [operating.md](op
 `)
 	b.WriteString(gendocs.FlagTable(newRunFlags(&runConfig{})))
 	b.WriteString("\n## CLI commands\n\nSee [cli.md](cli.md) for what each command shows.\n")
-	names := make([]string, 0, len(cliTable()))
-	for name := range cliTable() {
+	cmds := docCommands(t)
+	names := make([]string, 0, len(cmds))
+	for name := range cmds {
 		names = append(names, name)
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		b.WriteString("\n### nodecache " + name + "\n\n```\n" + commandHelp(t, name) + "```\n")
+		b.WriteString("\n### nodecache " + name + "\n\n```\n" + commandHelp(t, cmds[name]...) + "```\n")
 	}
 	gendocs.Golden(t, "../../docs/flags.md", []byte(b.String()), *updateDocs)
 }
