@@ -49,6 +49,25 @@ func TestMarkdownLinks(t *testing.T) {
 	}
 }
 
+var codePathRe = regexp.MustCompile("`((?:cmd|pkg|internal|deploy|e2e|bench|docs|\\.ci)/[A-Za-z0-9_./-]*)`")
+
+// TestMarkdownPathsExist checks that every repository path a Markdown file
+// names in code spans (`pkg/server/answer.go`) exists, so a moved or
+// renamed file does not leave the docs behind.
+func TestMarkdownPathsExist(t *testing.T) {
+	for _, f := range markdownFiles(t, repoRoot) {
+		b, err := os.ReadFile(filepath.Join(repoRoot, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range codePathRe.FindAllStringSubmatch(string(b), -1) {
+			if _, err := os.Stat(filepath.Join(repoRoot, m[1])); err != nil {
+				t.Errorf("%s names %s: no such path in the repository", f, m[1])
+			}
+		}
+	}
+}
+
 // markdownFiles returns the .md files under root, relative to it, skipping
 // hidden directories (.git).
 func markdownFiles(t testing.TB, root string) []string {
