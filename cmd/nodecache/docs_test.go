@@ -115,13 +115,19 @@ func TestMetricsDoc(t *testing.T) {
 	up := startUpstream(t)
 	port := freePort(t)
 	ta := startAgent(t, testAgentConfig(t, up.addr, t.TempDir(), port))
-	ms, err := gendocs.Describe(ta.agent().reg, "nodecache_")
+	// The Go and process collectors are the client library's own.
+	ms, err := gendocs.Describe(ta.agent().reg, "go_", "process_")
 	if err != nil {
 		t.Fatal(err)
 	}
+	types, err := gendocs.SourceTypes("../../cmd", "../../pkg", "../../internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gendocs.FillTypes(ms, types)
 	for _, m := range ms {
 		if m.Type == "" {
-			t.Errorf("%s: no sample in a fresh agent, so its type is unknown: initialize its label values at registration", m.Name)
+			t.Errorf("%s: no sample in a fresh agent and no literal name in a prometheus.*Opts, so its type is unknown", m.Name)
 		}
 	}
 	var b strings.Builder
@@ -129,11 +135,12 @@ func TestMetricsDoc(t *testing.T) {
 	b.WriteString(`# Metrics
 
 Every metric the agent exports on ` + "`--metrics-addr`" + ` (` + "`/metrics`" + `), read from the registry of an
-agent built in-process. No label carries a query name or a client IP: label values come from small
-fixed sets (an upstream ` + "`server`" + ` is one of the configured ` + "`IP:port`" + `s). The Go runtime (` + "`go_*`" + `)
-and process (` + "`process_*`" + `) collectors are exported too.
+agent built in-process: its own ` + "`nodecache_*`" + ` series and the ` + "`coredns_*`" + ` series that CoreDNS and
+NodeLocal DNSCache dashboards and alerts query ([observability.md](observability.md)). No label carries a
+query name or a client IP: label values come from small fixed sets (an upstream ` + "`server`" + ` is one of the
+configured ` + "`IP:port`" + `s). The Go runtime (` + "`go_*`" + `) and process (` + "`process_*`" + `) collectors are exported too.
 
-` + "`deploy/grafana-dashboard.json`" + ` charts them; a unit test checks that every metric it queries is one the agent exports.
+` + "`deploy/grafana-dashboard.json`" + ` and ` + "`deploy/monitoring`" + ` chart and alert on them; a unit test checks that every series they select is one the agent exports.
 
 `)
 	b.WriteString(gendocs.MetricTable(ms))

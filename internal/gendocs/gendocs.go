@@ -56,14 +56,14 @@ type Metric struct {
 }
 
 // Describe returns every metric family registered on reg whose name starts
-// with prefix, sorted by name. Names and labels come from the descriptors
+// with none of the except prefixes, sorted by name. Names and labels come from the descriptors
 // (so a vector without children is listed too); the type comes from a
 // gathered sample when there is one, else from the _total suffix of a
 // counter, else it is "".
 func Describe(reg interface {
 	prometheus.Collector
 	prometheus.Gatherer
-}, prefix string) ([]Metric, error) {
+}, except ...string) ([]Metric, error) {
 	ch := make(chan *prometheus.Desc)
 	go func() { reg.Describe(ch); close(ch) }()
 	byName := map[string]*Metric{}
@@ -74,7 +74,7 @@ func Describe(reg interface {
 			errs = append(errs, err)
 			continue
 		}
-		if strings.HasPrefix(m.Name, prefix) {
+		if !hasAnyPrefix(m.Name, except) {
 			byName[m.Name] = &m
 		}
 	}
@@ -99,6 +99,15 @@ func Describe(reg interface {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, nil
+}
+
+func hasAnyPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // parseDesc reads what prometheus.Desc.String prints:

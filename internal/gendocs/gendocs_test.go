@@ -45,7 +45,7 @@ func TestDescribeListsVectorsWithoutChildren(t *testing.T) {
 	other := prometheus.NewGauge(prometheus.GaugeOpts{Name: "y_gauge", Help: "other prefix"})
 	reg.MustRegister(unused, used, unknown, other)
 
-	got, err := Describe(reg, "x_")
+	got, err := Describe(reg, "y_")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,3 +106,33 @@ func (r *recorder) Helper()               {}
 func (r *recorder) Errorf(string, ...any) { r.failed = true }
 func (r *recorder) Fatalf(string, ...any) { r.failed = true }
 func (r *recorder) Fatal(...any)          { r.failed = true }
+
+func TestSourceTypes(t *testing.T) {
+	dir := t.TempDir()
+	src := `package x
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var (
+	a = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "x_seconds", Help: "h"}, []string{"l"})
+	b = prometheus.NewGauge(prometheus.GaugeOpts{Help: "h", Name: "x_bytes"})
+	c = prometheus.NewCounter(prometheus.CounterOpts{Name: name})
+)
+`
+	if err := os.WriteFile(filepath.Join(dir, "m.go"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := SourceTypes(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"x_seconds": "histogram", "x_bytes": "gauge"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	ms := []Metric{{Name: "x_seconds"}, {Name: "x_bytes", Type: "untyped"}, {Name: "other"}}
+	FillTypes(ms, got)
+	if ms[0].Type != "histogram" || ms[1].Type != "untyped" || ms[2].Type != "" {
+		t.Errorf("FillTypes: got %+v, want the missing type filled and the others kept", ms)
+	}
+}
