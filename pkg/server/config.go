@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"time"
 )
 
@@ -13,9 +12,6 @@ import (
 type Config struct {
 	// Addrs are the IP:port pairs to serve on, UDP and TCP. Required.
 	Addrs []netip.AddrPort
-	// UDPSockets is the number of SO_REUSEPORT UDP sockets per address.
-	// Default: runtime.NumCPU().
-	UDPSockets int
 	// MaxTCPConns caps open TCP connections; beyond it new ones are closed at
 	// once. Default 1000.
 	MaxTCPConns int
@@ -52,9 +48,6 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.UDPSockets == 0 {
-		c.UDPSockets = runtime.NumCPU()
-	}
 	if c.MaxTCPConns == 0 {
 		c.MaxTCPConns = 1000
 	}
@@ -89,8 +82,6 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch {
-	case c.UDPSockets < 0 || c.UDPSockets > 1024:
-		return fmt.Errorf("UDP sockets per address %d: want 1 to 1024", c.UDPSockets)
 	case c.MaxTCPConns < 0, c.TCPPipeline < 0, c.MaxInFlight < 0:
 		return errors.New("connection and in-flight caps must not be negative")
 	case c.TCPIdleTimeout < 0, c.QueryTimeout < 0:
