@@ -133,7 +133,8 @@ func reply(t testing.TB, req *dns.Msg, ttl uint32, n int) *dns.Msg {
 
 func TestAppendReply(t *testing.T) {
 	stored := reply(t, query("www.example.org.", dns.TypeA), 300, 3)
-	stored.SetEdns0(4096, true) // OPT must be stripped
+	stored.SetEdns0(4096, true)     // OPT must be stripped
+	stored.AuthenticatedData = true // an upstream's AD is not passed on
 	p, err := Pack(stored)
 	if err != nil {
 		t.Fatal(err)
@@ -155,6 +156,7 @@ func TestAppendReply(t *testing.T) {
 	req := query("WWW.Example.ORG.", dns.TypeA)
 	req.Id = 4242
 	req.CheckingDisabled = true
+	req.AuthenticatedData = true
 	req.SetEdns0(1232, true)
 	var q Query
 	if err := Parse(pack(t, req), &q); err != nil {
@@ -165,7 +167,7 @@ func TestAppendReply(t *testing.T) {
 	if err := got.Unpack(out); err != nil {
 		t.Fatalf("unpacking reply: %v", err)
 	}
-	if got.Id != 4242 || !got.Response || !got.RecursionAvailable || !got.CheckingDisabled || !got.RecursionDesired {
+	if got.Id != 4242 || !got.Response || !got.RecursionAvailable || !got.CheckingDisabled || !got.RecursionDesired || got.AuthenticatedData {
 		t.Errorf("header: got %+v", got.MsgHdr)
 	}
 	if got.Question[0].Name != "WWW.Example.ORG." {
