@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime/debug"
 	"time"
 
 	"github.com/miekg/dns"
@@ -186,7 +187,7 @@ func (c *Cache) run(f *flight, req *dns.Msg) {
 	defer c.wg.Done()
 	// c.ctx cancels (Close); the deadline goes alongside, not in a context
 	// derived per flight, whose timer and bookkeeping were 8% of a miss.
-	raw, server, err := c.up.ExchangeBy(c.ctx, req, f.deadline)
+	raw, server, err := c.exchange(req, f.deadline)
 	if err != nil {
 		f.err = fmt.Errorf("resolving %s %s upstream: %w", f.key.PresentationName(), dns.TypeToString[f.key.Type], err)
 	} else {
@@ -202,6 +203,24 @@ func (c *Cache) run(f *flight, req *dns.Msg) {
 		<-c.sem
 	}
 	close(f.done)
+}
+
+// ErrPanicked is what the waiters of a flight get when the upstream query
+// panicked: the flight fails like an upstream failure (stale if there is
+// an entry, else SERVFAIL) instead of leaving them waiting for a goroutine
+// that is gone, or taking the agent down.
+var ErrPanicked = errors.New("upstream query panicked")
+
+// exchange sends req upstream for a flight, recovering a panic as
+// ErrPanicked and logging it with its stack.
+func (c *Cache) exchange(req *dns.Msg, by time.Time) (raw []byte, server netip.AddrPort, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error("recovered from a panic in an upstream query", "panic", v, "stack", string(debug.Stack()))
+			raw, err = nil, fmt.Errorf("%w: %v", ErrPanicked, v)
+		}
+	}()
+	return c.up.ExchangeBy(c.ctx, req, by)
 }
 
 // storeRaw caches the upstream reply raw for key when the policy allows,

@@ -504,3 +504,19 @@ type fixedUpstream []byte
 func (f fixedUpstream) ExchangeBy(context.Context, *dns.Msg, time.Time) ([]byte, netip.AddrPort, error) {
 	return bytes.Clone(f), testServer, nil
 }
+
+// TestUpstreamPanicFailsTheFlight checks that a panic in the upstream
+// query ends its flight with ErrPanicked for every waiter, and that the
+// cache goes on resolving.
+func TestUpstreamPanicFailsTheFlight(t *testing.T) {
+	up := &fakeUpstream{reply: func(*dns.Msg) (*dns.Msg, error) { panic("injected upstream panic") }}
+	c := newTestCache(t, Config{}, up, newClock())
+	qs := newQuestion(t, "example.org.", dns.TypeA)
+	if _, err := c.Resolve(context.Background(), qs.key, qs.req); !errors.Is(err, ErrPanicked) {
+		t.Fatalf("Resolve when the upstream query panics: got %v, want ErrPanicked", err)
+	}
+	up.set(answerA(60))
+	if r := resolve(t, c, qs); r.Source != SourceUpstream || r.Packed.Rcode() != dns.RcodeSuccess {
+		t.Errorf("after the panic: got source %v rcode %d, want an upstream answer", r.Source, r.Packed.Rcode())
+	}
+}
