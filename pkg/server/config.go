@@ -15,6 +15,10 @@ type Config struct {
 	// MaxTCPConns caps open TCP connections; beyond it new ones are closed at
 	// once. Default 1000.
 	MaxTCPConns int
+	// MaxTCPConnsPerClient caps one client IP's share of MaxTCPConns, so
+	// that one pod cannot take every connection and with them TCP fallback
+	// for the node. Default 100, a tenth of the default MaxTCPConns.
+	MaxTCPConnsPerClient int
 	// TCPIdleTimeout closes a TCP connection with no query for this long.
 	// Default 10s (RFC 7766 6.2.3).
 	TCPIdleTimeout time.Duration
@@ -24,6 +28,12 @@ type Config struct {
 	// MaxInFlight caps queries on the slow path (cache miss, zone chase)
 	// across the server; beyond it queries are answered REFUSED. Default 2000.
 	MaxInFlight int
+	// MaxInFlightPerClient caps one client IP's share of MaxInFlight, TCP
+	// and UDP together; beyond it the client's misses are answered REFUSED
+	// while other clients' still get slots. Default 100: it takes 20 pods
+	// flooding at once to fill the default MaxInFlight, and 100 in flight
+	// still carries 1,000 misses a second at 100 ms of upstream latency.
+	MaxInFlightPerClient int
 	// QueryTimeout is the deadline for answering one query on the slow path.
 	// Default 5s.
 	QueryTimeout time.Duration
@@ -50,6 +60,12 @@ type Config struct {
 func (c *Config) setDefaults() {
 	if c.MaxTCPConns == 0 {
 		c.MaxTCPConns = 1000
+	}
+	if c.MaxTCPConnsPerClient == 0 {
+		c.MaxTCPConnsPerClient = min(100, c.MaxTCPConns)
+	}
+	if c.MaxInFlightPerClient == 0 {
+		c.MaxInFlightPerClient = 100
 	}
 	if c.TCPIdleTimeout == 0 {
 		c.TCPIdleTimeout = 10 * time.Second
@@ -82,7 +98,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch {
-	case c.MaxTCPConns < 0, c.TCPPipeline < 0, c.MaxInFlight < 0:
+	case c.MaxTCPConns < 0, c.TCPPipeline < 0, c.MaxInFlight < 0, c.MaxTCPConnsPerClient < 0, c.MaxInFlightPerClient < 0:
 		return errors.New("connection and in-flight caps must not be negative")
 	case c.TCPIdleTimeout < 0, c.QueryTimeout < 0:
 		return errors.New("timeouts must not be negative")

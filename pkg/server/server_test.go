@@ -88,6 +88,12 @@ func startServerDeps(t *testing.T, cfg Config, deps Deps) (*Server, netip.AddrPo
 // sockets, until the test ends.
 func startServerOn(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps Deps) (*Server, netip.AddrPort) {
 	t.Helper()
+	return startServerLog(t, ip, perAddr, cfg, deps, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// startServerLog is startServerOn logging to log.
+func startServerLog(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps Deps, log *slog.Logger) (*Server, netip.AddrPort) {
+	t.Helper()
 	network := "udp4"
 	if ip.Is6() {
 		network = "udp6"
@@ -108,7 +114,7 @@ func startServerOn(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps De
 		}
 	}
 	cfg.Addrs = []netip.AddrPort{addr}
-	s, err := New(cfg, deps, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s, err := New(cfg, deps, prometheus.NewRegistry(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
