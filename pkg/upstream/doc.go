@@ -31,7 +31,7 @@
 // so nothing an abandoned query left behind reaches the next. A pooled
 // socket is also closed rather than reused when a datagram or an error
 // waits on it. So that source ports keep rotating (RFC 5452), a socket
-// serves at most 64 queries and lives at most 10s; at most 256 idle
+// serves at most 16 queries and lives at most 2s; at most 256 idle
 // sockets (and no more than Config.MaxInFlight) are kept per server.
 //
 // Servers are ordered per query by Config.Policy (sequential, random,

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -22,6 +23,7 @@ type server struct {
 	udpAddr *net.UDPAddr   // addr, converted once
 	tcp     *tcpPool       // always non-nil
 	udp     *udpPool       // always non-nil
+	maxUses int            // queries per pooled UDP socket (udpMaxUses)
 	m       serverMetrics
 
 	fails    atomic.Int64 // consecutive failed attempts
@@ -38,6 +40,7 @@ func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
 		udpAddr: net.UDPAddrFromAddrPort(addr),
 		tcp:     newConnPool[net.Conn](cfg.TCPMaxIdle),
 		udp:     newConnPool[*udpSock](min(udpMaxIdle, cfg.MaxInFlight)),
+		maxUses: cmp.Or(cfg.udpMaxUses, udpMaxUses),
 		m:       m.forServer(addr.String()),
 	}
 }
