@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"log/slog"
 	"net/netip"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +18,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodecache/nodecache/pkg/wire"
 )
@@ -223,3 +226,92 @@ func framed(pkts [][]byte) []byte {
 }
 
 func isReset(err error) bool { return errors.Is(err, syscall.ECONNRESET) }
+
+// BenchmarkTCPFlood opens 1,000 TCP connections from 10 client IPs, each
+// pipelining 16 maximum-length queries for names whose upstream answer
+// never comes, with the default caps, and reports the live heap and the
+// goroutine stacks the flood holds once every query is waiting or
+// answered REFUSED (client side included, so an upper bound), and how many
+// queries wait upstream. Run it with -benchtime 1x.
+func BenchmarkTCPFlood(b *testing.B) {
+	const clients, connsPer, pipeline = 10, 100, 16
+	for b.Loop() {
+		r := newBlockingResolver()
+		s, addr := startBench(b, r)
+		before := liveMem()
+		var refused atomic.Int64
+		var conns []net.Conn
+		for i := 0; i < clients*connsPer; i++ {
+			from := fmt.Sprintf("127.0.0.%d", 1+i%clients)
+			d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}}
+			c, err := d.Dial("tcp", addr.String())
+			if err != nil {
+				b.Fatal(err)
+			}
+			conns = append(conns, c)
+			var pkts [][]byte
+			for j := 0; j < pipeline; j++ {
+				pkts = append(pkts, maxQuery(b, fmt.Sprintf("q%d-%d.block.", i, j), maxTCPQuery))
+			}
+			if _, err := c.Write(framed(pkts)); err != nil {
+				b.Fatal(err)
+			}
+			go func() {
+				for {
+					m, err := readFramed(c)
+					if err != nil {
+						return
+					}
+					if m.Rcode == dns.RcodeRefused {
+						refused.Add(1)
+					}
+				}
+			}()
+		}
+		total := int64(clients * connsPer * pipeline)
+		waitFor(b, "the flood to settle", func() bool { return r.blocked.Load()+refused.Load() == total })
+		after := liveMem()
+		b.ReportMetric(float64(after.heap-before.heap)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(after.stack-before.stack)/(1<<20), "stack-MiB")
+		b.ReportMetric(float64(r.blocked.Load()), "waiting")
+		b.ReportMetric(float64(refused.Load()), "refused")
+		close(r.release)
+		for _, c := range conns {
+			_ = c.Close()
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := s.Shutdown(ctx); err != nil {
+			b.Error(err)
+		}
+		cancel()
+	}
+}
+
+type memUse struct{ heap, stack uint64 }
+
+// liveMem returns the live heap after a collection, and the stacks in use.
+func liveMem() memUse {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return memUse{heap: ms.HeapAlloc, stack: ms.StackInuse}
+}
+
+// startBench serves r on a free loopback port with the default config; the
+// caller shuts it down.
+func startBench(b *testing.B, r Resolver) (*Server, netip.AddrPort) {
+	b.Helper()
+	addr := freeAddr(b)
+	l, err := Listen(context.Background(), []netip.AddrPort{addr}, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := New(Config{Addrs: []netip.AddrPort{addr}}, Deps{Resolver: r}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := s.Serve(l); err != nil {
+		b.Fatal(err)
+	}
+	return s, addr
+}
