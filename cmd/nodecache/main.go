@@ -26,6 +26,7 @@ Usage:
   nodecache upstreams                   upstream health and latency
   nodecache top                         live query rate, rcodes, latency, top client pods
   nodecache doctor                      check this node and say what to fix
+  nodecache probe live|ready            the kubelet's exec probe: asks this pod's agent over its probe socket
   nodecache version
 
 The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json.
@@ -50,6 +51,8 @@ func dispatch(args []string) error {
 	switch cmd {
 	case "run":
 		return cmdRun(rest)
+	case "probe":
+		return cmdProbe(rest)
 	case "version", "--version":
 		fmt.Println(version)
 		return nil
