@@ -12,7 +12,9 @@
 // address. A reply is taken only if it has that ID, QR set and the same
 // question (name compared case-insensitively, type and class); anything
 // else is counted as spoofed or malformed and the read goes on until the
-// per-try timeout. A truncated reply is retried over TCP on a connection
+// per-try timeout. The query name's letters go out in random case (0x20);
+// once a server has echoed that case, a reply in another case is counted
+// as spoofed too (after 3 in a row the server counts as not echoing). A truncated reply is retried over TCP on a connection
 // from a small per-server pool (idle expiry, bounded, one owner at a
 // time). A server that answers REFUSED is skipped in favour of the next;
 // its reply is returned only if no other server answers.

@@ -32,6 +32,9 @@ type server struct {
 	lastRTT  atomic.Int64 // nanoseconds of the last successful attempt
 	requests atomic.Uint64
 	errors   atomic.Uint64
+
+	echoesCase atomic.Bool  // it echoed a query's random case (case.go)
+	caseMisses atomic.Int32 // replies in a row since that did not
 }
 
 func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
