@@ -1,11 +1,8 @@
 package server
 
 import (
-	"errors"
 	"net/netip"
-	"runtime/debug"
 	"sync"
-	"time"
 
 	"github.com/miekg/dns"
 
@@ -74,22 +71,4 @@ func (s *Server) releaseSlot(client netip.Addr) {
 // refused is the reply to a query over a cap.
 func refused(out, pkt []byte, q *wire.Query) ([]byte, Result) {
 	return wire.AppendError(out, pkt, q, dns.RcodeRefused), Result{Rcode: dns.RcodeRefused, Source: SourceLocal}
-}
-
-// servfailAfterPanic accounts a panic recovered while answering pkt and
-// returns the SERVFAIL to send for it (appended to out), or nil when pkt
-// gets no reply at all. The panic is counted in nodecache_server_panics_total
-// and logged at Error with its stack, at most once per 10 s (the counter
-// has them all). It must be called from the deferred function that
-// recovered, so that the stack is still the panicking one.
-func (s *Server) servfailAfterPanic(v any, pkt, out []byte) []byte {
-	s.metrics.panics.Inc()
-	if s.logLimiter.allow("panic", time.Now()) {
-		s.log.Error("recovered from a panic answering a query; answered SERVFAIL", "panic", v, "stack", string(debug.Stack()))
-	}
-	var q wire.Query
-	if err := wire.Parse(pkt, &q); errors.Is(err, wire.ErrNoReply) {
-		return nil
-	}
-	return wire.AppendError(out, pkt, &q, dns.RcodeServerFailure)
 }

@@ -92,16 +92,6 @@ func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort
 	})
 }
 
-// recoverDatagram, deferred around one datagram's handling in the read
-// loop, answers SERVFAIL when it panicked and lets the loop go on.
-func (s *Server) recoverDatagram(pkt []byte, client netip.AddrPort, rq replyQueue) {
-	if v := recover(); v != nil {
-		if reply := s.servfailAfterPanic(v, pkt, rq.slot()); reply != nil {
-			_ = rq.queue(reply, client)
-		}
-	}
-}
-
 func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, start time.Time) {
 	defer s.slowBufs.put(b)
 	defer func() {
