@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Pod-scoped state, in --pod-state-dir (an emptyDir in the DaemonSet: it
@@ -198,4 +200,32 @@ func (s *swapHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	http.Error(w, "starting", http.StatusServiceUnavailable)
+}
+
+// containerRestart reports whether a SIGTERM stops only this container, not
+// its pod: the kubelet restarting it after a failed liveness probe, say. The
+// node then keeps its link and rules for the restarted agent; tearing them
+// down would turn a restart into an outage. Only a pod being deleted
+// (uninstall, a drained or evicted agent) tears down. Without the pod's
+// name or the API server, the answer is no: tear down, as a host process
+// does.
+func (a *agent) containerRestart() (bool, string) {
+	if a.kube == nil || a.cfg.PodName == "" || a.cfg.PodNamespace == "" {
+		return false, ""
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	// list, not get: the agent's role lists pods and reads no single one.
+	list, err := a.kube.CoreV1().Pods(a.cfg.PodNamespace).List(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + a.cfg.PodName})
+	if err != nil {
+		a.log.Warn("cannot tell a container restart from a pod deletion; tearing down", "err", err)
+		return false, ""
+	}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp == nil && (a.pod.uid == "" || string(p.UID) == a.pod.uid) {
+			return true, "pod " + a.cfg.PodNamespace + "/" + a.cfg.PodName + " is not being deleted (a container restart)"
+		}
+	}
+	return false, ""
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,11 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 // podAgentConfig is testAgentConfig for an agent in a pod: its own
@@ -103,5 +109,46 @@ func TestPodHandoverIdlesAndNeverHandsBack(t *testing.T) {
 	_ = a3.stop()
 	if r := ask(t, addr, "web.demo.svc.cluster.local.", dns.TypeA); r.Rcode != dns.RcodeSuccess {
 		t.Fatalf("pod B after pod A came and went: got %s", dns.RcodeToString[r.Rcode])
+	}
+}
+
+// TestSIGTERMTearsDownOnlyWhenThePodGoes: the kubelet sends SIGTERM both when
+// it restarts a container and when the pod is deleted; only the second may
+// remove the node's link and rules.
+func TestSIGTERMTearsDownOnlyWhenThePodGoes(t *testing.T) {
+	now := metav1.Now()
+	pod := func(uid string, deleting bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "nodecache-x", UID: types.UID(uid)}}
+		if deleting {
+			p.DeletionTimestamp = &now
+		}
+		return p
+	}
+	cases := []struct {
+		name string
+		objs []runtime.Object
+		uid  string
+		keep bool
+	}{
+		{"container restart", []runtime.Object{pod("u1", false)}, "u1", true},
+		{"pod being deleted", []runtime.Object{pod("u1", true)}, "u1", false},
+		{"pod gone", nil, "u1", false},
+		{"a new pod of the same name", []runtime.Object{pod("u2", false)}, "u1", false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := &runConfig{PodName: "nodecache-x", PodNamespace: "kube-system"}
+			a := newAgent(cfg, slog.New(slog.NewTextHandler(testLogWriter{t}, nil)))
+			a.pod.uid = c.uid
+			a.kube = fake.NewClientset(c.objs...)
+			if keep, why := a.keepHostState(); keep != c.keep {
+				t.Errorf("keepHostState: got %v (%q), want %v", keep, why, c.keep)
+			}
+		})
+	}
+	// Outside a pod (no name, or no API server): tear down, as before.
+	a := newAgent(&runConfig{}, slog.New(slog.NewTextHandler(testLogWriter{t}, nil)))
+	if keep, why := a.keepHostState(); keep {
+		t.Errorf("host process: keepHostState got true (%q), want false", why)
 	}
 }

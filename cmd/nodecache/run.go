@@ -50,7 +50,8 @@ type agent struct {
 	successorPod atomic.Pointer[string]
 	stopEarly    context.CancelFunc
 	pod          podState
-	probes       swapHandler // the probe socket's handler
+	probes       swapHandler          // the probe socket's handler
+	kube         kubernetes.Interface // nil without a zone from an API server
 }
 
 func newLogger(c *runConfig) (*slog.Logger, error) {
@@ -357,6 +358,7 @@ func (a *agent) startZone(ctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return err
 	}
+	a.kube = client
 	if a.cfg.ZoneSnapshot != "" {
 		if err := a.zone.LoadSnapshot(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.log.Warn("not serving from the zone snapshot", "err", err)
@@ -404,6 +406,9 @@ func (a *agent) keepHostState() (bool, string) {
 		return true, "--skip-teardown"
 	case a.successorSeen.Load():
 		return true, "a successor agent is running"
+	}
+	if restart, why := a.containerRestart(); restart {
+		return true, why
 	}
 	return false, ""
 }

@@ -58,7 +58,17 @@ func main() {
 	timeout := flag.Duration("timeout", 2*time.Second, "a query with no reply after this is lost")
 	namesFlag := flag.String("names", "kubernetes.default.svc.cluster.local.,A", "semicolon-separated NAME,TYPE list, queried in turn")
 	protos := flag.String("protos", "udp,tcp", "protocols to send on")
+	cat := flag.String("cat", "", "print this file and exit (the client image has no cat)")
 	flag.Parse()
+	if *cat != "" {
+		b, err := os.ReadFile(*cat)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dnsload:", err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(b)
+		return
+	}
 	var names []name
 	for _, s := range strings.Split(*namesFlag, ";") {
 		n, t, _ := strings.Cut(s, ",")
