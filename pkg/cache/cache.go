@@ -178,7 +178,7 @@ func (c *Cache) prefetch(s *shard, e *entry) {
 // refresh starts a background upstream query for key unless one is in
 // flight already.
 func (c *Cache) refresh(key wire.Key) (bool, error) {
-	_, started, err := c.join(key, key.Hash(c.seed), key.Request(), c.cfg.Now(), true, time.Time{})
+	_, started, err := c.join(key, key.Hash(c.seed), c.cfg.Now(), true, time.Time{})
 	return started, err
 }
 

@@ -93,7 +93,7 @@ func (s *Server) lookupAny(ctx context.Context, by time.Time, name string, q *wi
 	if err != nil {
 		return nil
 	}
-	res, err := s.resolver.Resolve(ctx, key, key.Request(), by)
+	res, err := s.resolver.Resolve(ctx, key, by)
 	if err != nil {
 		return nil
 	}

@@ -74,8 +74,8 @@ func (r cacheResolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.
 	return r.c.Lookup(q, now)
 }
 
-func (r cacheResolver) Resolve(ctx context.Context, key wire.Key, req *dns.Msg, by time.Time) (Resolution, error) {
-	res, err := r.c.ResolveBy(ctx, key, req, by)
+func (r cacheResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (Resolution, error) {
+	res, err := r.c.ResolveBy(ctx, key, by)
 	if errors.Is(err, upstream.ErrOverloaded) {
 		err = errors.Join(ErrOverloaded, err)
 	}

@@ -27,11 +27,11 @@ func (p *panickyResolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wi
 	return p.fakeResolver.Lookup(q, now)
 }
 
-func (p *panickyResolver) Resolve(ctx context.Context, key wire.Key, req *dns.Msg, by time.Time) (Resolution, error) {
+func (p *panickyResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (Resolution, error) {
 	if strings.HasPrefix(key.Name, "\x08slowboom") {
 		panic("injected slow-path panic")
 	}
-	return p.fakeResolver.Resolve(ctx, key, req, by)
+	return p.fakeResolver.Resolve(ctx, key, by)
 }
 
 // panickyZone panics looking up boom.default.svc.cluster.local.

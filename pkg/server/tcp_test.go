@@ -36,7 +36,7 @@ func newBlockingResolver() *blockingResolver {
 	return &blockingResolver{release: make(chan struct{})}
 }
 
-func (r *blockingResolver) Resolve(ctx context.Context, key wire.Key, req *dns.Msg, by time.Time) (Resolution, error) {
+func (r *blockingResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (Resolution, error) {
 	if strings.HasSuffix(key.Name, "\x05block\x00") {
 		r.blocked.Add(1)
 		defer r.blocked.Add(-1)
@@ -46,7 +46,7 @@ func (r *blockingResolver) Resolve(ctx context.Context, key wire.Key, req *dns.M
 			return Resolution{}, ctx.Err()
 		}
 	}
-	return r.fakeResolver.Resolve(ctx, key, req, by)
+	return r.fakeResolver.Resolve(ctx, key, by)
 }
 
 // waitFor polls cond until it holds, failing the test after a generous

@@ -120,7 +120,7 @@ func (s *Server) chase(ctx context.Context, by time.Time, m *dns.Msg, target str
 			m.Rcode = dns.RcodeServerFailure
 			return
 		}
-		res, err := s.resolver.Resolve(ctx, key, key.Request(), by)
+		res, err := s.resolver.Resolve(ctx, key, by)
 		if err != nil {
 			m.Rcode = dns.RcodeServerFailure
 			return
