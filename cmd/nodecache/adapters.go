@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/server"
@@ -46,13 +44,13 @@ func (a resolverAdapter) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wir
 	return a.c.Lookup(q, now)
 }
 
-func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, req *dns.Msg, by time.Time) (server.Resolution, error) {
+func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, by time.Time) (server.Resolution, error) {
 	if a.local != nil {
-		if res, ok, err := a.local.resolveRewritten(ctx, resolverAdapter{c: a.c}, key, req, by); ok {
+		if res, ok, err := a.local.resolveRewritten(ctx, resolverAdapter{c: a.c}, key, by); ok {
 			return res, err
 		}
 	}
-	res, err := a.c.ResolveBy(ctx, key, req, by)
+	res, err := a.c.ResolveBy(ctx, key, by)
 	if err != nil {
 		if errors.Is(err, upstream.ErrOverloaded) {
 			return server.Resolution{}, errors.Join(server.ErrOverloaded, err)

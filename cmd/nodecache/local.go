@@ -63,30 +63,28 @@ func keyPresentation(q *wire.Query) string {
 	return name
 }
 
-// resolveRewritten answers req, whose name a rule rewrites: it asks the
+// resolveRewritten answers key, whose name a rule rewrites: it asks the
 // target (static records, the cluster zone, or the cache) and writes the
 // asked name back into the reply.
-func (l *localAnswers) resolveRewritten(ctx context.Context, a resolverAdapter, key wire.Key, req *dns.Msg, by time.Time) (server.Resolution, bool, error) {
-	original := strings.ToLower(req.Question[0].Name)
+func (l *localAnswers) resolveRewritten(ctx context.Context, a resolverAdapter, key wire.Key, by time.Time) (server.Resolution, bool, error) {
+	original := key.PresentationName() // lowercased; the server writes the asker's spelling
 	to, rule, ok := l.rewriteRules().Apply(original)
 	if !ok {
 		return server.Resolution{}, false, nil
 	}
-	qtype := req.Question[0].Qtype
+	qtype := key.Type
 	src := server.SourceLocal
 	m, ok := l.static.LookupNameIfAny(to, qtype)
 	if !ok && l.zone != nil && dns.IsSubDomain(l.domain, to) {
-		m, ok = l.zoneAnswer(to, req), true
+		m, ok = l.zoneAnswer(to, qtype), true
 		src = server.SourceZone
 	}
 	if !ok {
-		nreq := req.Copy()
-		nreq.Question[0].Name = to
 		nkey, err := wire.NewKey(to, qtype, key.Class, key.DO, key.CD)
 		if err != nil {
 			return server.Resolution{}, true, fmt.Errorf("rewriting %s to %s: %w", original, to, err)
 		}
-		res, err := a.Resolve(ctx, nkey, nreq, by)
+		res, err := a.Resolve(ctx, nkey, by)
 		if err != nil {
 			return server.Resolution{}, true, err
 		}
@@ -96,7 +94,7 @@ func (l *localAnswers) resolveRewritten(ctx context.Context, a resolverAdapter, 
 		applyTTLMode(m, res.Mode)
 		src = res.Source
 	}
-	rule.Revert(m, req.Question[0].Name, to)
+	rule.Revert(m, original, to)
 	p, err := wire.Pack(m)
 	if err != nil {
 		return server.Resolution{}, true, fmt.Errorf("packing the rewritten reply for %s: %w", original, err)
@@ -107,10 +105,10 @@ func (l *localAnswers) resolveRewritten(ctx context.Context, a resolverAdapter, 
 // zoneAnswer is the cluster zone's reply for name, with records copied
 // (the zone's are shared and Revert renames them). A CNAME out of the
 // zone is not chased: the reply ends at it.
-func (l *localAnswers) zoneAnswer(name string, req *dns.Msg) *dns.Msg {
-	za := l.zone.Lookup(name, req.Question[0].Qtype)
+func (l *localAnswers) zoneAnswer(name string, qtype uint16) *dns.Msg {
+	za := l.zone.Lookup(name, qtype)
 	m := new(dns.Msg)
-	m.SetQuestion(name, req.Question[0].Qtype)
+	m.SetQuestion(name, qtype)
 	m.Response, m.Authoritative, m.RecursionAvailable = true, za.Rcode != dns.RcodeServerFailure, true
 	m.Rcode = za.Rcode
 	if za.Rcode == dns.RcodeRefused { // not the zone's after all (a reverse name)
