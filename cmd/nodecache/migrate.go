@@ -272,8 +272,7 @@ func checkRunConfig(data []byte) error {
 	}
 	defer os.Remove(f.Name())
 	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
+		return errors.Join(err, f.Close())
 	}
 	if err := f.Close(); err != nil {
 		return err

@@ -152,11 +152,9 @@ func groupNotes(notes []string) []string {
 	groups := map[string]*group{}
 	for _, n := range notes {
 		from, msg, _ := strings.Cut(n, ": ")
-		key := msg
+		key := n // a note without a line stays alone
 		if m := lineRE.FindStringSubmatch(from); m != nil {
 			key = strings.TrimPrefix(from, m[0][:len(m[0])-1]) + "\x00" + msg // directive text and message
-		} else {
-			key = n
 		}
 		if g, ok := groups[key]; ok {
 			if m := lineRE.FindStringSubmatch(from); m != nil {

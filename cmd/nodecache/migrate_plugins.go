@@ -298,7 +298,7 @@ func (t *translator) log(_ *blockCtx, d *corefile.Directive) error {
 		return nil
 	}
 	t.m.set("query-log-rate", "100", w+" (at most 100 lines a second; CoreDNS logs every query)")
-	if names := d.Args; len(names) > 0 && !(len(names) == 1 && names[0] == ".") {
+	if names := d.Args; len(names) > 1 || len(names) == 1 && names[0] != "." {
 		t.m.set("query-log-suffix", strings.Join(names, ","), w)
 	}
 	return nil

@@ -61,7 +61,7 @@ func noCluster(string) (kubernetes.Interface, error) {
 func golden(t *testing.T, path, got string) {
 	t.Helper()
 	if *update {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+		if err := os.WriteFile(path, []byte(got), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return

@@ -168,7 +168,7 @@ func (a *agent) reload(why string) (uint64, error) {
 	cfg, err := parseRunConfig(a.cfg.args)
 	defer func() { s.stamp = watchedStamp(s.cfg) }()
 	if err == nil {
-		err = a.applyLive(s.cfg, cfg)
+		err = a.applyLive(cfg)
 	}
 	if err != nil {
 		msg := err.Error()
@@ -218,7 +218,7 @@ func restartOnly(old, cur *runConfig) []string {
 
 // applyLive builds everything cfg changes, then swaps it in. Whatever
 // can fail runs before the first swap.
-func (a *agent) applyLive(old, cfg *runConfig) error {
+func (a *agent) applyLive(cfg *runConfig) error {
 	fcfg, stubs, err := a.forwarderConfig(cfg)
 	if err != nil {
 		return err

@@ -280,7 +280,7 @@ func (a *agent) build() error {
 	a.forwarder = newLiveUpstream(fwd)
 	a.cache, err = cache.New(cacheConfig(cfg, stubs.limits), a.forwarder, a.reg, log.With("component", "cache"))
 	if err != nil {
-		a.forwarder.Close()
+		_ = a.forwarder.Close()
 		return fmt.Errorf("cache: %w", err)
 	}
 	var zone server.Zone
