@@ -76,8 +76,14 @@ func (l *localAnswers) resolveRewritten(ctx context.Context, a resolverAdapter, 
 	src := server.SourceLocal
 	m, ok := l.static.LookupNameIfAny(to, qtype)
 	if !ok && l.zone != nil && dns.IsSubDomain(l.domain, to) {
-		m, ok = l.zoneAnswer(to, qtype), true
-		src = server.SourceZone
+		var chase string
+		m, chase = l.zoneAnswer(to, qtype)
+		ok, src = true, server.SourceZone
+		if chase != "" {
+			if err := chaseOut(ctx, a, m, chase, key, by); err != nil {
+				return server.Resolution{}, true, err
+			}
+		}
 	}
 	if !ok {
 		nkey, err := wire.NewKey(to, qtype, key.Class, key.DO, key.CD)
@@ -103,9 +109,9 @@ func (l *localAnswers) resolveRewritten(ctx context.Context, a resolverAdapter, 
 }
 
 // zoneAnswer is the cluster zone's reply for name, with records copied
-// (the zone's are shared and Revert renames them). A CNAME out of the
-// zone is not chased: the reply ends at it.
-func (l *localAnswers) zoneAnswer(name string, qtype uint16) *dns.Msg {
+// (the zone's are shared and Revert renames them), and the name out of
+// the zone its CNAME ends at, if any (an ExternalName service).
+func (l *localAnswers) zoneAnswer(name string, qtype uint16) (*dns.Msg, string) {
 	za := l.zone.Lookup(name, qtype)
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
@@ -115,7 +121,29 @@ func (l *localAnswers) zoneAnswer(name string, qtype uint16) *dns.Msg {
 		m.Rcode = dns.RcodeNameError
 	}
 	m.Answer, m.Ns, m.Extra = za.Answer, za.Ns, za.Extra
-	return m.Copy()
+	return m.Copy(), za.Chase
+}
+
+// chaseOut resolves target, where a zone answer's CNAME leads out of the
+// zone, through the cache and appends its records; the reply takes its
+// rcode (RFC 6604), as the server does for a query of the zone.
+func chaseOut(ctx context.Context, a resolverAdapter, m *dns.Msg, target string, key wire.Key, by time.Time) error {
+	ck, err := wire.NewKey(target, key.Type, key.Class, key.DO, key.CD)
+	if err != nil {
+		return fmt.Errorf("chasing %s: %w", target, err)
+	}
+	res, err := a.Resolve(ctx, ck, by)
+	if err != nil {
+		return err
+	}
+	cm, err := res.Packed.Msg()
+	if err != nil {
+		return err
+	}
+	applyTTLMode(cm, res.Mode)
+	m.Answer = append(m.Answer, cm.Answer...)
+	m.Rcode = cm.Rcode
+	return nil
 }
 
 // applyTTLMode writes TTLs as wire.Packed.AppendReply would.

@@ -20,6 +20,7 @@ func TestAgentStaticAndRewrite(t *testing.T) {
 		"--static-ttl", "60s",
 		"--rewrite-name", "orders.example.com web.demo.svc.cluster.local",
 		"--rewrite-name", "exact shop.example.com www.example.org",
+		"--rewrite-name", "exact find.example.com search.demo.svc.cluster.local",
 		"--rewrite-name", "suffix .old.example.com. .example.internal.",
 	)
 	startAgent(t, cfg)
@@ -38,6 +39,8 @@ func TestAgentStaticAndRewrite(t *testing.T) {
 		{"shop.example.com.", dns.TypeA, dns.RcodeSuccess, []string{"shop.example.com.\t300\tIN\tA\t192.0.2.7"}},
 		{"db.old.example.com.", dns.TypeA, dns.RcodeSuccess, []string{"db.example.internal.\t60\tIN\tA\t10.0.0.5"}},
 		{"nx.old.example.com.", dns.TypeA, dns.RcodeNameError, nil},
+		// to an ExternalName service: its CNAME, then the chased name's records
+		{"find.example.com.", dns.TypeA, dns.RcodeSuccess, []string{"find.example.com.\t5\tIN\tCNAME\twww.example.com.", "www.example.com.\t300\tIN\tA\t192.0.2.7"}},
 	}
 	for _, tt := range tests {
 		r := ask(t, addr, tt.name, tt.qtype)
