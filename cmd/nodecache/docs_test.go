@@ -22,22 +22,21 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite docs/flags.md and docs
 // to dispatch.
 const helpEnv = "NODECACHE_DOCS_HELP"
 
-// TestPrintCommandHelp is the helper process of TestFlagsDoc: commands
-// print their -h text to the process's stderr, so each runs in a process
-// of its own.
-func TestPrintCommandHelp(t *testing.T) {
-	args := os.Getenv(helpEnv)
-	if args == "" {
-		t.Skip("helper process for TestFlagsDoc; runs only when " + helpEnv + " is set")
+// TestMain doubles as the helper process of TestFlagsDoc: commands print
+// their -h text to the process's stderr, so each runs in a process of its
+// own, the test binary re-run with helpEnv set.
+func TestMain(m *testing.M) {
+	if args := os.Getenv(helpEnv); args != "" {
+		_ = dispatch(strings.Fields(args)) // flag.ErrHelp
+		os.Exit(0)
 	}
-	_ = dispatch(strings.Fields(args)) // flag.ErrHelp
-	os.Exit(0)
+	os.Exit(m.Run())
 }
 
 // commandHelp returns what `nodecache ARGS` prints on stderr.
 func commandHelp(t testing.TB, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPrintCommandHelp$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helpEnv+"="+strings.Join(args, " "))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
