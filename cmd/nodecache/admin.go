@@ -35,6 +35,17 @@ type statusReply struct {
 	Upstreams []upstreamRow     `json:"upstreams"`
 	Totals    totals            `json:"totals"`
 	Config    map[string]string `json:"config"`
+	// ConfigGeneration is 1 at start and grows with each reload applied;
+	// ConfigError is why the last reload was refused (empty after one
+	// that applied).
+	ConfigGeneration uint64 `json:"config_generation"`
+	ConfigError      string `json:"config_error,omitempty"`
+}
+
+// reloadReply is POST /v1/reload's answer.
+type reloadReply struct {
+	Generation uint64 `json:"generation"`
+	Error      string `json:"error,omitempty"`
 }
 
 type upstreamRow struct {
@@ -63,6 +74,14 @@ func (a *agent) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.status()) })
 	mux.HandleFunc("GET /v1/query", a.adminQuery)
+	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, _ *http.Request) {
+		gen, err := a.reload("nodecache reload")
+		rep := reloadReply{Generation: gen}
+		if err != nil {
+			rep.Error = err.Error()
+		}
+		writeJSON(w, rep)
+	})
 	mux.HandleFunc("GET /v1/upstreams", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.upstreamRows()) })
 	mux.HandleFunc("GET /v1/cache/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.cache.Stats()) })
 	mux.HandleFunc("GET /v1/cache/dump", func(w http.ResponseWriter, r *http.Request) {
@@ -74,9 +93,7 @@ func (a *agent) adminMux() *http.ServeMux {
 		})
 		writeJSON(w, out)
 	})
-	mux.HandleFunc("POST /v1/cache/flush", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]int{"flushed": a.cache.Flush(r.URL.Query().Get("name"))})
-	})
+	mux.HandleFunc("POST /v1/cache/flush", a.adminFlush)
 	mux.HandleFunc("GET /v1/zone/list", func(w http.ResponseWriter, r *http.Request) {
 		if a.hasZone(w) {
 			writeJSON(w, a.zone.List(r.URL.Query().Get("namespace")))
@@ -91,20 +108,86 @@ func (a *agent) adminMux() *http.ServeMux {
 		rows, t := a.clients.snapshot(atoiDefault(r.URL.Query().Get("n"), 20), a.podName)
 		writeJSON(w, map[string]any{"clients": rows, "totals": t, "time": time.Now()})
 	})
-	mux.HandleFunc("GET /v1/pod", func(w http.ResponseWriter, r *http.Request) {
-		ip, err := netip.ParseAddr(r.URL.Query().Get("ip"))
-		if err != nil || a.zone == nil {
-			http.Error(w, "unknown pod", http.StatusNotFound)
+	mux.HandleFunc("GET /v1/tail", a.adminTail)
+	mux.HandleFunc("GET /v1/pod", a.adminPod)
+	return mux
+}
+
+// flushReply says what a flush removed: Flushed entries for Name (that
+// name, every type), at or below Zone, or All of them.
+type flushReply struct {
+	Flushed int    `json:"flushed"`
+	Name    string `json:"name,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	All     bool   `json:"all,omitempty"`
+}
+
+// adminFlush is POST /v1/cache/flush with exactly one of name=NAME,
+// zone=SUFFIX or all=true; with none it flushes nothing and says so.
+func (a *agent) adminFlush(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	name, zone, all := q.Get("name"), q.Get("zone"), q.Get("all") == "true"
+	set := 0
+	for _, on := range []bool{name != "", zone != "", all} {
+		if on {
+			set++
+		}
+	}
+	if set != 1 {
+		http.Error(w, "flush: want exactly one of name=NAME, zone=SUFFIX or all=true", http.StatusBadRequest)
+		return
+	}
+	rep := flushReply{All: all}
+	if target := name + zone; !all {
+		if _, ok := dns.IsDomainName(target); !ok {
+			http.Error(w, fmt.Sprintf("flush: %q is not a domain name", target), http.StatusBadRequest)
 			return
 		}
-		p, ok := a.zone.PodByIP(ip)
+	}
+	switch {
+	case name != "":
+		rep.Name = dns.Fqdn(name)
+		rep.Flushed = a.cache.Flush(rep.Name)
+	case zone != "":
+		rep.Zone = dns.Fqdn(zone)
+		rep.Flushed = a.cache.FlushZone(rep.Zone)
+	default:
+		rep.Flushed = a.cache.FlushAll()
+	}
+	writeJSON(w, rep)
+}
+
+// adminPod is GET /v1/pod?ip=IP or ?name=NAMESPACE/NAME: one of this
+// node's pods.
+func (a *agent) adminPod(w http.ResponseWriter, r *http.Request) {
+	if !a.hasZone(w) {
+		return
+	}
+	if nsName := r.URL.Query().Get("name"); nsName != "" {
+		ns, name, ok := strings.Cut(nsName, "/")
 		if !ok {
-			http.Error(w, "no pod of this node has that IP", http.StatusNotFound)
+			http.Error(w, "name: want NAMESPACE/NAME", http.StatusBadRequest)
+			return
+		}
+		p, ok := a.zone.PodByName(ns, name)
+		if !ok {
+			http.Error(w, fmt.Sprintf("no pod %s on this node (%s): the agent knows its own node's pods", nsName, a.cfg.NodeName), http.StatusNotFound)
 			return
 		}
 		writeJSON(w, p)
-	})
-	return mux
+		return
+	}
+	ip, err := netip.ParseAddr(r.URL.Query().Get("ip"))
+	if err != nil {
+		http.Error(w, "want ip=IP or name=NAMESPACE/NAME", http.StatusBadRequest)
+		return
+	}
+	p, ok := a.zone.PodByIP(ip)
+	if !ok {
+		http.Error(w, "no pod of this node has that IP", http.StatusNotFound)
+		return
+	}
+	writeJSON(w, p)
 }
 
 // hasZone reports whether the agent serves a cluster zone, answering 404
@@ -133,7 +216,7 @@ func (a *agent) status() statusReply {
 		Cache: a.cache.Stats(), Upstreams: a.upstreamRows(),
 		Config: map[string]string{
 			"local-ip": joinAddrs(a.addrs), "cluster-domain": a.cfg.ClusterDomain,
-			"upstream": a.cfg.Upstream, "cache-size": a.cfg.CacheSize.String(),
+			"upstream": a.liveConfig().Upstream, "cache-size": a.cfg.CacheSize.String(),
 			"health-addr": a.healthAddr(), "metrics-addr": a.metricsAddr(),
 		},
 	}
@@ -145,6 +228,10 @@ func (a *agent) status() statusReply {
 		st.Zone = &zs
 	}
 	_, st.Totals = a.clients.snapshot(0, nil)
+	st.ConfigGeneration = a.live.gen.Load()
+	if e := a.live.lastErr.Load(); e != nil {
+		st.ConfigError = *e
+	}
 	return st
 }
 
@@ -230,7 +317,9 @@ func (a *agent) serveAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
-	h := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+	// Requests live under ctx, so that a `tail` stream ends with the agent.
+	h := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return ctx }}
 	errc := make(chan error, 1)
 	go func() { errc <- h.Serve(ln) }()
 	select {

@@ -28,18 +28,18 @@ type cliAgent struct {
 	up      *testUpstream
 }
 
-func startCLIAgent(t *testing.T) *cliAgent {
+func startCLIAgent(t testing.TB) *cliAgent {
 	t.Helper()
 	up := startUpstream(t)
 	port := freePort(t)
 	dir := t.TempDir()
-	cfg := testAgentConfig(t, up.addr, dir, port)
+	cfg := testAgentConfig(t, up.addr, dir, port, "--node-name", "node-a") // the fixture's node of demo/web-1
 	startAgent(t, cfg)
 	return &cliAgent{socket: filepath.Join(dir, "admin.sock"), dns: fmt.Sprintf("127.0.0.1:%d", port), metrics: cfg.MetricsAddr, up: up}
 }
 
 // cli runs a CLI command against a and returns what it printed.
-func (a *cliAgent) cli(t *testing.T, args ...string) (string, error) {
+func (a *cliAgent) cli(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	fn, ok := cliTable()[args[0]]
 	if !ok {
@@ -51,7 +51,7 @@ func (a *cliAgent) cli(t *testing.T, args ...string) (string, error) {
 }
 
 // text runs a command that must succeed and checks its output contains want.
-func (a *cliAgent) text(t *testing.T, args []string, want ...string) string {
+func (a *cliAgent) text(t testing.TB, args []string, want ...string) string {
 	t.Helper()
 	out, err := a.cli(t, args...)
 	if err != nil {
@@ -66,7 +66,7 @@ func (a *cliAgent) text(t *testing.T, args []string, want ...string) string {
 }
 
 // json runs a command with -o json and decodes its output into v.
-func (a *cliAgent) json(t *testing.T, v any, args ...string) {
+func (a *cliAgent) json(t testing.TB, v any, args ...string) {
 	t.Helper()
 	out, err := a.cli(t, append(args, "-o", "json")...)
 	if err != nil {
@@ -77,6 +77,15 @@ func (a *cliAgent) json(t *testing.T, v any, args ...string) {
 	}
 }
 
+// ask sends name/qtype to the agent's DNS port, so a subtest makes the
+// cache and upstream state it checks.
+func (a *cliAgent) ask(t testing.TB, name string, qtype uint16) {
+	t.Helper()
+	ask(t, a.dns, name, qtype)
+}
+
+// TestCLIAgainstTheAgent runs every command against one agent. Each subtest
+// makes the state it checks, so any one runs alone (-run .../cache).
 func TestCLIAgainstTheAgent(t *testing.T) {
 	a := startCLIAgent(t)
 	upAddr := a.up.addr.String()
@@ -131,6 +140,14 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 		a.text(t, []string{"explain", "nxhost.example.org", "--pod", "demo/web-1", "--host-resolv-conf", host},
 			"glibc, ndots 5, search demo.svc.cluster.local svc.cluster.local cluster.local corp.example",
 			"NOT resolved after 10 queries for 5 names")
+		// The pod given, not just its namespace: one on another node, or
+		// none, is an error rather than a guess.
+		for _, pod := range []string{"demo/web-2", "demo/nosuch"} {
+			_, err := a.cli(t, "explain", "web", "--pod", pod, "--host-resolv-conf", host)
+			if err == nil || !strings.Contains(err.Error(), "no pod "+pod+" on this node") {
+				t.Errorf("explain --pod %s (not on this node): got %v, want an error saying so", pod, err)
+			}
+		}
 		conf := filepath.Join(t.TempDir(), "resolv.conf")
 		if err := writeFile(conf, "search example.org\noptions ndots:1\n"); err != nil {
 			t.Fatal(err)
@@ -142,24 +159,46 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 	})
 
 	t.Run("cache", func(t *testing.T) {
+		a.ask(t, "cached.example.org.", dns.TypeA) // a miss, then a hit
+		a.ask(t, "cached.example.org.", dns.TypeA)
+		a.ask(t, "nx-cached.example.org.", dns.TypeA)
 		var st cache.Stats
 		a.json(t, &st, "cache", "stats")
 		if st.Entries == 0 || st.Hits == 0 {
-			t.Errorf("stats: got %+v, want entries and hits after the query tests", st)
+			t.Errorf("stats: got %+v, want entries and hits", st)
 		}
 		var dump []cache.EntryInfo
-		a.json(t, &dump, "cache", "dump", "--filter", "www.example.org")
-		if len(dump) == 0 || dump[0].Name != "www.example.org." {
-			t.Errorf("dump: got %+v, want www.example.org.", dump)
+		a.json(t, &dump, "cache", "dump", "--filter", "cached.example.org")
+		if len(dump) == 0 || dump[0].Name != "cached.example.org." {
+			t.Errorf("dump: got %+v, want cached.example.org.", dump)
 		}
-		a.text(t, []string{"cache", "dump", "example.org"}, "www.example.org.", "positive", "nx.example.org.", "negative")
-		a.text(t, []string{"cache", "flush", "www.example.org"}, "flushed 1 entries (www.example.org and below)")
-		a.json(t, &dump, "cache", "dump", "--filter", "www.example.org")
+		a.text(t, []string{"cache", "dump", "example.org"}, "cached.example.org.", "positive", "nx-cached.example.org.", "negative")
+		// No name: a usage error, and nothing flushed.
+		before := len(dump)
+		if _, err := a.cli(t, "cache", "flush"); exitCode(err) != exitUsage {
+			t.Errorf("cache flush with no name: got %v (exit %d), want a usage error (exit %d)", err, exitCode(err), exitUsage)
+		}
+		if _, err := a.cli(t, "cache", "flush", "x.example.org", "--all"); exitCode(err) != exitUsage {
+			t.Errorf("cache flush NAME --all: got %v, want a usage error", err)
+		}
+		a.json(t, &dump, "cache", "dump", "--filter", "cached.example.org")
+		if len(dump) != before {
+			t.Errorf("dump after a flush with no name: got %d entries, want %d (nothing flushed)", len(dump), before)
+		}
+		a.text(t, []string{"cache", "flush", "cached.example.org"}, "removed 1 entries for cached.example.org. (every type; names below it kept)")
+		a.json(t, &dump, "cache", "dump", "--filter", "cached.example.org")
 		if len(dump) != 0 {
 			t.Errorf("dump after flush: got %+v, want none", dump)
 		}
-		if _, err := a.cli(t, "cache", "drop"); err == nil {
-			t.Errorf("cache drop: got no error, want one")
+		a.json(t, &dump, "cache", "dump", "--filter", "example.org")
+		a.text(t, []string{"cache", "flush", "--zone", "example.org"}, fmt.Sprintf("removed %d entries for example.org. and the names below it", len(dump)))
+		a.json(t, &dump, "cache", "dump", "--filter", "example.org")
+		if len(dump) != 0 {
+			t.Errorf("dump after a zone flush: got %+v, want none", dump)
+		}
+		a.text(t, []string{"cache", "flush", "--all", "-o", "yaml"}, "all: true", "flushed: ")
+		if _, err := a.cli(t, "cache", "drop"); exitCode(err) != exitUsage {
+			t.Errorf("cache drop: got %v, want a usage error", err)
 		}
 	})
 
@@ -182,6 +221,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 	})
 
 	t.Run("upstreams", func(t *testing.T) {
+		a.ask(t, "upstreams.example.org.", dns.TypeA)
 		var rows []upstreamRow
 		a.json(t, &rows, "upstreams")
 		if len(rows) != 1 || rows[0].Addr != upAddr || !rows[0].Up || rows[0].Requests == 0 {
@@ -220,8 +260,6 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 		}
 		a.text(t, []string{"top", "--once", "--interval", "50ms"}, "queries/s", "TOP BY QUERIES", "TOP BY NXDOMAIN")
 	})
-
-	t.Run("dashboard", a.checkDashboard)
 
 	t.Run("doctor", func(t *testing.T) {
 		e := fakeNode{files: map[string]string{
@@ -270,6 +308,9 @@ func TestCLIAgentNotRunning(t *testing.T) {
 		if !errors.Is(err, ErrAgentUnreachable) {
 			t.Errorf("%s: got an error not wrapping ErrAgentUnreachable", cmd)
 		}
+		if got := exitCode(err); got != exitUnreachable {
+			t.Errorf("%s: got exit status %d, want %d (agent unreachable)", cmd, got, exitUnreachable)
+		}
 	}
 }
 
@@ -284,8 +325,9 @@ func TestParseCLI(t *testing.T) {
 		{[]string{"-o", "json", "web"}, 1, 2, "web", "json"},
 		{[]string{"web", "--admin-socket", "/x", "AAAA"}, 1, 2, "web AAAA", "text"},
 		{[]string{}, 1, 2, "error: got 0 arguments, want 1 to 2", ""},
+		{[]string{"-o", "xml"}, 0, 0, `error: -o "xml": want text, json or yaml`, ""},
+		{[]string{"-o", "yaml"}, 0, 0, "", "yaml"},
 		{[]string{"a", "b", "c"}, 1, 2, "error: got 3 arguments, want 1 to 2", ""},
-		{[]string{"-o", "yaml"}, 0, 0, `error: -o "yaml": want text or json`, ""},
 		{[]string{"--bogus"}, 0, 0, "error: flag provided but not defined", ""},
 	}
 	for _, tt := range tests {
@@ -332,6 +374,31 @@ func TestZoneShow(t *testing.T) {
 	for _, tt := range tests {
 		if got := zoneShow(recs, tt.name, "cluster.local"); len(got) != tt.want {
 			t.Errorf("%s: got %d records, want %d", tt.name, len(got), tt.want)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{flag.ErrHelp, exitOK},
+		{usageErrorf("cache flush: want a name"), exitUsage},
+		{fmt.Errorf("top: %w", &agentError{socket: "/x", cause: errors.New("connect: refused")}), exitUnreachable},
+		{fmt.Errorf("doctor: 2 checks failed: %w", errFindings), exitDoctorFail},
+		{fmt.Errorf("doctor: 1 checks warned: %w", errWarnings), exitDoctorWarn},
+		{errors.New("the agent answered 502"), exitError},
+	} {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("exitCode(%v): got %d, want %d", tt.err, got, tt.want)
+		}
+	}
+	// The dispatcher's own usage errors.
+	for _, args := range [][]string{{}, {"bogus"}, {"cache", "flush"}, {"tail", "--min-latency", "x"}, {"tail", "--rcode", "BOGUS"}} {
+		if got := exitCode(dispatch(args)); got != exitUsage {
+			t.Errorf("nodecache %q: got exit status %d, want %d", args, got, exitUsage)
 		}
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodecache/nodecache/pkg/tap"
 )
 
 // runConfig is every setting of `nodecache run`. Flags fill it; a --config
@@ -43,17 +45,30 @@ type runConfig struct {
 	MaxTTL         time.Duration
 	MaxNegativeTTL time.Duration
 	StaleMaxAge    time.Duration
+	Prefetch       bool
 
-	UpstreamPolicy      string
-	UpstreamTimeout     time.Duration
-	UpstreamDeadline    time.Duration
-	MaxUpstreamInFlight int
-	MaxTCPConns         int
-	TCPIdleTimeout      time.Duration
+	UpstreamPolicy       string
+	UpstreamTLSCA        string
+	UpstreamTimeout      time.Duration
+	UpstreamDeadline     time.Duration
+	MaxUpstreamInFlight  int
+	MaxTCPConns          int
+	MaxTCPConnsPerClient int
+	MaxInFlightPerClient int
+	TCPIdleTimeout       time.Duration
+
+	StaticRecords   listFlag
+	StaticFiles     listFlag
+	StaticTTL       time.Duration
+	StaticNoReverse bool
+	RewriteNames    listFlag
 
 	Autopath       bool
 	ClientQPSLimit float64
 	ClientBurst    int
+
+	Dnstap   string
+	QueryLog queryLogConfig
 
 	MetricsAddr    string
 	Pprof          bool
@@ -61,9 +76,16 @@ type runConfig struct {
 	AdminSocket    string
 	HandoverSocket string
 	HandoverWait   time.Duration
+	PodStateDir    string
+	PodUID         string
+	PodName        string
+	PodNamespace   string
 	LogLevel       string
 	LogFormat      string
 	ConfigFile     string
+
+	ConfigCheckInterval time.Duration
+	args                []string // the command line, parsed again by a reload
 }
 
 // listFlag is a repeatable string flag.
@@ -139,8 +161,8 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	c.CacheSize = 64 << 20
 	fs.Var(ipListFlag{&c.LocalIPs}, "local-ip", "comma list of IPs to serve on; add the kube-dns ClusterIP to intercept it")
 	fs.UintVar(&c.Port, "port", 53, "DNS port")
-	fs.StringVar(&c.Upstream, "upstream", "/etc/resolv.conf", "comma list of upstream IP[:port], or a resolv.conf path")
-	fs.Var(&c.StubDomains, "stub-domain", "DOMAIN=IP[:port],... send DOMAIN to its own resolvers (repeatable)")
+	fs.StringVar(&c.Upstream, "upstream", "/etc/resolv.conf", "comma list of upstream IP[:port] and tls://IP[:853][#SERVER-NAME] (DNS over TLS), or a resolv.conf path")
+	fs.Var(&c.StubDomains, "stub-domain", "DOMAIN=IP[:port],... [policy=P] [force-tcp] [timeout=D] [max-concurrent=N] [max-ttl=D] [max-negative-ttl=D]: send DOMAIN to its own resolvers, with its own settings (repeatable)")
 	fs.StringVar(&c.KubeDNSConfig, "kube-dns-config-dir", "", "directory of a mounted kube-dns ConfigMap (stubDomains, upstreamNameservers)")
 	fs.BoolVar(&c.SetupInterface, "setup-interface", true, "create the interface and its addresses")
 	fs.BoolVar(&c.SetupIPTables, "setup-iptables", true, "install NOTRACK and ACCEPT rules")
@@ -161,27 +183,43 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.Var(&c.CacheSize, "cache-size", "cache budget in bytes (units: KiB, MiB, GiB)")
 	durationVar(fs, &c.MaxTTL, "max-ttl", time.Hour, "cap on cached positive TTLs")
 	durationVar(fs, &c.MaxNegativeTTL, "max-negative-ttl", time.Hour, "cap on cached negative TTLs")
+	fs.BoolVar(&c.Prefetch, "prefetch", true, "refresh names asked often before they expire (CoreDNS's cache prefetch; false: only on a miss)")
 	durationVar(fs, &c.StaleMaxAge, "stale-max-age", time.Hour, "serve expired entries up to this long when upstreams fail (0 disables)")
 
+	fs.StringVar(&c.UpstreamTLSCA, "upstream-tls-ca", "", "PEM file of the CAs that verify DNS over TLS upstreams (tls://IP[:853][#NAME] in --upstream and --stub-domain); default the system's")
 	fs.StringVar(&c.UpstreamPolicy, "upstream-policy", "random", "upstream choice: random, sequential or round_robin")
 	durationVar(fs, &c.UpstreamTimeout, "upstream-timeout", 2*time.Second, "timeout of one upstream try")
 	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", 5*time.Second, "overall deadline of a forwarded query")
 	fs.IntVar(&c.MaxUpstreamInFlight, "max-upstream-inflight", 1000, "cap on queries in flight upstream; beyond it REFUSED")
 	fs.IntVar(&c.MaxTCPConns, "max-tcp-conns", 1000, "cap on client TCP connections")
+	fs.IntVar(&c.MaxTCPConnsPerClient, "max-tcp-conns-per-client", 100, "cap on one client IP's TCP connections; beyond it new ones are closed")
+	fs.IntVar(&c.MaxInFlightPerClient, "max-inflight-per-client", 100, "cap on one client IP's queries waiting for an upstream answer; beyond it REFUSED")
 	durationVar(fs, &c.TCPIdleTimeout, "tcp-idle-timeout", 10*time.Second, "close idle client TCP connections after this")
 
+	fs.Var(&c.StaticRecords, "static-record", "\"IP NAME [NAME...]\": answer NAME with IP before the cache, as a hosts file line (repeatable)")
+	fs.Var(&c.StaticFiles, "static-file", "hosts file whose lines are static records; re-read when it changes (repeatable)")
+	durationVar(fs, &c.StaticTTL, "static-ttl", time.Hour, "TTL of static record answers")
+	fs.BoolVar(&c.StaticNoReverse, "static-no-reverse", false, "do not answer PTR queries for the IPs of static records")
+	fs.Var(&c.RewriteNames, "rewrite-name", "\"[exact|suffix] FROM TO [answer auto]\": answer FROM with what TO resolves to (repeatable)")
 	fs.BoolVar(&c.Autopath, "autopath", false, "answer a pod's first search-path query for its whole search path (ends the ndots:5 storm)")
 	fs.Float64Var(&c.ClientQPSLimit, "client-qps-limit", 0, "per-client-IP query rate limit; beyond it REFUSED (0: no limit)")
 	fs.IntVar(&c.ClientBurst, "client-burst", 0, "burst of --client-qps-limit (default: the limit, at least 1)")
+	fs.StringVar(&c.Dnstap, "dnstap", "", "send dnstap messages (client and upstream queries and replies) to unix:///PATH or tcp://HOST:PORT")
+	c.QueryLog.register(fs)
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Prometheus listener host:port (default <first local IP>:9253)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the metrics listener (profiling; keep it off in production)")
 	fs.StringVar(&c.HealthAddr, "health-addr", "", "health listener host:port for /healthz and /readyz (default <first local IP>:8080)")
 	fs.StringVar(&c.AdminSocket, "admin-socket", "/run/nodecache/admin.sock", "root-only unix socket for the CLI")
 	fs.StringVar(&c.HandoverSocket, "handover-socket", "/run/nodecache/handover.sock", "unix socket for handing listeners to a successor")
 	durationVar(fs, &c.HandoverWait, "handover-timeout", 5*time.Second, "how long to wait for a predecessor's handover")
+	fs.StringVar(&c.PodStateDir, "pod-state-dir", "", "pod-scoped directory (an emptyDir) for the probe socket and handover state; set in a pod: after a handover the agent then idles until its pod is deleted instead of exiting")
+	fs.StringVar(&c.PodUID, "pod-uid", os.Getenv("POD_UID"), "this pod's UID, so a successor never hands the sockets back to it (default $POD_UID)")
+	fs.StringVar(&c.PodName, "pod-name", os.Getenv("POD_NAME"), "this pod's name: on SIGTERM the agent tears down only if its pod is being deleted, not when just its container restarts (default $POD_NAME)")
+	fs.StringVar(&c.PodNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "this pod's namespace (default $POD_NAMESPACE)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with the same settings (keys are flag names); flags win")
+	durationVar(fs, &c.ConfigCheckInterval, "config-check-interval", 5*time.Second, "how often --config and the kube-dns ConfigMap are checked for changes, applied live (0: only on SIGHUP and nodecache reload)")
 	return fs
 }
 
@@ -214,7 +252,7 @@ func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Durat
 
 // parseRunConfig parses args, then the --config file, then validates.
 func parseRunConfig(args []string) (*runConfig, error) {
-	c := &runConfig{}
+	c := &runConfig{args: args}
 	fs := newRunFlags(c)
 	fs.SetOutput(io.Discard) // errors are returned as one line; -h prints below
 	if err := fs.Parse(args); err != nil {
@@ -266,7 +304,7 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 		}
 		vals := []any{m[k]}
 		if list, ok := m[k].([]any); ok {
-			if k == "stub-domain" {
+			if _, repeatable := fs.Lookup(k).Value.(*listFlag); repeatable {
 				vals = list
 			} else {
 				var parts []string
@@ -303,8 +341,18 @@ func (c *runConfig) validate() error {
 		return errors.New("--upstream-timeout must be positive and --upstream-deadline at least as long")
 	case c.ClientQPSLimit < 0 || c.ClientBurst < 0:
 		return errors.New("--client-qps-limit and --client-burst must not be negative")
+	case c.MaxTCPConnsPerClient < 1 || c.MaxInFlightPerClient < 1:
+		return errors.New("--max-tcp-conns-per-client and --max-inflight-per-client must be at least 1")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	}
+	if c.Dnstap != "" {
+		if _, _, err := tap.ParseAddr(c.Dnstap); err != nil {
+			return fmt.Errorf("--dnstap: %w", err)
+		}
+	}
+	if err := c.QueryLog.validate(); err != nil {
+		return err
 	}
 	for _, a := range []struct{ name, v string }{{"--metrics-addr", c.MetricsAddr}, {"--health-addr", c.HealthAddr}} {
 		if a.v == "" {

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
@@ -25,6 +26,7 @@ import (
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/server"
+	"github.com/nodecache/nodecache/pkg/tap"
 	"github.com/nodecache/nodecache/pkg/upstream"
 )
 
@@ -35,18 +37,29 @@ type agent struct {
 	reg       *prometheus.Registry
 	started   time.Time
 	addrs     []netip.AddrPort
-	forwarder *upstream.Forwarder
+	forwarder *liveUpstream   // the upstream forwarder; a config reload replaces it
+	fcfg      upstream.Config // the live forwarder's config; guarded by live.mu after build
+	live      *liveState      // config generation and reloads
+	hup       chan os.Signal  // SIGHUP: reload the config; nil in tests
 	cache     *cache.Cache
 	zone      *kubezone.Zone // nil without a zone source
+	local     *localAnswers  // static records and rewrites; never nil after build
 	server    *server.Server
 	iface     *iface.Manager
 	clients   *clientStats
+	tap       *tap.Tap // nil without --dnstap
+	tail      *tailHub // the `nodecache tail` subscribers
 	m         *agentMetrics
 	handedOff chan struct{} // closed when a successor took the sockets over
 	// successorSeen is set when a successor greeted us on the handover
 	// socket, whether or not it took the sockets.
 	successorSeen atomic.Bool
-	stopEarly     context.CancelFunc
+	// successorPod is the pod UID of the successor that took the sockets.
+	successorPod atomic.Pointer[string]
+	stopEarly    context.CancelFunc
+	pod          podState
+	probes       swapHandler          // the probe socket's handler
+	kube         kubernetes.Interface // nil without a zone from an API server
 }
 
 func newLogger(c *runConfig) (*slog.Logger, error) {
@@ -75,31 +88,53 @@ func cmdRun(args []string) error {
 	applyGCDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return run(ctx, cfg, log)
-}
-
-// run wires the agent and serves until ctx ends or a component fails.
-func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
-	return newAgent(cfg, log).run(ctx)
+	a := newAgent(cfg, log)
+	a.hup = make(chan os.Signal, 1)
+	signal.Notify(a.hup, syscall.SIGHUP)
+	defer signal.Stop(a.hup)
+	return a.run(ctx)
 }
 
 func newAgent(cfg *runConfig, log *slog.Logger) *agent {
 	return &agent{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
-		addrs: listenAddrs(cfg.LocalIPs, uint16(cfg.Port)), clients: newClientStats(4096),
-		handedOff: make(chan struct{})}
+		addrs: listenAddrs(cfg.LocalIPs, uint16(cfg.Port)), clients: newClientStats(4096), tail: newTailHub(),
+		handedOff: make(chan struct{}), pod: podState{dir: cfg.PodStateDir, uid: cfg.PodUID}}
 }
 
 func (a *agent) run(ctx context.Context) error {
 	cfg, log := a.cfg, a.log
+	if successor, ok := a.pod.superseded(); ok {
+		return a.idleSuperseded(ctx, successor)
+	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.m = newAgentMetrics(a.reg)
+	a.m = newAgentMetrics(a.reg, cfg.NodeName)
+	a.live = newLiveState(cfg, a.reg)
 	if err := a.build(); err != nil {
+		if a.tap != nil {
+			_ = a.tap.Close()
+		}
 		return err
 	}
+	// The probe socket outlives the errgroup: after a handover it says
+	// "alive, not ready" until the pod is deleted.
+	parent := ctx
+	a.probes.set(a.healthMux())
+	probesDone := make(chan struct{})
+	probeCtx, stopProbes := context.WithCancel(parent)
+	defer stopProbes()
+	go func() {
+		defer close(probesDone)
+		if err := a.serveProbes(probeCtx, &a.probes); err != nil {
+			log.Error("probe socket unavailable: the kubelet's exec probes will fail", "err", err)
+		}
+	}()
 	ctx, a.stopEarly = context.WithCancel(ctx)
 	defer a.stopEarly()
 	defer a.forwarder.Close()
 	defer a.cache.Close()
+	if a.tap != nil {
+		defer a.tap.Close()
+	}
 
 	defer a.iface.Close()
 
@@ -141,6 +176,8 @@ func (a *agent) run(ctx context.Context) error {
 		log.Warn("listeners do not answer on their addresses yet", "err", err)
 	}
 	g.Go(func() error { return a.iface.Run(gctx) })
+	g.Go(func() error { return a.local.static.Run(gctx) })
+	g.Go(func() error { return a.watchConfig(gctx, a.hup) })
 	g.Go(func() error { return a.serveHTTP(gctx) })
 	// The admin API and the handover socket are conveniences: if their
 	// directory is not writable, say so once and keep serving DNS.
@@ -162,7 +199,39 @@ func (a *agent) run(ctx context.Context) error {
 		"startup", time.Since(a.started).Round(time.Millisecond))
 
 	err = g.Wait()
-	return a.shutdown(err)
+	err = a.shutdown(err)
+	if a.pod.enabled() && isHandedOff(a.handedOff) {
+		a.idleAfterHandover(parent)
+	}
+	stopProbes()
+	<-probesDone
+	return err
+}
+
+func isHandedOff(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// idleAfterHandover keeps the process of a pod that handed over alive until
+// the pod is deleted (see podstate.go): exiting would make the kubelet
+// restart it.
+func (a *agent) idleAfterHandover(ctx context.Context) {
+	successor := ""
+	if p := a.successorPod.Load(); p != nil {
+		successor = *p
+	}
+	if err := a.pod.markSuperseded(successor); err != nil {
+		a.log.Error("recording the handover in the pod state dir; a restart of this container would start cold", "err", err)
+	}
+	a.probes.set(supersededMux(successor))
+	a.log.Info("handed over; idle until this pod is deleted", "successor_pod", successor)
+	<-ctx.Done()
+	a.log.Info("superseded agent stopping; interface and rules are the successor's")
 }
 
 // abort stops what run started in g before serving, for an early return.
@@ -192,46 +261,26 @@ func (a *agent) waitZoneSynced(ctx context.Context, d time.Duration) {
 // build constructs the forwarder, cache, zone, server and interface manager.
 func (a *agent) build() error {
 	cfg, log := a.cfg, a.log
-	ups, err := upstream.ParseServers(cfg.Upstream)
+	if err := a.buildTap(); err != nil {
+		return err
+	}
+	ql, err := newQueryLog(&cfg.QueryLog, log.With("component", "querylog"))
 	if err != nil {
-		return fmt.Errorf("--upstream: %w", err)
+		return err
 	}
-	stubs := map[string][]netip.AddrPort{}
-	if cfg.KubeDNSConfig != "" {
-		s, u, err := upstream.LoadKubeDNSConfig(cfg.KubeDNSConfig)
-		if err != nil {
-			return fmt.Errorf("--kube-dns-config-dir: %w", err)
-		}
-		stubs = s
-		if len(u) > 0 {
-			ups = u
-		}
+	fcfg, stubs, err := a.forwarderConfig(cfg)
+	if err != nil {
+		return err
 	}
-	for _, spec := range cfg.StubDomains {
-		d, servers, err := upstream.ParseStubDomain(spec)
-		if err != nil {
-			return fmt.Errorf("--stub-domain %q: %w", spec, err)
-		}
-		stubs[d] = servers
-	}
-	a.forwarder, err = upstream.New(upstream.Config{
-		Servers: ups, StubDomains: stubs, Policy: cfg.UpstreamPolicy,
-		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
-		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs,
-	}, a.reg, log.With("component", "upstream"))
+	fwd, err := upstream.New(fcfg, replacingRegisterer{a.reg}, log.With("component", "upstream"))
 	if err != nil {
 		return fmt.Errorf("upstreams: %w", err)
 	}
-	stale := cfg.StaleMaxAge
-	if stale == 0 {
-		stale = -1
-	}
-	a.cache, err = cache.New(cache.Config{
-		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
-		StaleMaxAge: stale, Overloaded: upstream.ErrOverloaded,
-	}, a.forwarder, a.reg, log.With("component", "cache"))
+	a.fcfg = fcfg
+	a.forwarder = newLiveUpstream(fwd)
+	a.cache, err = cache.New(cacheConfig(cfg, stubs.limits), a.forwarder, a.reg, log.With("component", "cache"))
 	if err != nil {
-		a.forwarder.Close()
+		_ = a.forwarder.Close()
 		return fmt.Errorf("cache: %w", err)
 	}
 	var zone server.Zone
@@ -245,13 +294,30 @@ func (a *agent) build() error {
 		}
 		zone = zoneAdapter{a.zone}
 	}
-	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: a.clients}
+	a.local, err = a.buildLocal()
+	if err != nil {
+		return err
+	}
+	obs := observers{a.clients, a.tail}
+	if ql != nil {
+		obs = append(obs, ql)
+	}
+	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache, a.local}, Observer: obs}
+	if a.tap != nil {
+		deps.Tap = a.tap
+	}
 	if a.zone != nil {
 		deps.Pods = podsAdapter{a.zone}
 	}
+	stubNames := make([]string, 0, len(stubs.servers))
+	for d := range stubs.servers {
+		stubNames = append(stubNames, d)
+	}
+	a.reg.MustRegister(newCorednsCacheCollector(a.cache, corednsServers(a.addrs), a.pluginZones(stubNames)))
 	a.server, err = server.New(server.Config{
 		Addrs: a.addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
-		Domain: cfg.ClusterDomain, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
+		MaxTCPConnsPerClient: cfg.MaxTCPConnsPerClient, MaxInFlightPerClient: cfg.MaxInFlightPerClient,
+		Domain: cfg.ClusterDomain, StubDomains: stubNames, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
 		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
 	}, deps, a.reg, log.With("component", "server"))
 	if err != nil {
@@ -270,6 +336,76 @@ func (a *agent) build() error {
 		log.Info("not touching the host: --setup-interface=false --setup-iptables=false")
 	}
 	return nil
+}
+
+// corednsServers are the server label values of the CoreDNS-compatible
+// metrics: one per listen address.
+func corednsServers(addrs []netip.AddrPort) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = "dns://" + a.String()
+	}
+	return out
+}
+
+// pluginZones says, for coredns_plugin_enabled, which CoreDNS plugins do
+// the jobs nodecache does in each zone.
+func (a *agent) pluginZones(stubs []string) map[string][]string {
+	z := map[string][]string{".": {"cache", "forward", "prometheus"}}
+	for _, s := range stubs {
+		z[dns.Fqdn(strings.ToLower(s))] = []string{"cache", "forward", "prometheus"}
+	}
+	if a.zone != nil {
+		names := []string{"kubernetes", "prometheus"}
+		if a.cfg.Autopath {
+			names = append(names, "autopath")
+		}
+		z[dns.Fqdn(strings.ToLower(a.cfg.ClusterDomain))] = names
+	}
+	return z
+}
+
+// buildTap starts the dnstap output when --dnstap asks for one.
+func (a *agent) buildTap() error {
+	if a.cfg.Dnstap == "" {
+		return nil
+	}
+	identity := a.cfg.NodeName
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	t, err := tap.New(tap.Config{Addr: a.cfg.Dnstap, Identity: identity, Version: "nodecache " + version},
+		a.reg, a.log.With("component", "dnstap"))
+	if err != nil {
+		return fmt.Errorf("--dnstap: %w", err)
+	}
+	a.tap = t
+	return nil
+}
+
+// upstreamTap is the forwarder's dnstap hook: nil (an untyped nil, not a
+// nil *tap.Tap) without --dnstap.
+func (a *agent) upstreamTap() upstream.Tap {
+	if a.tap == nil {
+		return nil
+	}
+	return a.tap
+}
+
+// cacheConfig is the cache's config from the agent's: 0 (off) becomes
+// the cache's "disabled" for serve-stale, and --prefetch=false likewise.
+func cacheConfig(cfg *runConfig, zoneLimits map[string]cache.ZoneLimit) cache.Config {
+	c := cache.Config{
+		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
+		StaleMaxAge: cfg.StaleMaxAge, Overloaded: upstream.ErrOverloaded, ZoneLimits: zoneLimits,
+	}
+	if c.StaleMaxAge == 0 {
+		c.StaleMaxAge = -1
+	}
+	if !cfg.Prefetch {
+		c.PrefetchPercent = -1
+	}
+	return c
 }
 
 // localHTTPPorts are the health and metrics ports that listen on a local IP
@@ -304,6 +440,7 @@ func (a *agent) startZone(ctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return err
 	}
+	a.kube = client
 	if a.cfg.ZoneSnapshot != "" {
 		if err := a.zone.LoadSnapshot(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.log.Warn("not serving from the zone snapshot", "err", err)
@@ -352,6 +489,9 @@ func (a *agent) keepHostState() (bool, string) {
 	case a.successorSeen.Load():
 		return true, "a successor agent is running"
 	}
+	if restart, why := a.containerRestart(); restart {
+		return true, why
+	}
 	return false, ""
 }
 
@@ -367,13 +507,15 @@ func (a *agent) shutdown(cause error) error {
 		return nil
 	default:
 	}
-	if err := a.server.Shutdown(ctx); err != nil {
-		a.log.Warn("shutting down listeners", "err", err)
-	}
+	// Rules and address go first, while the sockets still answer: traffic
+	// stops being steered here before anything stops serving it.
 	if keep, why := a.keepHostState(); keep {
 		a.log.Info(why + ": leaving interface and rules in place")
 	} else if err := a.iface.Teardown(ctx); err != nil {
 		a.log.Error("tearing down interface and rules", "err", err)
+	}
+	if err := a.server.Shutdown(ctx); err != nil {
+		a.log.Warn("shutting down listeners", "err", err)
 	}
 	if a.zone != nil {
 		a.log.Info("zone at exit", "stats", fmt.Sprintf("%+v", a.zone.Stats()))

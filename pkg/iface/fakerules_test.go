@@ -49,7 +49,8 @@ func (f *fakeRules) ListRules(fam Family, table, chain string) ([]string, bool, 
 	return slices.Clone(rules), ok, nil
 }
 
-// targetOK reports whether the -j target of spec exists (built-in targets always do).
+// targetOKLocked reports whether the -j target of spec exists (built-in
+// targets always do). f.mu must be held.
 func (f *fakeRules) targetOKLocked(fam Family, table, spec string) bool {
 	_, target, ok := strings.Cut(spec, "-j ")
 	if !ok || !strings.HasPrefix(target, "NODECACHE-") {

@@ -23,11 +23,13 @@ type metrics struct {
 	duration  [numSources]prometheus.Observer
 	drops     *prometheus.CounterVec
 	tcpConns  prometheus.Gauge
+	panics    prometheus.Counter
 	// autopathSaved counts the search-path queries clients did not have to send.
 	autopathSaved prometheus.Counter
+	coredns       *corednsMetrics // the CoreDNS-compatible series
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, cfg *Config) (*metrics, error) {
 	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nodecache_server_requests_total", Help: "Queries received, by transport and query type.",
 	}, []string{"proto", "qtype"})
@@ -47,15 +49,23 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		tcpConns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodecache_server_tcp_connections", Help: "Open TCP client connections.",
 		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodecache_server_panics_total",
+			Help: "Queries whose handling panicked; each was answered SERVFAIL and the agent kept serving.",
+		}),
 		autopathSaved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodecache_autopath_saved_queries_total",
 			Help: "Search-path queries pods did not send because autopath answered the first expansion for the whole path.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{reqs, resps, dur, m.drops, m.tcpConns, m.autopathSaved} {
+	for _, c := range []prometheus.Collector{reqs, resps, dur, m.drops, m.tcpConns, m.panics, m.autopathSaved} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering server metrics: %w", err)
 		}
+	}
+	var err error
+	if m.coredns, err = newCorednsMetrics(reg, cfg.Addrs, cfg.Domain, cfg.StubDomains); err != nil {
+		return nil, err
 	}
 	for i, t := range metricQtypes {
 		m.qtypeIdx[t] = i

@@ -120,9 +120,7 @@ func (s *Server) chase(ctx context.Context, by time.Time, m *dns.Msg, target str
 			m.Rcode = dns.RcodeServerFailure
 			return
 		}
-		req := new(dns.Msg)
-		req.SetQuestion(dns.Fqdn(target), q.Type)
-		res, err := s.resolver.Resolve(ctx, key, req, by)
+		res, err := s.resolver.Resolve(ctx, key, by)
 		if err != nil {
 			m.Rcode = dns.RcodeServerFailure
 			return
@@ -189,8 +187,8 @@ type memoEntry struct {
 	p   *wire.Packed
 }
 
-func newZoneMemo(max int) *zoneMemo {
-	return &zoneMemo{seed: maphash.MakeSeed(), max: max, m: make(map[uint64]memoEntry)}
+func newZoneMemo(limit int) *zoneMemo {
+	return &zoneMemo{seed: maphash.MakeSeed(), max: limit, m: make(map[uint64]memoEntry)}
 }
 
 func (z *zoneMemo) get(q *wire.Query, gen uint64) (*wire.Packed, bool) {

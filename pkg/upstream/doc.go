@@ -12,7 +12,9 @@
 // address. A reply is taken only if it has that ID, QR set and the same
 // question (name compared case-insensitively, type and class); anything
 // else is counted as spoofed or malformed and the read goes on until the
-// per-try timeout. A truncated reply is retried over TCP on a connection
+// per-try timeout. The query name's letters go out in random case (0x20);
+// once a server has echoed that case, a reply in another case is counted
+// as spoofed too (after 3 in a row the server counts as not echoing). A truncated reply is retried over TCP on a connection
 // from a small per-server pool (idle expiry, bounded, one owner at a
 // time). A server that answers REFUSED is skipped in favour of the next;
 // its reply is returned only if no other server answers.
@@ -31,7 +33,7 @@
 // so nothing an abandoned query left behind reaches the next. A pooled
 // socket is also closed rather than reused when a datagram or an error
 // waits on it. So that source ports keep rotating (RFC 5452), a socket
-// serves at most 64 queries and lives at most 10s; at most 256 idle
+// serves at most 16 queries and lives at most 2s; at most 256 idle
 // sockets (and no more than Config.MaxInFlight) are kept per server.
 //
 // Servers are ordered per query by Config.Policy (sequential, random,
@@ -46,6 +48,13 @@
 // that it fails fast with ErrOverloaded, which the server edge maps to
 // REFUSED. When no server answers before the deadline it returns
 // ErrNoAnswer wrapping the last *AttemptError (SERVFAIL at the edge).
+//
+// A stub domain may carry its own settings (Config.StubOptions, parsed by
+// ParseStubOptions): a policy, TCP only (force-tcp), a per-try timeout and
+// an in-flight cap of its own, within the Forwarder's. Servers listed in
+// Config.TLS are reached over DNS over TLS (RFC 7858): the same pooled
+// connections as TCP, verified against the server name given, probed
+// over TLS when down; their attempts count as proto "tcp".
 //
 // # Configuration
 //
@@ -62,7 +71,9 @@
 //
 // # Metrics
 //
-//	nodecache_upstream_requests_total{server,proto}  attempts sent (proto udp|tcp), probes included
+//	nodecache_upstream_requests_total{server,proto}  attempts sent (proto udp|tcp), health probes not included
+//	nodecache_upstream_responses_total{server,rcode} valid replies by rcode
+//	nodecache_upstream_probes_total{server,result}   health probes of down servers (ok|failed)
 //	nodecache_upstream_errors_total{server,kind}     kind: timeout, refused, conn_refused, spoofed,
 //	                                                 malformed, network, truncated, canceled
 //	nodecache_upstream_duration_seconds{server}      round-trip time of successful attempts
@@ -70,4 +81,12 @@
 //	nodecache_upstream_overloaded_total              queries refused by the in-flight cap
 //
 // The server label is the IP:port of a configured upstream, a bounded set.
+//
+// CoreDNS-compatible (coredns.go): coredns_proxy_request_duration_seconds
+// {proxy_name="forward",to,rcode} and coredns_proxy_healthcheck_failures_total
+// {proxy_name,to} as CoreDNS 1.15 names them; coredns_forward_healthcheck_
+// broken_total and _max_concurrent_rejects_total; and the pre-1.11 per-upstream
+// series the community's forward alerts still query: coredns_forward_requests_total
+// {to}, _responses_total{rcode,to}, _request_duration_seconds{to,rcode} and
+// _healthcheck_failures_total{to}. to is the upstream's IP:port.
 package upstream

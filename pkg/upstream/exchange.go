@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -129,22 +130,42 @@ type reply struct {
 }
 
 // tryServer makes one attempt at s: UDP on a pooled or new socket, then
-// TCP if the reply is truncated. wire is the packed request; its ID is
-// rewritten.
-func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (reply, error) {
-	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline)
-	if err != nil || !truncated {
+// TCP if the reply is truncated; TCP alone when forceTCP and for a DNS
+// over TLS server. wire is the packed request; its ID is rewritten.
+func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time, forceTCP bool) (reply, error) {
+	sent := time.Now()
+	if forceTCP || s.tls != nil {
+		r, err := f.tryTCP(ctx, s, q, wire, deadline)
+		f.tap(s, true, wire, r.raw, sent)
 		return r, err
 	}
+	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline, false)
+	if err != nil || !truncated {
+		f.tap(s, false, wire, r.raw, sent)
+		return r, err
+	}
+	f.tap(s, false, wire, nil, sent) // the truncated reply is not kept
 	s.countError(kindTruncated)
-	return f.tryTCP(ctx, s, q, wire, deadline)
+	sent = time.Now()
+	r, err = f.tryTCP(ctx, s, q, wire, deadline)
+	f.tap(s, true, wire, r.raw, sent)
+	return r, err
+}
+
+// tap hands one attempt to Config.Tap, if any: the query sent at sent and
+// the reply (nil when none came).
+func (f *Forwarder) tap(s *server, tcp bool, query, reply []byte, sent time.Time) {
+	if f.cfg.Tap != nil {
+		f.cfg.Tap.TapForwarder(s.addr, tcp, query, reply, sent, time.Now())
+	}
 }
 
 // tryUDP sends the query on a connected UDP socket of s's pool: the kernel
 // gave it a random ephemeral port and drops datagrams from any address but
 // the server's. The socket goes back to the pool only after a clean round
 // trip (see releaseUDP).
-func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (reply, bool, error) {
+// A probe is not counted as a request.
+func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time, probe bool) (reply, bool, error) {
 	u, err := s.udpSocket(time.Now())
 	if err != nil {
 		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
@@ -156,7 +177,7 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire
 		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
 	stop := u.watch(ctx)
-	r, truncated, clean, err := f.roundTripUDP(s, u, q, wire, readSize)
+	r, truncated, clean, err := f.roundTripUDP(s, u, q, wire, readSize, probe)
 	stopped := stop()
 	s.releaseUDP(u, clean && stopped)
 	if err != nil {
@@ -168,10 +189,11 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire
 // roundTripUDP sends wire on u and reads datagrams until one answers it.
 // clean reports a valid, untruncated reply that was the only datagram
 // read. The returned error is the raw socket error.
-func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []byte, readSize int) (r reply, truncated, clean bool, err error) {
+func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []byte, readSize int, probe bool) (r reply, truncated, clean bool, err error) {
 	id := newID(wire)
+	mixed := randomizeCase(wire)
 	u.uses++
-	s.countRequest(protoUDP)
+	s.countRequest(protoUDP, probe)
 	if _, err := u.conn.Write(wire); err != nil {
 		return reply{}, false, false, err
 	}
@@ -188,6 +210,9 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []
 			return reply{}, false, false, err
 		}
 		rcode, v := parseReply(buf[:n], id, wire, q)
+		if v == replyOK && !s.acceptCase(buf[:n], wire, mixed) {
+			v = replySpoofed
+		}
 		switch v {
 		case replyOK:
 			return reply{raw: bytes.Clone(buf[:n]), rcode: rcode}, false, clean, nil
@@ -215,8 +240,7 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 	for {
 		conn, reused := s.tcp.get(time.Now())
 		if !reused {
-			d := net.Dialer{Deadline: deadline}
-			c, err := d.DialContext(ctx, "tcp", s.addr.String())
+			c, err := s.dial(ctx, deadline)
 			if err != nil {
 				return reply{}, classify(ctx, s.addr, protoTCP, err)
 			}
@@ -236,6 +260,16 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 			return reply{}, classify(ctx, s.addr, protoTCP, err)
 		}
 	}
+}
+
+// dial opens a TCP connection to s, with a TLS handshake for a DNS over
+// TLS server.
+func (s *server) dial(ctx context.Context, deadline time.Time) (net.Conn, error) {
+	d := &net.Dialer{Deadline: deadline}
+	if s.tls == nil {
+		return d.DialContext(ctx, "tcp", s.addr.String())
+	}
+	return (&tls.Dialer{NetDialer: d, Config: s.tls}).DialContext(ctx, "tcp", s.addr.String())
 }
 
 // watchedTCP is roundTripTCP under conn's deadline and a watch on ctx.
@@ -258,7 +292,7 @@ func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire
 	defer f.bufs.put(bufp)
 	out := binary.BigEndian.AppendUint16((*bufp)[:0], uint16(len(wire)))
 	out = append(out, wire...)
-	s.countRequest(protoTCP)
+	s.countRequest(protoTCP, false)
 	if _, err := conn.Write(out); err != nil {
 		return reply{}, err
 	}

@@ -91,6 +91,7 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 	f.def = newSet(cfg.Servers)
 	for _, domain := range sortedDomains(cfg.StubDomains) {
 		f.stubs[domain] = newSet(cfg.StubDomains[domain])
+		f.stubs[domain].setOptions(cfg.StubOptions[domain])
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Add(1)
@@ -137,9 +138,18 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 	}
 	if !f.sem.TryAcquire(1) {
 		f.m.overloaded.Inc()
+		f.m.coredns.maxRejects.Inc()
 		return nil, netip.AddrPort{}, ErrOverloaded
 	}
 	defer f.sem.Release(1)
+	set := f.route(req.Question[0].Name)
+	if set.sem != nil {
+		if !set.sem.TryAcquire(1) {
+			f.m.overloaded.Inc()
+			return nil, netip.AddrPort{}, ErrOverloaded
+		}
+		defer set.sem.Release(1)
+	}
 
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
@@ -156,7 +166,8 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 	}
 	q := &req.Question[0]
 	var stack [8]*server
-	servers := f.route(q.Name).order(stack[:0], f.cfg.Policy)
+	servers := set.order(stack[:0], set.policy(f.cfg.Policy))
+	tryTimeout := set.tryTimeout(f.cfg.TryTimeout)
 
 	var lastErr error
 	var refused []byte
@@ -168,17 +179,17 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 				break
 			}
 			from = s.addr
-			tryDeadline := start.Add(f.cfg.TryTimeout)
+			tryDeadline := start.Add(tryTimeout)
 			if deadline.Before(tryDeadline) {
 				tryDeadline = deadline
 			}
-			r, tryErr := f.tryServer(ctx, s, q, wire, readSize, tryDeadline)
+			r, tryErr := f.tryServer(ctx, s, q, wire, readSize, tryDeadline, set.opts.ForceTCP)
 			if tryErr != nil {
 				lastErr = tryErr
 				f.recordFailure(s, errorKind(tryErr))
 				continue
 			}
-			f.recordSuccess(s, time.Since(start))
+			f.recordSuccess(s, r.rcode, time.Since(start))
 			if r.rcode == dns.RcodeRefused {
 				s.countError(kindRefused)
 				refused, refusedBy = r.raw, s.addr
@@ -262,6 +273,16 @@ func (f *Forwarder) sweepLoop() {
 			}
 		}
 	}
+}
+
+// allDown reports whether every server is marked down.
+func (f *Forwarder) allDown() bool {
+	for _, s := range f.all {
+		if !s.down.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // Healthy reports whether at least one default server is not marked down.

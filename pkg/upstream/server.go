@@ -1,6 +1,8 @@
 package upstream
 
 import (
+	"cmp"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 )
 
 // maxProbeBackoff is how many times ProbeInterval the wait between probes
@@ -19,10 +22,13 @@ const maxProbeBackoff = 30
 // server is one upstream resolver, shared by every set that lists it.
 type server struct {
 	addr    netip.AddrPort // always valid
+	tls     *tls.Config    // DNS over TLS; nil for UDP and TCP
 	udpAddr *net.UDPAddr   // addr, converted once
 	tcp     *tcpPool       // always non-nil
 	udp     *udpPool       // always non-nil
+	maxUses int            // queries per pooled UDP socket (udpMaxUses)
 	m       serverMetrics
+	cm      *upstreamSeries // the CoreDNS-compatible series
 
 	fails    atomic.Int64 // consecutive failed attempts
 	down     atomic.Bool  // marked down after FailThreshold fails
@@ -30,6 +36,9 @@ type server struct {
 	lastRTT  atomic.Int64 // nanoseconds of the last successful attempt
 	requests atomic.Uint64
 	errors   atomic.Uint64
+
+	echoesCase atomic.Bool  // it echoed a query's random case (case.go)
+	caseMisses atomic.Int32 // replies in a row since that did not
 }
 
 func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
@@ -38,12 +47,29 @@ func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
 		udpAddr: net.UDPAddrFromAddrPort(addr),
 		tcp:     newConnPool[net.Conn](cfg.TCPMaxIdle),
 		udp:     newConnPool[*udpSock](min(udpMaxIdle, cfg.MaxInFlight)),
+		maxUses: cmp.Or(cfg.udpMaxUses, udpMaxUses),
 		m:       m.forServer(addr.String()),
+		cm:      m.coredns.forServer(addr.String()),
+		tls:     tlsFor(cfg, addr),
 	}
 }
 
-func (s *server) countRequest(proto string) {
+func tlsFor(cfg *Config, addr netip.AddrPort) *tls.Config {
+	if t := cfg.TLS[addr]; t != nil {
+		t = t.Clone()
+		t.ClientSessionCache = tls.NewLRUClientSessionCache(8) // resumption on reconnect
+		return t
+	}
+	return nil
+}
+
+// countRequest counts an attempt on proto; health probes are not counted.
+func (s *server) countRequest(proto string, probe bool) {
+	if probe {
+		return
+	}
 	s.requests.Add(1)
+	s.cm.attempt()
 	if proto == protoTCP {
 		s.m.reqTCP.Inc()
 		return
@@ -62,7 +88,7 @@ type ServerStatus struct {
 	Up               bool
 	ConsecutiveFails int64
 	LastRTT          time.Duration // zero until the first success
-	Requests         uint64        // attempts sent, UDP and TCP, probes included
+	Requests         uint64        // attempts sent, UDP and TCP, health probes not included
 	Errors           uint64        // failures and ignored replies of every kind
 }
 
@@ -79,8 +105,10 @@ func (s *server) status() ServerStatus {
 
 // serverSet is the ordered servers of the default set or of a stub domain.
 type serverSet struct {
-	servers []*server     // non-empty, in configured order
-	next    atomic.Uint64 // round_robin rotation
+	servers []*server           // non-empty, in configured order
+	next    atomic.Uint64       // round_robin rotation
+	opts    StubOptions         // a stub domain's own settings; zero for the default set
+	sem     *semaphore.Weighted // opts.MaxInFlight; nil without one
 }
 
 // order appends the servers to dst in the order policy gives, then moves
@@ -107,11 +135,17 @@ func (ss *serverSet) order(dst []*server, policy string) []*server {
 	return dst
 }
 
-// recordSuccess notes a valid reply from s after rtt.
-func (f *Forwarder) recordSuccess(s *server, rtt time.Duration) {
+// recordSuccess notes a valid reply with rcode from s after rtt.
+func (f *Forwarder) recordSuccess(s *server, rcode int, rtt time.Duration) {
+	s.cm.reply(rcode, rtt)
+	s.m.duration.Observe(rtt.Seconds())
+	f.markHealthy(s, rtt)
+}
+
+// markHealthy notes that s answered after rtt: a query or a probe.
+func (f *Forwarder) markHealthy(s *server, rtt time.Duration) {
 	s.fails.Store(0)
 	s.lastRTT.Store(int64(rtt))
-	s.m.duration.Observe(rtt.Seconds())
 	f.markUp(s)
 }
 
@@ -127,6 +161,9 @@ func (f *Forwarder) recordFailure(s *server, kind string) {
 	}
 	if s.down.CompareAndSwap(false, true) {
 		s.m.healthy.Set(healthyGaugeDown)
+		if f.allDown() {
+			f.m.coredns.hcBroken.Inc()
+		}
 		f.log.Warn("upstream marked down", "server", s.addr, "consecutive_fails", s.fails.Load(), "kind", kind)
 		f.notify(s, false)
 	}
@@ -199,13 +236,17 @@ func (f *Forwarder) probe(s *server) error {
 		return err
 	}
 	start := time.Now()
-	_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout))
+	if s.tls != nil { // a DNS over TLS server answers no UDP
+		_, err = f.tryTCP(f.ctx, s, &q, wire, start.Add(f.cfg.TryTimeout))
+	} else {
+		_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout), true)
+	}
+	s.cm.probed(err == nil)
 	if err != nil {
 		f.log.Debug("upstream probe failed", "server", s.addr, "err", err)
-		s.countError(errorKind(err))
 		return err
 	}
-	f.recordSuccess(s, time.Since(start))
+	f.markHealthy(s, time.Since(start))
 	return nil
 }
 
@@ -233,13 +274,14 @@ type metrics struct {
 	duration   *prometheus.HistogramVec // server
 	healthy    *prometheus.GaugeVec     // server
 	overloaded prometheus.Counter
+	coredns    *corednsMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodecache_upstream_requests_total",
-			Help: "Queries sent to upstream servers, per attempt and transport.",
+			Help: "Queries sent to upstream servers, per attempt and transport (health probes not included).",
 		}, []string{"server", "proto"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodecache_upstream_errors_total",
@@ -263,6 +305,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering upstream metrics: %w", err)
 		}
+	}
+	var err error
+	if m.coredns, err = newCorednsMetrics(reg); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
