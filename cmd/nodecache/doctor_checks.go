@@ -141,10 +141,14 @@ func ruleFindings(r iface.RulesStatus, source string) []finding {
 			out = append(out, finding{Check: "rules", Severity: sevFail,
 				Detail: fmt.Sprintf("%s: chain %s has %d of %d rules, %d extra (%s)", where, c.Chain, c.Present, c.Want, c.Extra, source),
 				Fix:    "the agent rewrites the chain within --sync-interval; something else edits it"})
-		case c.Jumps != 1 || !c.JumpFirst:
+		case c.Jumps != 1 || !c.JumpFirst && !c.Yielded:
 			out = append(out, finding{Check: "rules", Severity: sevFail,
 				Detail: fmt.Sprintf("%s: jump to %s in %s: %d copies, first=%t (%s)", where, c.Chain, c.Parent, c.Jumps, c.JumpFirst, source),
 				Fix:    "another rule is inserted ahead of ours (kube-proxy, a CNI, a firewall): DNS may be conntracked or DNATed before NOTRACK"})
+		case !c.JumpFirst && c.Yielded:
+			out = append(out, finding{Check: "rules", Severity: sevWarn,
+				Detail: fmt.Sprintf("%s: jump to %s in %s is not first: another rule keeps taking position 1 and the agent stopped fighting for it (%s)", where, c.Chain, c.Parent, source),
+				Fix:    "check that the rule ahead of ours (iptables -S " + c.Parent + ") does not DROP, DNAT or conntrack DNS to the local IPs"})
 		}
 	}
 	if len(out) == 0 {

@@ -66,7 +66,7 @@ func (f *fakeLinks) LinkAdd(link netlink.Link) error {
 		return fmt.Errorf("%w: operation not supported", ErrLinkKindUnsupported)
 	}
 	f.index++
-	attrs := netlink.LinkAttrs{Name: name, Index: f.index}
+	attrs := netlink.LinkAttrs{Name: name, Index: f.index, Alias: link.Attrs().Alias}
 	switch link.Type() {
 	case "dummy":
 		f.links[name] = &netlink.Dummy{LinkAttrs: attrs}
@@ -88,6 +88,18 @@ func (f *fakeLinks) LinkSetUp(link netlink.Link) error {
 	}
 	l.Attrs().Flags |= net.FlagUp
 	f.ops.add("link:up %s", link.Attrs().Name)
+	return nil
+}
+
+func (f *fakeLinks) LinkSetAlias(link netlink.Link, alias string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[link.Attrs().Name]
+	if !ok {
+		return errors.New("no such device")
+	}
+	l.Attrs().Alias = alias
+	f.ops.add("link:alias %s %s", link.Attrs().Name, alias)
 	return nil
 }
 
@@ -241,8 +253,13 @@ func (f *fakeLinks) addrFlags(name, cidr string) int {
 
 func joinLines(lines []string) string { return strings.Join(lines, "\n") }
 
+// newLinkOfKind returns a link as nodecache creates it (with our alias), or, for the other kinds,
+// as someone else does.
 func newLinkOfKind(kind, name string) netlink.Link {
 	attrs := netlink.LinkAttrs{Name: name}
+	if adoptable(kind) {
+		attrs.Alias = linkAlias
+	}
 	switch kind {
 	case "dummy":
 		return &netlink.Dummy{LinkAttrs: attrs}
