@@ -26,6 +26,8 @@ Usage:
   nodecache upstreams                   upstream health and latency
   nodecache top                         live query rate, rcodes, latency, top client pods
   nodecache doctor                      check this node and say what to fix
+  nodecache cleanup [--force] [run flags]
+                                        remove the rules and the link a crashed agent left
   nodecache version
 
 The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json.
@@ -50,6 +52,8 @@ func dispatch(args []string) error {
 	switch cmd {
 	case "run":
 		return cmdRun(rest)
+	case "cleanup":
+		return cmdCleanup(rest)
 	case "version", "--version":
 		fmt.Println(version)
 		return nil
