@@ -157,25 +157,30 @@ func (a *agent) serveHandover(ctx context.Context) error {
 		return nil
 	}
 	// Root only: whoever connects receives the DNS sockets and stops us.
-	ln, err := listenRootSocket(path)
+	ln, err := listenRootSocket(ctx, path, a.socketWait(), a.log)
 	if err != nil {
 		return fmt.Errorf("handover socket: %w", err)
 	}
 	go func() { <-ctx.Done(); _ = ln.Close() }()
 	for {
-		conn, err := ln.AcceptUnix()
+		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("accepting successor: %w", err)
 		}
-		if a.handOver(ctx, conn) {
+		if a.handOver(ctx, c.(*net.UnixConn)) {
 			close(a.handedOff)
 			return errHandedOver
 		}
 	}
 }
+
+// socketWait is how long a new agent waits for its predecessor to release
+// the admin and handover socket paths: the predecessor exits once it has
+// handed over, within the bound finishHandover gives it.
+func (a *agent) socketWait() time.Duration { return a.cfg.HandoverWait + 10*time.Second }
 
 // errHandedOver ends the agent's errgroup after a successful handover.
 var errHandedOver = errors.New("handed over to a successor")
@@ -184,7 +189,11 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn) bool {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
 	var hello handoverMsg
-	if _, err := readFrame(conn, &hello); err != nil || hello.Op != "hello" || hello.Version != handoverVersion {
+	_, err := readFrame(conn, &hello)
+	if errors.Is(err, io.EOF) { // a probe whether we listen (listenRootSocket), not a successor
+		return false
+	}
+	if err != nil || hello.Op != "hello" || hello.Version != handoverVersion {
 		a.log.Warn("refusing a successor's handover", "op", hello.Op, "version", hello.Version, "err", err)
 		return false
 	}
