@@ -227,7 +227,7 @@ func (a *agent) serveAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
-	h := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second}
+	h := httpServer(a.adminMux(), 0)
 	errc := make(chan error, 1)
 	go func() { errc <- h.Serve(ln) }()
 	select {

@@ -105,6 +105,13 @@ func (a *agent) healthMux() *http.ServeMux {
 	return mux
 }
 
+// httpGuardOpen is the number of health and metrics connections held.
+func (a *agent) httpGuardOpen() int {
+	n := 0
+	a.httpGuards.Range(func(_, g any) bool { n += g.(*connGuard).open(); return true })
+	return n
+}
+
 // serveHTTP runs the health and metrics listeners (one when they share an
 // address) until ctx ends.
 func (a *agent) serveHTTP(ctx context.Context) error {
@@ -132,7 +139,14 @@ func (a *agent) serveHTTP(ctx context.Context) error {
 			}
 			return fmt.Errorf("listening for http on %s: %w", addr, err)
 		}
-		h := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		var profile time.Duration
+		if a.cfg.Pprof && mux == metricsMux {
+			profile = 65 * time.Second // /debug/pprof/profile?seconds=60
+		}
+		h := httpServer(mux, profile)
+		g := newConnGuard(httpMaxConns, httpMaxConnsPerClient, a.m.httpRefused)
+		a.httpGuards.Store(addr, g)
+		ln = g.guard(ln, h)
 		hs = append(hs, h)
 		go func() { errc <- h.Serve(ln) }()
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -47,6 +48,7 @@ type agent struct {
 	// socket, whether or not it took the sockets.
 	successorSeen atomic.Bool
 	stopEarly     context.CancelFunc
+	httpGuards    sync.Map // health/metrics address -> *connGuard
 }
 
 func newLogger(c *runConfig) (*slog.Logger, error) {
