@@ -168,4 +168,3 @@ func raiseNoFile(t *testing.T, n uint64) {
 		t.Logf("descriptor limit %d is below %d: connections past it fail to dial and count as refused", lim.Cur, n)
 	}
 }
-
