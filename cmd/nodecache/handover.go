@@ -2,13 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -24,7 +24,7 @@ import (
 //
 //	successor   → predecessor  hello{version}
 //	predecessor → successor    offer{addrs, udp, tcp} + SCM_RIGHTS(listener fds)
-//	predecessor → successor    the warm cache (cache.Export), length-prefixed
+//	predecessor → successor    the warm cache: 0xFFFFFFFF, then cache.Export's stream
 //	successor   → predecessor  ready       (it now reads the shared sockets)
 //	predecessor → successor    done        (it stopped reading; in-flight finished)
 //
@@ -120,7 +120,11 @@ func (a *agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 	r := bufio.NewReader(conn)
 	var size uint32
 	if err := binary.Read(r, binary.BigEndian, &size); err == nil && size > 0 {
-		n, err := a.cache.Import(io.LimitReader(r, int64(size)), time.Now().Add(a.cfg.HandoverWait))
+		var dump io.Reader = r // streamed: it ends at its own end marker
+		if size != streamedCache {
+			dump = io.LimitReader(r, int64(size)) // a predecessor that sends the length first
+		}
+		n, err := a.cache.Import(dump, time.Now().Add(a.cfg.HandoverWait))
 		if err != nil {
 			a.log.Warn("importing the predecessor's cache", "err", err, "imported", n)
 		} else {
@@ -213,16 +217,8 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn) bool {
 		a.log.Warn("sending listeners to the successor", "err", err)
 		return false
 	}
-	var warm bytes.Buffer
-	n, err := a.cache.Export(&warm, min(int64(a.cfg.CacheSize), 256<<20), time.Now().Add(2*time.Second))
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) { // past the deadline the dump is short but whole
-		a.log.Warn("exporting the cache to the successor", "err", err)
-		warm.Reset()
-	}
-	if err := binary.Write(conn, binary.BigEndian, uint32(warm.Len())); err != nil {
-		return false
-	}
-	if _, err := warm.WriteTo(conn); err != nil {
+	n, err := a.sendCache(conn)
+	if err != nil {
 		a.log.Warn("sending the cache to the successor", "err", err)
 		return false
 	}
@@ -240,6 +236,29 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn) bool {
 	a.m.handovers.WithLabelValues("sent").Inc()
 	a.log.Info("handed over to a successor", "cache_entries", n)
 	return true
+}
+
+// streamedCache in place of the cache dump's length says that the dump is
+// streamed and ends at its own end marker (cache.Export). A successor of an
+// earlier version reads it as a length of 4 GiB and still stops at the end
+// marker, so the handover version stays the same.
+const streamedCache = math.MaxUint32
+
+// sendCache streams the warm cache to w, never holding it whole: the
+// streamedCache marker, then cache.Export's dump, cut short (but whole) at
+// the export deadline. It returns the number of entries sent.
+func (a *agent) sendCache(w io.Writer) (int, error) {
+	if err := binary.Write(w, binary.BigEndian, uint32(streamedCache)); err != nil {
+		return 0, err
+	}
+	// Export stops between records at its deadline. Hidden behind a plain
+	// io.Writer, the connection keeps the handover's own deadline, so that
+	// the cut never falls inside a record.
+	n, err := a.cache.Export(struct{ io.Writer }{w}, min(int64(a.cfg.CacheSize), 256<<20), time.Now().Add(2*time.Second))
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) { // past the deadline the dump is short but whole
+		return n, err
+	}
+	return n, nil
 }
 
 // writeFrame sends a length-prefixed JSON message, with files as SCM_RIGHTS.
