@@ -246,7 +246,7 @@ func (c *Cache) decodeRecord(b []byte, now time.Time) (*entry, error) {
 	if ttl <= 0 || !now.Before(stored.Add(ttl)) {
 		return nil, nil
 	}
-	m.AuthenticatedData = false // nothing here validated it
+	m.AuthenticatedData = false                 // nothing here validated it
 	p, err := wire.PackOwned(clampTTLs(m, ttl)) // m is ours: unpacked from the stream
 	if err != nil {
 		return nil, fmt.Errorf("packing reply for %s: %w", pres, err)
