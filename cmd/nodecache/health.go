@@ -62,9 +62,10 @@ func (a *agent) udpProbe(ctx context.Context, addr string, m *dns.Msg) error {
 }
 
 // zoneAnswers reports whether the zone can answer: synced from the API
-// server, or loaded from a snapshot while it is unreachable.
+// server, or loaded from a snapshot, not past its maximum age, while it is
+// unreachable.
 func (a *agent) zoneAnswers() bool {
-	return a.zone.Synced() || a.zone.Source() == "snapshot"
+	return a.zone.Synced() || a.zone.Source() == "snapshot" && a.zone.SnapshotProblem() == ""
 }
 
 // readiness lists the checks that fail; empty means ready.
@@ -74,7 +75,11 @@ func (a *agent) readiness() []string {
 		failing = append(failing, "listeners: not serving")
 	}
 	if a.zone != nil && !a.zoneAnswers() {
-		failing = append(failing, "zone: not synced and no snapshot loaded (source "+a.zone.Source()+")")
+		why := "no snapshot loaded (source " + a.zone.Source() + ")"
+		if p := a.zone.SnapshotProblem(); p != "" {
+			why = p
+		}
+		failing = append(failing, "zone: not synced and "+why)
 	}
 	if !a.forwarder.Healthy() {
 		failing = append(failing, "upstreams: every upstream is marked down")

@@ -241,6 +241,7 @@ func (a *agent) build() error {
 		a.zone, err = kubezone.New(kubezone.Config{
 			Domain: cfg.ClusterDomain, TTL: cfg.TTL, NegativeTTL: cfg.NegativeTTL, Pods: cfg.Pods,
 			NodeName: cfg.NodeName, LocalIPs: cfg.LocalIPs, SnapshotPath: cfg.ZoneSnapshot,
+			SnapshotMaxAge: cfg.SnapshotAge,
 		}, a.reg, log) // kubezone names itself in its log lines
 		if err != nil {
 			return fmt.Errorf("cluster zone: %w", err)
