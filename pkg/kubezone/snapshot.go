@@ -216,13 +216,19 @@ func encodeSnapshot(data *snapshotData) ([]byte, error) {
 	if err := gz.Close(); err != nil {
 		return nil, fmt.Errorf("compressing snapshot: %w", err)
 	}
-	out := make([]byte, snapHeader, snapHeader+payload.Len())
+	return framePayload(payload.Bytes()), nil
+}
+
+// framePayload puts the header (magic, version, length, checksum) before a
+// compressed payload.
+func framePayload(payload []byte) []byte {
+	out := make([]byte, snapHeader, snapHeader+len(payload))
 	copy(out, snapMagic)
 	binary.BigEndian.PutUint32(out[8:], snapVersion)
-	binary.BigEndian.PutUint64(out[12:], uint64(payload.Len()))
-	sum := sha256.Sum256(payload.Bytes())
+	binary.BigEndian.PutUint64(out[12:], uint64(len(payload)))
+	sum := sha256.Sum256(payload)
 	copy(out[20:], sum[:])
-	return append(out, payload.Bytes()...), nil
+	return append(out, payload...)
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same

@@ -3,8 +3,6 @@ package kubezone
 import (
 	"bytes"
 	"compress/gzip"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"net/netip"
@@ -25,13 +23,7 @@ func frameSnapshot(payload []byte) []byte {
 	w := gzip.NewWriter(&gz)
 	_, _ = w.Write(payload)
 	_ = w.Close()
-	out := make([]byte, snapHeader, snapHeader+gz.Len())
-	copy(out, snapMagic)
-	binary.BigEndian.PutUint32(out[8:], snapVersion)
-	binary.BigEndian.PutUint64(out[12:], uint64(gz.Len()))
-	sum := sha256.Sum256(gz.Bytes())
-	copy(out[20:], sum[:])
-	return append(out, gz.Bytes()...)
+	return framePayload(gz.Bytes())
 }
 
 // webSnapshot is a valid snapshot of one service, written at written.
