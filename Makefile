@@ -34,7 +34,7 @@ unit:
 
 # Needs root. Builds kube-apiserver and etcd once into ~/.cache/nodecache-e2e.
 e2e:
-	NODECACHE_E2E_BIN=$${NODECACHE_E2E_BIN:-$$(e2e/tools/build-apiserver.sh)} \
+	NODECACHE_E2E_BIN=$${NODECACHE_E2E_BIN:-$$(e2e/tools/build-k8s.sh)} \
 		$(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/...
 
 bench-go:

@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # The cluster-zone rows of bench/run.sh: one etcd and one kube-apiserver
-# (the e2e binaries, e2e/tools/build-apiserver.sh) on loopback, loaded with
+# (the e2e binaries, e2e/tools/build-k8s.sh) on loopback, loaded with
 # a synthetic cluster of ZONE_SERVICES services; nodecache and CoreDNS's
 # kubernetes plugin both watch that API server. Then the same API server is
 # grown to BIGZONE_SERVICES services for the memory rows (BENCH_BIGZONE=0
@@ -14,7 +14,7 @@ BIGZONE_SETTLE=5                            # seconds between the sync and the m
 # start_apiserver: sets KUBECONFIG_FILE. Needs openssl and the binaries.
 start_apiserver() {
   local bin dir=$WORK/k8s token etcd_port peer_port api_port i
-  bin=$("$ROOT/e2e/tools/build-apiserver.sh") || die "e2e/tools/build-apiserver.sh failed"
+  bin=$("$ROOT/e2e/tools/build-k8s.sh") || die "e2e/tools/build-k8s.sh failed"
   mkdir -p "$dir/certs"
   openssl genrsa -out "$dir/sa.key" 2048 2>/dev/null
   openssl rsa -in "$dir/sa.key" -pubout -out "$dir/sa.pub" 2>/dev/null

@@ -34,7 +34,11 @@ var agentBuild = sync.OnceValues(func() (string, error) {
 		return p, nil
 	}
 	bin := filepath.Join(env.workDir, "nodecache")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/nodecache").CombinedOutput()
+	// Static, as the image is: the real node's image build then reuses
+	// this compile.
+	cmd := exec.Command("go", "build", "-o", bin, "../cmd/nodecache")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build ./cmd/nodecache: %w\n%s", err, out)
 	}

@@ -44,13 +44,14 @@ type apiServer struct {
 	StartUp         time.Duration        // from exec of etcd to ready RBAC
 
 	dir       string
+	cfg       apiConfig
 	etcdURL   string
 	etcd      *proc
 	apiserver *proc
 }
 
 // apiServerBinDir finds etcd and kube-apiserver: $NODECACHE_E2E_BIN, else the
-// cache directory that e2e/tools/build-apiserver.sh fills.
+// cache directory that e2e/tools/build-k8s.sh fills.
 func apiServerBinDir() (string, error) {
 	dir := os.Getenv("NODECACHE_E2E_BIN")
 	if dir == "" {
@@ -62,12 +63,12 @@ func apiServerBinDir() (string, error) {
 			}
 			cache = filepath.Join(home, ".cache", "nodecache-e2e")
 		}
-		k8s, etcd := envOr("K8S_VERSION", "v1.37.2"), envOr("ETCD_VERSION", "v3.7.3")
+		k8s, etcd := envOr("K8S_VERSION", "v1.35.4"), envOr("ETCD_VERSION", "v3.7.3")
 		dir = filepath.Join(cache, "bin", "k8s-"+k8s+"-etcd-"+etcd)
 	}
 	for _, b := range []string{"etcd", "kube-apiserver"} {
 		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Errorf("%s missing (run e2e/tools/build-apiserver.sh or set NODECACHE_E2E_BIN): %w", b, err)
+			return "", fmt.Errorf("%s missing (run e2e/tools/build-k8s.sh or set NODECACHE_E2E_BIN): %w", b, err)
 		}
 	}
 	return dir, nil
@@ -83,8 +84,23 @@ func envOr(k, def string) string {
 // startAPIServer starts etcd and kube-apiserver in dir and waits until the
 // apiserver is ready and its RBAC bootstrap is done.
 func startAPIServer(ctx context.Context, binDir, dir string) (*apiServer, error) {
+	return startAPIServerWith(ctx, binDir, dir, apiConfig{})
+}
+
+// apiConfig is what a cluster with nodes needs beyond the zone tests' bare
+// API server.
+type apiConfig struct {
+	// ServiceAccounts turns the ServiceAccount admission plugin on: pods
+	// get tokens. It needs a controller-manager to create the default
+	// ServiceAccount of each namespace.
+	ServiceAccounts bool
+	// Tokens are extra lines of the static token file (token,user,uid,"groups").
+	Tokens []string
+}
+
+func startAPIServerWith(ctx context.Context, binDir, dir string, cfg apiConfig) (*apiServer, error) {
 	start := time.Now()
-	s := &apiServer{dir: dir, AdminToken: "nodecache-e2e-admin-" + strconv.FormatInt(start.UnixNano(), 36)}
+	s := &apiServer{dir: dir, cfg: cfg, AdminToken: "nodecache-e2e-admin-" + strconv.FormatInt(start.UnixNano(), 36)}
 	var err error
 	if s.PKI, err = newPKI(dir); err != nil {
 		return nil, err
@@ -141,29 +157,36 @@ func (s *apiServer) startKubeAPIServer(ctx context.Context, binDir string) error
 	s.URL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	tokens := filepath.Join(s.dir, "tokens.csv")
 	line := fmt.Sprintf("%s,nodecache-e2e-admin,nodecache-e2e-admin,\"system:masters\"\n", s.AdminToken)
+	for _, l := range s.cfg.Tokens {
+		line += l + "\n"
+	}
 	if err := os.WriteFile(tokens, []byte(line), 0o600); err != nil {
 		return fmt.Errorf("writing token file: %w", err)
 	}
-	s.apiserver, err = startProc("kube-apiserver", filepath.Join(s.dir, "kube-apiserver.log"),
-		filepath.Join(binDir, "kube-apiserver"),
-		"--etcd-servers="+s.etcdURL,
-		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
-		// 1.37 refuses a loopback advertise address unless nothing
+	args := []string{
+		"--etcd-servers=" + s.etcdURL,
+		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
+		// A loopback advertise address is refused unless nothing
 		// reconciles the kubernetes endpoints.
 		"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
-		"--cert-dir="+filepath.Join(s.dir, "certs"),
-		"--tls-cert-file="+s.PKI.serverCert, "--tls-private-key-file="+s.PKI.serverKey,
-		"--client-ca-file="+s.PKI.caCert,
-		"--token-auth-file="+tokens,
+		"--cert-dir=" + filepath.Join(s.dir, "certs"),
+		"--tls-cert-file=" + s.PKI.serverCert, "--tls-private-key-file=" + s.PKI.serverKey,
+		"--client-ca-file=" + s.PKI.caCert,
+		"--token-auth-file=" + tokens,
 		"--authorization-mode=Node,RBAC",
-		"--service-cluster-ip-range="+serviceCIDRs,
+		"--service-cluster-ip-range=" + serviceCIDRs,
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+s.PKI.saPub,
-		"--service-account-signing-key-file="+s.PKI.saKey,
-		// No controller-manager: nothing would create the token the
-		// ServiceAccount admission plugin waits for.
-		"--disable-admission-plugins=ServiceAccount",
-		"--profiling=false", "--v=1")
+		"--service-account-key-file=" + s.PKI.saPub,
+		"--service-account-signing-key-file=" + s.PKI.saKey,
+		"--profiling=false", "--v=1",
+	}
+	if !s.cfg.ServiceAccounts {
+		// No controller-manager: nothing would create the ServiceAccount
+		// the ServiceAccount admission plugin waits for.
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
+	}
+	s.apiserver, err = startProc("kube-apiserver", filepath.Join(s.dir, "kube-apiserver.log"),
+		append([]string{filepath.Join(binDir, "kube-apiserver")}, args...)...)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,7 @@
 //	go test -tags e2e -count=1 -v ./e2e/...
 //
 // The rig starts one etcd and one kube-apiserver per test binary on 127.0.0.1
-// of the host network namespace (binaries from e2e/tools/build-apiserver.sh,
+// of the host network namespace (binaries from e2e/tools/build-k8s.sh,
 // found through NODECACHE_E2E_BIN or the script's cache), with self-generated
 // certificates, a static admin token, RBAC and dual-stack service CIDRs. The
 // agent under test runs as the real nodecache binary inside a "node" network
@@ -17,7 +17,7 @@
 //	CI=true              refuse to skip: a missing prerequisite (root, the
 //	                     apiserver binaries) fails the suite instead
 //	NODECACHE_E2E_BIN    directory holding kube-apiserver and etcd; empty
-//	                     means ask e2e/tools/build-apiserver.sh (cached)
+//	                     means ask e2e/tools/build-k8s.sh (cached)
 //	NODECACHE_E2E_AGENT  a prebuilt nodecache binary; empty means
 //	                     go build ./cmd/nodecache once per test binary
 //

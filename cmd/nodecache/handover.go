@@ -40,6 +40,8 @@ type handoverMsg struct {
 	UDP     int      `json:"udp,omitempty"`
 	TCP     int      `json:"tcp,omitempty"`
 	Error   string   `json:"error,omitempty"`
+	// Pod is the sender's pod UID (--pod-uid), empty outside a pod.
+	Pod string `json:"pod,omitempty"`
 }
 
 // reuseAddrPort lets a successor bind the HTTP ports while its predecessor
@@ -92,7 +94,7 @@ func (a *agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	if err := writeFrame(conn, handoverMsg{Op: "hello", Version: handoverVersion}, nil); err != nil {
+	if err := writeFrame(conn, handoverMsg{Op: "hello", Version: handoverVersion, Pod: a.pod.uid}, nil); err != nil {
 		return fail(fmt.Errorf("greeting predecessor: %w", err))
 	}
 	var offer handoverMsg
@@ -115,6 +117,9 @@ func (a *agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 	l, err := server.FromFiles(files)
 	if err != nil {
 		return fail(err)
+	}
+	if err := a.pod.recordPredecessor(offer.Pod); err != nil {
+		a.log.Warn("recording the predecessor's pod", "err", err)
 	}
 	// The warm cache follows; a failure here costs hit rate, not the handover.
 	r := bufio.NewReader(conn)
@@ -174,7 +179,7 @@ func (a *agent) serveHandover(ctx context.Context) error {
 			}
 			return fmt.Errorf("accepting successor: %w", err)
 		}
-		if a.handOver(ctx, c.(*net.UnixConn)) {
+		if a.handOver(ctx, c.(*net.UnixConn), ln.UnixListener) {
 			close(a.handedOff)
 			return errHandedOver
 		}
@@ -189,7 +194,7 @@ func (a *agent) socketWait() time.Duration { return a.cfg.HandoverWait + 10*time
 // errHandedOver ends the agent's errgroup after a successful handover.
 var errHandedOver = errors.New("handed over to a successor")
 
-func (a *agent) handOver(ctx context.Context, conn *net.UnixConn) bool {
+func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixListener) bool {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
 	var hello handoverMsg
@@ -201,6 +206,13 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn) bool {
 		a.log.Warn("refusing a successor's handover", "op", hello.Op, "version", hello.Version, "err", err)
 		return false
 	}
+	if hello.Pod != "" && hello.Pod == a.pod.predecessor() {
+		// A restarted container of the pod this agent replaced: the
+		// sockets never go back to an older revision.
+		a.log.Warn("refusing a handover to the pod this agent took over from", "pod", hello.Pod)
+		_ = writeFrame(conn, handoverMsg{Op: "error", Error: "this pod was superseded by pod " + a.pod.uid}, nil)
+		return false
+	}
 	a.successorSeen.Store(true)
 	l := a.server.Listeners()
 	files, err := l.Files()
@@ -209,7 +221,7 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn) bool {
 		return false
 	}
 	defer closeFiles(files)
-	offer := handoverMsg{Op: "offer", UDP: len(l.UDP), TCP: len(l.TCP)}
+	offer := handoverMsg{Op: "offer", UDP: len(l.UDP), TCP: len(l.TCP), Pod: a.pod.uid}
 	for _, ad := range l.Addrs() {
 		offer.Addrs = append(offer.Addrs, ad.String())
 	}
@@ -232,6 +244,11 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn) bool {
 	if err := a.server.StopReading(sctx); err != nil {
 		a.log.Warn("finishing in-flight queries before handover", "err", err)
 	}
+	// The successor owns the handover socket from now on: stop accepting
+	// before saying done, so it never finds a listener of ours there.
+	_ = ln.Close()
+	succ := hello.Pod
+	a.successorPod.Store(&succ)
 	_ = writeFrame(conn, handoverMsg{Op: "done"}, nil)
 	a.m.handovers.WithLabelValues("sent").Inc()
 	a.log.Info("handed over to a successor", "cache_entries", n)

@@ -90,6 +90,12 @@ func (a *agent) readiness() []string {
 func (a *agent) healthMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		// In-process first: on the host network a surge pod shares the
+		// sockets, so only this check is sure to be this process's.
+		if err := a.selfCheck(r.Context(), false); err != nil {
+			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
+			return
+		}
 		if err := a.udpProbe(r.Context(), a.addrs[0].String(), a.probeQuery()); err != nil {
 			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)
 			return

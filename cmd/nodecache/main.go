@@ -26,6 +26,7 @@ Usage:
   nodecache upstreams                   upstream health and latency
   nodecache top                         live query rate, rcodes, latency, top client pods
   nodecache doctor                      check this node and say what to fix
+  nodecache probe live|ready            the kubelet's exec probe: asks this pod's agent over its probe socket
   nodecache cleanup [--force] [run flags]
                                         remove the rules and the link a crashed agent left
   nodecache version
@@ -52,6 +53,8 @@ func dispatch(args []string) error {
 	switch cmd {
 	case "run":
 		return cmdRun(rest)
+	case "probe":
+		return cmdProbe(rest)
 	case "cleanup":
 		return cmdCleanup(rest)
 	case "version", "--version":

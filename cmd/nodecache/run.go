@@ -47,8 +47,13 @@ type agent struct {
 	// successorSeen is set when a successor greeted us on the handover
 	// socket, whether or not it took the sockets.
 	successorSeen atomic.Bool
-	stopEarly     context.CancelFunc
-	httpGuards    sync.Map // health/metrics address -> *connGuard
+	// successorPod is the pod UID of the successor that took the sockets.
+	successorPod atomic.Pointer[string]
+	stopEarly    context.CancelFunc
+	pod          podState
+	probes       swapHandler          // the probe socket's handler
+	kube         kubernetes.Interface // nil without a zone from an API server
+	httpGuards   sync.Map             // health/metrics address -> *connGuard
 }
 
 func newLogger(c *runConfig) (*slog.Logger, error) {
@@ -88,16 +93,32 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
 func newAgent(cfg *runConfig, log *slog.Logger) *agent {
 	return &agent{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
 		addrs: listenAddrs(cfg.LocalIPs, uint16(cfg.Port)), clients: newClientStats(4096),
-		handedOff: make(chan struct{})}
+		handedOff: make(chan struct{}), pod: podState{dir: cfg.PodStateDir, uid: cfg.PodUID}}
 }
 
 func (a *agent) run(ctx context.Context) error {
 	cfg, log := a.cfg, a.log
+	if successor, ok := a.pod.superseded(); ok {
+		return a.idleSuperseded(ctx, successor)
+	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.m = newAgentMetrics(a.reg)
 	if err := a.build(); err != nil {
 		return err
 	}
+	// The probe socket outlives the errgroup: after a handover it says
+	// "alive, not ready" until the pod is deleted.
+	parent := ctx
+	a.probes.set(a.healthMux())
+	probesDone := make(chan struct{})
+	probeCtx, stopProbes := context.WithCancel(parent)
+	defer stopProbes()
+	go func() {
+		defer close(probesDone)
+		if err := a.serveProbes(probeCtx, &a.probes); err != nil {
+			log.Error("probe socket unavailable: the kubelet's exec probes will fail", "err", err)
+		}
+	}()
 	ctx, a.stopEarly = context.WithCancel(ctx)
 	defer a.stopEarly()
 	defer a.forwarder.Close()
@@ -164,7 +185,39 @@ func (a *agent) run(ctx context.Context) error {
 		"startup", time.Since(a.started).Round(time.Millisecond))
 
 	err = g.Wait()
-	return a.shutdown(err)
+	err = a.shutdown(err)
+	if a.pod.enabled() && isHandedOff(a.handedOff) {
+		a.idleAfterHandover(parent)
+	}
+	stopProbes()
+	<-probesDone
+	return err
+}
+
+func isHandedOff(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// idleAfterHandover keeps the process of a pod that handed over alive until
+// the pod is deleted (see podstate.go): exiting would make the kubelet
+// restart it.
+func (a *agent) idleAfterHandover(ctx context.Context) {
+	successor := ""
+	if p := a.successorPod.Load(); p != nil {
+		successor = *p
+	}
+	if err := a.pod.markSuperseded(successor); err != nil {
+		a.log.Error("recording the handover in the pod state dir; a restart of this container would start cold", "err", err)
+	}
+	a.probes.set(supersededMux(successor))
+	a.log.Info("handed over; idle until this pod is deleted", "successor_pod", successor)
+	<-ctx.Done()
+	a.log.Info("superseded agent stopping; interface and rules are the successor's")
 }
 
 // abort stops what run started in g before serving, for an early return.
@@ -307,6 +360,7 @@ func (a *agent) startZone(ctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return err
 	}
+	a.kube = client
 	if a.cfg.ZoneSnapshot != "" {
 		if err := a.zone.LoadSnapshot(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.log.Warn("not serving from the zone snapshot", "err", err)
@@ -355,6 +409,9 @@ func (a *agent) keepHostState() (bool, string) {
 	case a.successorSeen.Load():
 		return true, "a successor agent is running"
 	}
+	if restart, why := a.containerRestart(); restart {
+		return true, why
+	}
 	return false, ""
 }
 
@@ -370,13 +427,15 @@ func (a *agent) shutdown(cause error) error {
 		return nil
 	default:
 	}
-	if err := a.server.Shutdown(ctx); err != nil {
-		a.log.Warn("shutting down listeners", "err", err)
-	}
+	// Rules and address go first, while the sockets still answer: traffic
+	// stops being steered here before anything stops serving it.
 	if keep, why := a.keepHostState(); keep {
 		a.log.Info(why + ": leaving interface and rules in place")
 	} else if err := a.iface.Teardown(ctx); err != nil {
 		a.log.Error("tearing down interface and rules", "err", err)
+	}
+	if err := a.server.Shutdown(ctx); err != nil {
+		a.log.Warn("shutting down listeners", "err", err)
 	}
 	if a.zone != nil {
 		a.log.Info("zone at exit", "stats", fmt.Sprintf("%+v", a.zone.Stats()))

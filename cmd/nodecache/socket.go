@@ -39,7 +39,7 @@ var errSocketBusy = errors.New("another agent listens on the socket")
 // process's uid) only, creating its directory 0700 if needed. While
 // another process listens there it retries until wait has passed. The path
 // is not removed on close: a successor may already have replaced it.
-func listenRootSocket(ctx context.Context, path string, wait time.Duration, log *slog.Logger) (net.Listener, error) {
+func listenRootSocket(ctx context.Context, path string, wait time.Duration, log *slog.Logger) (*peerCheckListener, error) {
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("creating directory for %s: %w", path, err)

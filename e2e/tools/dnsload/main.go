@@ -1,0 +1,181 @@
+// Command dnsload is the e2e node's client pod: it sends a steady stream of
+// DNS queries over UDP and over TCP (one query per fresh TCP connection, as a
+// stub resolver's fallback does) and prints one JSON line a second with that
+// second's outcome and latency histogram, until SIGTERM.
+//
+//	dnsload -server 169.254.20.10:53 -qps 50 -names web.default.svc.cluster.local.,A
+//
+// A query is lost when no reply arrives within -timeout; it is sent once,
+// never retried, so a loss is visible rather than hidden by a retry.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/miekg/dns"
+)
+
+// second is one second's outcome for one protocol.
+type second struct {
+	T        int64          `json:"t"` // unix seconds the queries were sent in
+	Proto    string         `json:"proto"`
+	Sent     int            `json:"sent"`
+	OK       int            `json:"ok"`
+	Lost     int            `json:"lost"`
+	Rcodes   map[string]int `json:"rcodes,omitempty"` // non-NOERROR rcodes, plus "error"
+	Buckets  map[int]int    `json:"buckets"`          // latency bucket (see bucketOf) → count
+	firstErr string
+	Err      string `json:"err,omitempty"`
+}
+
+// bucketOf maps a latency to a bucket: 8 per power of two of microseconds.
+func bucketOf(d time.Duration) int {
+	us := float64(d.Microseconds())
+	if us < 1 {
+		us = 1
+	}
+	return int(math.Ceil(math.Log2(us) * 8))
+}
+
+type name struct {
+	fqdn  string
+	qtype uint16
+}
+
+func main() {
+	server := flag.String("server", "169.254.20.10:53", "DNS server")
+	qps := flag.Int("qps", 50, "queries a second per protocol")
+	timeout := flag.Duration("timeout", 2*time.Second, "a query with no reply after this is lost")
+	namesFlag := flag.String("names", "kubernetes.default.svc.cluster.local.,A", "semicolon-separated NAME,TYPE list, queried in turn")
+	protos := flag.String("protos", "udp,tcp", "protocols to send on")
+	cat := flag.String("cat", "", "print this file and exit (the client image has no cat)")
+	flag.Parse()
+	if *cat != "" {
+		b, err := os.ReadFile(*cat)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dnsload:", err)
+			os.Exit(1)
+		}
+		os.Stdout.Write(b)
+		return
+	}
+	var names []name
+	for _, s := range strings.Split(*namesFlag, ";") {
+		n, t, _ := strings.Cut(s, ",")
+		qt, ok := dns.StringToType[strings.ToUpper(t)]
+		if !ok {
+			fmt.Fprintf(os.Stderr, "dnsload: unknown type %q in %q\n", t, s)
+			os.Exit(2)
+		}
+		names = append(names, name{dns.Fqdn(n), qt})
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	out := json.NewEncoder(os.Stdout)
+	var outMu sync.Mutex
+	var wg sync.WaitGroup
+	for _, p := range strings.Split(*protos, ",") {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			run(ctx, p, *server, names, *qps, *timeout, func(s *second) {
+				outMu.Lock()
+				defer outMu.Unlock()
+				_ = out.Encode(s)
+			})
+		}()
+	}
+	wg.Wait()
+}
+
+// run sends qps queries a second on proto until ctx ends, and reports each
+// second once all its queries have finished.
+func run(ctx context.Context, proto, server string, names []name, qps int, timeout time.Duration, report func(*second)) {
+	client := &dns.Client{Net: proto, Timeout: timeout}
+	tick := time.NewTicker(time.Second / time.Duration(qps))
+	defer tick.Stop()
+	var (
+		mu   sync.Mutex
+		cur  *second
+		wg   *sync.WaitGroup // cur's queries
+		i    int
+		secs sync.WaitGroup
+	)
+	flush := func(s *second, w *sync.WaitGroup) {
+		defer secs.Done()
+		w.Wait()
+		mu.Lock()
+		s.Err = s.firstErr
+		mu.Unlock()
+		report(s)
+	}
+	start := func(now time.Time) {
+		cur = &second{T: now.Unix(), Proto: proto, Rcodes: map[string]int{}, Buckets: map[int]int{}}
+		wg = new(sync.WaitGroup)
+	}
+	start(time.Now())
+	for {
+		select {
+		case <-ctx.Done():
+			secs.Add(1)
+			go flush(cur, wg)
+			secs.Wait()
+			return
+		case now := <-tick.C:
+			if now.Unix() != cur.T {
+				secs.Add(1)
+				go flush(cur, wg)
+				start(now)
+			}
+			n := names[i%len(names)]
+			i++
+			s, w := cur, wg
+			s.Sent++
+			w.Add(1)
+			go func() {
+				defer w.Done()
+				m := new(dns.Msg)
+				m.SetQuestion(n.fqdn, n.qtype)
+				t0 := time.Now()
+				r, _, err := client.Exchange(m, server)
+				d := time.Since(t0)
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case err != nil && isTimeout(err):
+					s.Lost++
+					if s.firstErr == "" {
+						s.firstErr = err.Error()
+					}
+				case err != nil:
+					s.Rcodes["error"]++
+					if s.firstErr == "" {
+						s.firstErr = err.Error()
+					}
+				case r.Rcode != dns.RcodeSuccess:
+					s.Rcodes[dns.RcodeToString[r.Rcode]]++
+					s.Buckets[bucketOf(d)]++
+				default:
+					s.OK++
+					s.Buckets[bucketOf(d)]++
+				}
+			}()
+		}
+	}
+}
+
+func isTimeout(err error) bool {
+	type timeout interface{ Timeout() bool }
+	t, ok := err.(timeout)
+	return ok && t.Timeout()
+}
