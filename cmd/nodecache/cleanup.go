@@ -40,8 +40,10 @@ func cmdCleanup(args []string) error {
 	var rest []string
 	for _, a := range args {
 		switch a {
-		case "--force", "-force":
+		case "--force", "-force", "--force=true", "-force=true":
 			force = true
+		case "--force=false", "-force=false":
+			force = false
 		case "-h", "--help", "-help":
 			fmt.Print(cleanupUsage)
 			return flag.ErrHelp
