@@ -44,6 +44,8 @@ type LinkHandle interface {
 	LinkSetUp(link netlink.Link) error
 	// LinkSetAlias sets the link's alias (IFLA_IFALIAS).
 	LinkSetAlias(link netlink.Link, alias string) error
+	// LinkSetName renames a link that is down.
+	LinkSetName(link netlink.Link, name string) error
 	LinkDel(link netlink.Link) error
 	// AddrList returns the addresses of link in both families.
 	AddrList(link netlink.Link) ([]netlink.Addr, error)

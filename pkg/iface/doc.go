@@ -11,7 +11,9 @@
 // # Link
 //
 // A dummy link, or an empty bridge when the kernel has no dummy driver (one warning is logged),
-// created with the alias "nodecache" that marks it as ours. An existing link with the configured
+// created with the alias "nodecache" that marks it as ours. The kernel ignores an alias given when a
+// link is created, so the link is created as "nct-<name>", marked, then renamed: the configured name
+// never shows an unmarked link; an empty link left under the temporary name by a crash is deleted. An existing link with the configured
 // name is adopted only when it is ours: a dummy or bridge with our alias, or one without an alias
 // whose only addresses are host prefixes including a local IP (made by a version before the alias;
 // it is marked on adoption). Any other link (a CNI bridge such as cni0, a veth, a link with another

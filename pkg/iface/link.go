@@ -194,18 +194,31 @@ func (m *Manager) syncLink() (InterfaceStatus, error) {
 	return after.st, errors.Join(errs...)
 }
 
-// createLink adds a dummy link, or an empty bridge when the kernel has no dummy driver (warning once).
+// tempLinkName is the name a new link is created under. The kernel ignores
+// an alias given with the request that creates a link, so the link is
+// marked under this name first and renamed after: the configured name never
+// shows an unmarked link, even to a successor after a crash in between.
+func tempLinkName(name string) string {
+	t := "nct-" + name
+	return t[:min(len(t), maxIfNameLen)]
+}
+
+// createLink adds a dummy link, or an empty bridge when the kernel has no dummy driver (warning
+// once), under tempLinkName, marks it and gives it the configured name.
 func (m *Manager) createLink() (netlink.Link, error) {
-	name := m.cfg.InterfaceName
+	name, tmp := m.cfg.InterfaceName, tempLinkName(m.cfg.InterfaceName)
+	if err := m.removeTempLink(); err != nil {
+		return nil, err
+	}
 	attrs := netlink.NewLinkAttrs()
-	attrs.Name, attrs.Alias = name, linkAlias
+	attrs.Name = tmp
 	if !m.dummyUnsupported {
 		err := m.links.LinkAdd(&netlink.Dummy{LinkAttrs: attrs})
 		switch {
 		case err == nil:
-			return m.lookupCreated()
+			return m.finishCreated(tmp)
 		case !errors.Is(err, ErrLinkKindUnsupported):
-			return nil, fmt.Errorf("adding dummy link %s: %w", name, err)
+			return nil, fmt.Errorf("adding dummy link %s: %w", tmp, err)
 		}
 		m.dummyUnsupported = true
 		m.log.Warn("kernel has no dummy link driver, using an empty bridge instead",
@@ -216,31 +229,71 @@ func (m *Manager) createLink() (netlink.Link, error) {
 	// would show up as conntrack entries); a dummy link sends none either.
 	snooping := false
 	if err := m.links.LinkAdd(&netlink.Bridge{LinkAttrs: attrs, MulticastSnooping: &snooping}); err != nil {
-		return nil, fmt.Errorf("adding bridge link %s: %w", name, err)
+		return nil, fmt.Errorf("adding bridge link %s: %w", tmp, err)
 	}
-	return m.lookupCreated()
+	return m.finishCreated(tmp)
 }
 
-// lookupCreated finds the link just added and makes sure it carries our alias (set in the same
-// request where the kernel takes it there; set again here where it does not).
-func (m *Manager) lookupCreated() (netlink.Link, error) {
-	l, err := m.links.LinkByName(m.cfg.InterfaceName)
+// finishCreated marks the link just added as tmp and renames it to the configured name; on failure
+// it deletes it again.
+func (m *Manager) finishCreated(tmp string) (netlink.Link, error) {
+	name := m.cfg.InterfaceName
+	l, err := m.links.LinkByName(tmp)
 	if err == nil && l == nil {
 		err = errors.New("not found after adding it")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("looking up new link %s: %w", m.cfg.InterfaceName, err)
+		return nil, fmt.Errorf("looking up new link %s: %w", tmp, err)
 	}
-	if l.Attrs().Alias != linkAlias {
-		if err := m.links.LinkSetAlias(l, linkAlias); err != nil {
-			return nil, fmt.Errorf("marking new link %s as nodecache's: %w", m.cfg.InterfaceName, err)
-		}
+	if err = m.links.LinkSetAlias(l, linkAlias); err == nil {
+		err = m.links.LinkSetName(l, name)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("marking new link %s and naming it %s: %w", tmp, name, err), m.links.LinkDel(l))
+	}
+	l, err = m.links.LinkByName(name)
+	if err == nil && l == nil {
+		err = errors.New("not found after renaming it")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up new link %s: %w", name, err)
 	}
 	return l, nil
 }
 
+// removeTempLink deletes a link left under tempLinkName by a crash during createLink: a dummy or
+// bridge without addresses (link-local v6 aside). Anything else there is not ours to delete.
+func (m *Manager) removeTempLink() error {
+	tmp := tempLinkName(m.cfg.InterfaceName)
+	l, err := m.links.LinkByName(tmp)
+	if err != nil || l == nil {
+		return err
+	}
+	addrs, err := m.links.AddrList(l)
+	if err != nil {
+		return fmt.Errorf("listing addresses of %s: %w", tmp, err)
+	}
+	for _, a := range addrs {
+		if p, ok := addrPrefix(a); ok && !(p.Addr().Is6() && p.Addr().IsLinkLocalUnicast()) {
+			return fmt.Errorf("link %s, the name nodecache creates its link under, carries %s: %w", tmp, p, ErrForeignLink)
+		}
+	}
+	if !adoptable(l.Type()) || l.Attrs().Alias != "" && l.Attrs().Alias != linkAlias {
+		return fmt.Errorf("link %s, the name nodecache creates its link under, has kind %s and alias %q: %w",
+			tmp, l.Type(), l.Attrs().Alias, ErrForeignLink)
+	}
+	m.log.Info("removing a link left half-created by a crash", "interface", tmp)
+	if err := m.links.LinkDel(l); err != nil {
+		return fmt.Errorf("deleting leftover link %s: %w", tmp, err)
+	}
+	return nil
+}
+
 // teardownLink removes our addresses, then the link. A foreign link is left alone.
 func (m *Manager) teardownLink(ctx context.Context) error {
+	if err := m.removeTempLink(); err != nil {
+		return err
+	}
 	v, err := m.inspectLink()
 	if err != nil || v.link == nil {
 		return err

@@ -47,6 +47,10 @@ func (n *netlinkLinks) LinkSetUp(link netlink.Link) error { return n.h.LinkSetUp
 func (n *netlinkLinks) LinkSetAlias(link netlink.Link, alias string) error {
 	return n.h.LinkSetAlias(link, alias)
 }
+func (n *netlinkLinks) LinkSetName(link netlink.Link, name string) error {
+	return n.h.LinkSetName(link, name)
+}
+
 func (n *netlinkLinks) LinkDel(link netlink.Link) error { return n.h.LinkDel(link) }
 
 func (n *netlinkLinks) AddrList(link netlink.Link) ([]netlink.Addr, error) {

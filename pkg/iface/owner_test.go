@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -35,9 +36,7 @@ func TestLinkOwnership(t *testing.T) {
 			e := newEnv(t, cfg, func(e *env) {
 				l := newLinkOfKind(tc.kind, "cni0")
 				l.Attrs().Alias = tc.alias
-				if err := e.links.LinkAdd(l); err != nil {
-					t.Fatal(err)
-				}
+				e.links.addExisting(l)
 				for _, a := range tc.addrs {
 					e.links.externalAddrAdd("cni0", a)
 				}
@@ -80,5 +79,44 @@ func TestCreatedLinkIsMarked(t *testing.T) {
 		if got := l.Attrs().Alias; got != linkAlias {
 			t.Errorf("noDummy=%v: alias of the created %s: got %q, want %q", noDummy, l.Type(), got, linkAlias)
 		}
+	}
+}
+
+// TestLinkIsMarkedBeforeItHasItsName: the kernel ignores an alias given at
+// creation, so the link is created under a temporary name, marked, then
+// renamed; a link left under the temporary name by a crash in between is
+// removed, and one that is not empty there is refused.
+func TestLinkIsMarkedBeforeItHasItsName(t *testing.T) {
+	e := newEnv(t, baseConfig("169.254.20.10"), func(e *env) {
+		e.links.addExisting(newLinkOfKind("bridge", "nct-nodelocaldn")) // a crash between add and rename
+		l, _ := e.links.LinkByName("nct-nodelocaldn")
+		l.Attrs().Alias = ""
+	})
+	e.setup(t)
+	e.assertConverged(t)
+	var linkOps []string
+	for _, op := range e.ops.snapshot() {
+		if strings.HasPrefix(op, "link:") && !strings.HasPrefix(op, "link:addr") && !strings.HasPrefix(op, "link:up") {
+			linkOps = append(linkOps, op)
+		}
+	}
+	want := []string{"link:del nct-nodelocaldn", "link:add dummy nct-nodelocaldn",
+		"link:alias nct-nodelocaldn nodecache", "link:rename nct-nodelocaldn nodelocaldns"}
+	if !slices.Equal(linkOps, want) {
+		t.Errorf("link operations: got %v, want %v", linkOps, want)
+	}
+	if l, _ := e.links.LinkByName("nct-nodelocaldn"); l != nil {
+		t.Error("temporary link after Setup: got present, want removed")
+	}
+
+	e2 := newEnv(t, baseConfig("169.254.20.10"), func(e *env) {
+		e.links.addExisting(newLinkOfKind("bridge", "nct-nodelocaldn"))
+		e.links.externalAddrAdd("nct-nodelocaldn", "10.244.0.1/24")
+	})
+	if err := e2.m.Setup(context.Background()); !errors.Is(err, ErrForeignLink) {
+		t.Errorf("Setup with an addressed link at the temporary name: got %v, want ErrForeignLink", err)
+	}
+	if l, _ := e2.links.LinkByName("nct-nodelocaldn"); l == nil {
+		t.Error("addressed link at the temporary name: got deleted, want left alone")
 	}
 }
