@@ -74,11 +74,11 @@ type RuleHandle interface {
 	DeleteChain(fam Family, table, chain string) error
 }
 
-// RuleEdit is one change EditChain makes: delete the first rule equal to Spec (iptables -D chain
-// spec), or, with InsertFirst, insert Spec at position 1.
+// RuleEdit is one change EditChain makes: with At zero, delete the first rule equal to Spec
+// (iptables -D chain spec); with At n > 0, insert Spec at position n (iptables -I chain n spec).
 type RuleEdit struct {
-	InsertFirst bool
-	Spec        []string
+	At   int
+	Spec []string
 }
 
 // deleteEdits returns n deletions of spec.

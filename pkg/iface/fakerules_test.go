@@ -104,11 +104,14 @@ func (f *fakeRules) EditChain(fam Family, table, chain string, edits []RuleEdit)
 	rules = slices.Clone(rules)
 	for _, e := range edits {
 		s := joinSpec(e.Spec)
-		if e.InsertFirst {
-			if !f.targetOKLocked(fam, table, s) {
+		if e.At > 0 {
+			switch {
+			case e.At > len(rules)+1:
+				return errors.New("index of insertion too big")
+			case !f.targetOKLocked(fam, table, s):
 				return errors.New("couldn't load target")
 			}
-			rules = slices.Insert(rules, 0, s)
+			rules = slices.Insert(rules, e.At-1, s)
 			continue
 		}
 		i := slices.Index(rules, s)

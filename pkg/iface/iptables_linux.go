@@ -134,8 +134,8 @@ func (r *xtablesRules) EditChain(fam Family, table, chain string, edits []RuleEd
 	var in bytes.Buffer
 	fmt.Fprintf(&in, "*%s\n", table)
 	for _, e := range edits {
-		if e.InsertFirst {
-			fmt.Fprintf(&in, "-I %s 1 %s\n", chain, joinSpec(e.Spec))
+		if e.At > 0 {
+			fmt.Fprintf(&in, "-I %s %d %s\n", chain, e.At, joinSpec(e.Spec))
 		} else {
 			fmt.Fprintf(&in, "-D %s %s\n", chain, joinSpec(e.Spec))
 		}

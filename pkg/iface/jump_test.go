@@ -78,10 +78,11 @@ func TestJumpYieldsPositionOne(t *testing.T) {
 			t.Errorf("status of %s: got yielded=%t first=%t, want yielded and not first", c.Chain, c.Yielded, c.JumpFirst)
 		}
 	}
-	// A second copy of the jump is still removed while yielded, and the foreign rule stays first.
+	// A second copy of the jump is still removed while yielded; the foreign rule stays first, and
+	// the jump stays where its first copy was, not after the other rules.
 	e.rules.set(FamilyV4, ref.Table, ref.Parent, foreignFirst, jump, foreignSecond, jump)
 	_ = e.m.Setup(context.Background())
-	if got, want := e.rules.get(FamilyV4, ref.Table, ref.Parent), []string{foreignFirst, foreignSecond, jump}; !slices.Equal(got, want) {
+	if got, want := e.rules.get(FamilyV4, ref.Table, ref.Parent), []string{foreignFirst, jump, foreignSecond}; !slices.Equal(got, want) {
 		t.Errorf("raw/PREROUTING after a duplicate while yielded: got\n%s\nwant\n%s", joinLines(got), joinLines(want))
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -138,6 +139,9 @@ func checkForeignWriters(t *testing.T, m *Manager, mode string) {
 		if got := countOf(rules, spec); got != want {
 			t.Errorf("raw/PREROUTING after the writers: got %d copies of %q, want %d\n%s", got, spec, want, joinLines(rules))
 		}
+	}
+	if i := slices.Index(rules, joinSpec(jump)); i > 1 {
+		t.Errorf("raw/PREROUTING after the writers: got our jump at position %d, want 1 or 2 (below the writer that wants 1 at most)\n%s", i+1, joinLines(rules))
 	}
 	t.Logf("raw/PREROUTING after 30 syncs against two writers:\n%s", joinLines(rules))
 }

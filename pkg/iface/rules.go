@@ -14,6 +14,8 @@ type chainView struct {
 	st    ChainStatus
 	len   int    // rules in the chain as listed
 	first string // the first rule of ref.Parent as listed
+	// firstJump is the position of the first copy of the jump as listed, 0 without one.
+	firstJump int
 }
 
 // rewrite reports whether the chain content differs from the desired set (order is not significant:
@@ -81,6 +83,9 @@ func (m *Manager) inspectChain(fam Family, ref chainRef, want [][]string) (chain
 	v.st.JumpFirst = len(pos) > 0 && pos[0] == 1
 	v.st.Yielded = len(pos) > 0 && !v.st.JumpFirst && m.moved[jumpKey{fam, ref}] > 0
 	v.first = first
+	if len(pos) > 0 {
+		v.firstJump = pos[0]
+	}
 	return v, nil
 }
 
@@ -172,17 +177,16 @@ func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 // deleted by spec in the same atomic commit that inserts the one at position 1, never by a position
 // read in an earlier call. A jump moved back to position 1 once and pushed down again has a foreign
 // rule that also wants position 1 (Calico in insert mode, say): from then on it is left where it
-// is (Yielded) rather than fought over every sync; only its extra copies are still removed.
+// is (Yielded) rather than fought over every sync; extra copies are still removed, the one kept
+// where the first copy was.
 func (m *Manager) ensureJump(v chainView) error {
 	ref, key := v.ref, jumpKey{v.fam, v.ref}
 	spec := jumpSpec(ref)
-	var edits []RuleEdit
-	switch {
-	case v.st.Yielded:
-		edits = deleteEdits(spec, v.st.Jumps-1)
-	default:
-		edits = append(deleteEdits(spec, v.st.Jumps), RuleEdit{InsertFirst: true, Spec: spec})
+	at := 1
+	if v.st.Yielded {
+		at = v.firstJump // where the first copy is: below the foreign rule, not further down
 	}
+	edits := append(deleteEdits(spec, v.st.Jumps), RuleEdit{At: at, Spec: spec})
 	if err := m.rules.EditChain(v.fam, ref.Table, ref.Parent, edits); err != nil {
 		return fmt.Errorf("fixing jump %s %s/%s -> %s: %w", v.fam, ref.Table, ref.Parent, ref.Chain, err)
 	}
