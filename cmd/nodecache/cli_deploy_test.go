@@ -118,3 +118,105 @@ func (a *cliAgent) checkDashboard(t *testing.T) {
 		t.Errorf("dashboard: got no nodecache_ metric in any panel, want some")
 	}
 }
+
+// TestDeployDaemonSetArgsAndProbes parses the DaemonSet's own args (with the
+// ConfigMap's config.yaml) and checks that its exec probes ask the probe
+// socket of the --pod-state-dir those args set, on a pod-scoped volume.
+func TestDeployDaemonSetArgsAndProbes(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/base/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds struct {
+		Spec struct {
+			UpdateStrategy struct {
+				RollingUpdate struct {
+					MaxSurge       any `json:"maxSurge"`
+					MaxUnavailable any `json:"maxUnavailable"`
+				} `json:"rollingUpdate"`
+			} `json:"updateStrategy"`
+			Template struct {
+				Spec struct {
+					Containers []struct {
+						Args           []string  `json:"args"`
+						LivenessProbe  probeSpec `json:"livenessProbe"`
+						ReadinessProbe probeSpec `json:"readinessProbe"`
+						VolumeMounts   []struct {
+							Name      string `json:"name"`
+							MountPath string `json:"mountPath"`
+						} `json:"volumeMounts"`
+					} `json:"containers"`
+					Volumes []struct {
+						Name     string    `json:"name"`
+						EmptyDir *struct{} `json:"emptyDir"`
+					} `json:"volumes"`
+				} `json:"spec"`
+			} `json:"template"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &ds); err != nil {
+		t.Fatal(err)
+	}
+	ru := ds.Spec.UpdateStrategy.RollingUpdate
+	if s, ok := ru.MaxSurge.(string); !ok || !strings.HasSuffix(s, "%") {
+		t.Errorf("maxSurge: got %v, want a percentage (an absolute 1 updates one node at a time)", ru.MaxSurge)
+	}
+	if ru.MaxUnavailable != float64(0) {
+		t.Errorf("maxUnavailable: got %v, want 0", ru.MaxUnavailable)
+	}
+	c := ds.Spec.Template.Spec.Containers[0]
+	cmData, err := os.ReadFile("../../deploy/base/configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(cmData, &cm); err != nil {
+		t.Fatal(err)
+	}
+	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
+	if err := writeFile(cfgPath, cm.Data["config.yaml"]); err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, a := range c.Args[1:] { // after "run"
+		a = strings.ReplaceAll(a, "$(HOST_IP)", "10.0.0.5")
+		a = strings.ReplaceAll(a, "/etc/nodecache/config.yaml", cfgPath)
+		args = append(args, a)
+	}
+	cfg, err := parseRunConfig(args)
+	if err != nil {
+		t.Fatalf("the DaemonSet's args %q: %v", c.Args, err)
+	}
+	if cfg.PodStateDir == "" {
+		t.Fatal("the DaemonSet sets no --pod-state-dir: a superseded pod would exit and be restarted")
+	}
+	mounted := ""
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == cfg.PodStateDir {
+			mounted = m.Name
+		}
+	}
+	emptyDir := false
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == mounted && v.EmptyDir != nil {
+			emptyDir = true
+		}
+	}
+	if !emptyDir {
+		t.Errorf("--pod-state-dir %s: want it on an emptyDir volume (pod-scoped), got volume %q", cfg.PodStateDir, mounted)
+	}
+	for name, p := range map[string]probeSpec{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		cmd := strings.Join(p.Exec.Command, " ")
+		if !strings.Contains(cmd, "nodecache probe") || !strings.Contains(cmd, "--pod-state-dir="+cfg.PodStateDir) {
+			t.Errorf("%s probe: got %q, want `nodecache probe ... --pod-state-dir=%s` (an httpGet probe on the shared host network may reach the other pod)", name, cmd, cfg.PodStateDir)
+		}
+	}
+}
+
+type probeSpec struct {
+	Exec struct {
+		Command []string `json:"command"`
+	} `json:"exec"`
+}
