@@ -59,6 +59,9 @@ func (e *doctorEnv) checkInterface(ctx context.Context) []finding {
 		s, err := e.inspect(ctx, cfg)
 		if err == nil {
 			st, source, direct = s, "inspected now", true
+			if e.st != nil {
+				carryYield(&st.Rules, e.st.Interface.Rules)
+			}
 		} else if e.st == nil {
 			return []finding{{Check: "interface", Severity: sevWarn, Detail: "cannot inspect the link and rules: " + err.Error(),
 				Fix: "run as root with iptables installed, or start the agent"}}
@@ -123,6 +126,18 @@ func linkFindings(s iface.InterfaceStatus, source string) []finding {
 		f.Detail = fmt.Sprintf("link %s (%s) up with %s (%s)", s.Name, s.Kind, joinIPs(s.Addresses), source)
 	}
 	return []finding{f}
+}
+
+// carryYield marks the inspected chains whose jump the agent yields to a
+// foreign rule at position 1: only the agent knows it moved it once already.
+func carryYield(inspected *iface.RulesStatus, agent iface.RulesStatus) {
+	for i, c := range inspected.Chains {
+		for _, a := range agent.Chains {
+			if a.Yielded && a.Family == c.Family && a.Table == c.Table && a.Chain == c.Chain && c.Jumps == 1 && !c.JumpFirst {
+				inspected.Chains[i].Yielded = true
+			}
+		}
+	}
 }
 
 func ruleFindings(r iface.RulesStatus, source string) []finding {
