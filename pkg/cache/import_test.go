@@ -130,3 +130,53 @@ func TestImportClearsAD(t *testing.T) {
 		t.Error("stored reply: got AD set, want it cleared (nothing here validated it)")
 	}
 }
+
+// FuzzImportRecord fuzzes the reply inside one well-framed record (the
+// kind and lifetime it claims too), so that inputs reach the judging of
+// Import rather than its framing checks: Import never panics, and what it
+// stores is what a fetch of that reply would have stored, without AD.
+func FuzzImportRecord(f *testing.F) {
+	m := new(dns.Msg)
+	m.SetQuestion("a.example.", dns.TypeA)
+	for _, r := range []*dns.Msg{replyA(m, 300), replyNeg(m, dns.RcodeNameError, 60, 30), replyNeg(m, dns.RcodeServerFailure, 0, 0)} {
+		b, _ := r.Pack()
+		f.Add(uint8(kindPositive), uint32(300), b)
+	}
+	f.Fuzz(func(t *testing.T, k uint8, ttlSeconds uint32, reply []byte) {
+		var r dns.Msg
+		if r.Unpack(reply) != nil || len(r.Question) != 1 {
+			return // not a reply whose question names a record: the framing tests cover those
+		}
+		q := r.Question[0]
+		key, err := wire.NewKey(q.Name, q.Qtype, q.Qclass, false, false)
+		if err != nil || k >= uint8(numKinds) {
+			return
+		}
+		rec := append([]byte{byte(len(key.Name))}, key.Name...)
+		rec = binary.BigEndian.AppendUint16(rec, key.Type)
+		rec = binary.BigEndian.AppendUint16(rec, key.Class)
+		rec = append(rec, 0, k)
+		rec = binary.BigEndian.AppendUint64(rec, uint64(t0.UnixNano()))
+		rec = binary.BigEndian.AppendUint64(rec, uint64(time.Duration(ttlSeconds)*time.Second))
+		rec = append(rec, reply...)
+		c := newTestCache(t, Config{MaxBytes: 1 << 20, Shards: 1}, &fakeUpstream{reply: failing}, newClock())
+		n, err := c.Import(bytes.NewReader(dumpOf(rec)), time.Time{})
+		if err != nil || n == 0 {
+			return
+		}
+		var stored *entry
+		for _, e := range c.shards[0].snapshot() {
+			stored = e
+		}
+		got, err := stored.packed.Msg()
+		if err != nil {
+			t.Fatalf("stored reply does not unpack: %v", err)
+		}
+		if got.AuthenticatedData {
+			t.Error("stored reply: AD set, want it cleared")
+		}
+		if _, fk, why := judgeImported(c.lim, &key, &r); why != reasonNone || fk != kind(k) {
+			t.Errorf("stored a reply a fetch would not store as %v: verdict %v, %v", kind(k), fk, why)
+		}
+	})
+}
