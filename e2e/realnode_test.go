@@ -568,7 +568,7 @@ func (n *realNode) logAgents(ctx context.Context) {
 
 // podLogFiles are the kubelet's log files of a pod's containers.
 func podLogFiles(dir, ns, name string) []string {
-	m, _ := filepath.Glob(filepath.Join(dir, "pod-logs", ns+"_"+name+"_*", "*", "*.log"))
+	m, _ := filepath.Glob(filepath.Join(dir, "pod-logs", ns+"_"+name+"_*", "*", "*.log*"))
 	return m
 }
 
@@ -730,8 +730,9 @@ func (n *realNode) checkCrash(ctx context.Context, client *corev1.Pod) {
 	<-done
 	t.Logf("container restart: SIGTERM of the agent (pid %d): Ready again after %v; %d host-state samples, every 100 ms, bad",
 		pid, restartedIn.Round(100*time.Millisecond), len(bad))
-	for _, b := range bad {
-		t.Errorf("host state while the container restarted (want it kept): %s", b)
+	if len(bad) > 0 {
+		t.Errorf("host state while the container restarted (want it kept), %d samples bad; first: %s", len(bad), bad[0])
+		n.logAgents(ctx)
 	}
 	if err := n.hostStateProblems(); err != nil {
 		t.Errorf("after the container restart: %v", err)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
@@ -71,9 +72,7 @@ func (a *agent) adminMux() *http.ServeMux {
 		})
 		writeJSON(w, out)
 	})
-	mux.HandleFunc("POST /v1/cache/flush", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, map[string]int{"flushed": a.cache.Flush(r.URL.Query().Get("name"))})
-	})
+	mux.HandleFunc("POST /v1/cache/flush", a.adminFlush)
 	mux.HandleFunc("GET /v1/zone/list", func(w http.ResponseWriter, r *http.Request) {
 		if a.hasZone(w) {
 			writeJSON(w, a.zone.List(r.URL.Query().Get("namespace")))
@@ -88,20 +87,86 @@ func (a *agent) adminMux() *http.ServeMux {
 		rows, t := a.clients.snapshot(atoiDefault(r.URL.Query().Get("n"), 20), a.podName)
 		writeJSON(w, map[string]any{"clients": rows, "totals": t, "time": time.Now()})
 	})
-	mux.HandleFunc("GET /v1/pod", func(w http.ResponseWriter, r *http.Request) {
-		ip, err := netip.ParseAddr(r.URL.Query().Get("ip"))
-		if err != nil || a.zone == nil {
-			http.Error(w, "unknown pod", http.StatusNotFound)
+	mux.HandleFunc("GET /v1/tail", a.adminTail)
+	mux.HandleFunc("GET /v1/pod", a.adminPod)
+	return mux
+}
+
+// flushReply says what a flush removed: Flushed entries for Name (that
+// name, every type), at or below Zone, or All of them.
+type flushReply struct {
+	Flushed int    `json:"flushed"`
+	Name    string `json:"name,omitempty"`
+	Zone    string `json:"zone,omitempty"`
+	All     bool   `json:"all,omitempty"`
+}
+
+// adminFlush is POST /v1/cache/flush with exactly one of name=NAME,
+// zone=SUFFIX or all=true; with none it flushes nothing and says so.
+func (a *agent) adminFlush(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	name, zone, all := q.Get("name"), q.Get("zone"), q.Get("all") == "true"
+	set := 0
+	for _, on := range []bool{name != "", zone != "", all} {
+		if on {
+			set++
+		}
+	}
+	if set != 1 {
+		http.Error(w, "flush: want exactly one of name=NAME, zone=SUFFIX or all=true", http.StatusBadRequest)
+		return
+	}
+	rep := flushReply{All: all}
+	if target := name + zone; !all {
+		if _, ok := dns.IsDomainName(target); !ok {
+			http.Error(w, fmt.Sprintf("flush: %q is not a domain name", target), http.StatusBadRequest)
 			return
 		}
-		p, ok := a.zone.PodByIP(ip)
+	}
+	switch {
+	case name != "":
+		rep.Name = dns.Fqdn(name)
+		rep.Flushed = a.cache.Flush(rep.Name)
+	case zone != "":
+		rep.Zone = dns.Fqdn(zone)
+		rep.Flushed = a.cache.FlushZone(rep.Zone)
+	default:
+		rep.Flushed = a.cache.FlushAll()
+	}
+	writeJSON(w, rep)
+}
+
+// adminPod is GET /v1/pod?ip=IP or ?name=NAMESPACE/NAME: one of this
+// node's pods.
+func (a *agent) adminPod(w http.ResponseWriter, r *http.Request) {
+	if !a.hasZone(w) {
+		return
+	}
+	if nsName := r.URL.Query().Get("name"); nsName != "" {
+		ns, name, ok := strings.Cut(nsName, "/")
 		if !ok {
-			http.Error(w, "no pod of this node has that IP", http.StatusNotFound)
+			http.Error(w, "name: want NAMESPACE/NAME", http.StatusBadRequest)
+			return
+		}
+		p, ok := a.zone.PodByName(ns, name)
+		if !ok {
+			http.Error(w, fmt.Sprintf("no pod %s on this node (%s): the agent knows its own node's pods", nsName, a.cfg.NodeName), http.StatusNotFound)
 			return
 		}
 		writeJSON(w, p)
-	})
-	return mux
+		return
+	}
+	ip, err := netip.ParseAddr(r.URL.Query().Get("ip"))
+	if err != nil {
+		http.Error(w, "want ip=IP or name=NAMESPACE/NAME", http.StatusBadRequest)
+		return
+	}
+	p, ok := a.zone.PodByIP(ip)
+	if !ok {
+		http.Error(w, "no pod of this node has that IP", http.StatusNotFound)
+		return
+	}
+	writeJSON(w, p)
 }
 
 // hasZone reports whether the agent serves a cluster zone, answering 404
@@ -227,7 +292,10 @@ func (a *agent) serveAdmin(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
+	// Requests live under ctx, so that a `tail` stream ends with the agent;
+	// no write timeout, which would cut that stream (the peers are root).
 	h := httpServer(a.adminMux(), 0)
+	h.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
 	go func() { errc <- h.Serve(ln) }()
 	select {

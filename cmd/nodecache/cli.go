@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"sigs.k8s.io/yaml"
 )
 
 // The troubleshooting CLI: every command but `run` and `doctor` is a thin
@@ -33,6 +35,7 @@ func cliTable() map[string]cliFunc {
 		"zone":      cmdZone,
 		"top":       cmdTop,
 		"doctor":    cmdDoctor,
+		"tail":      cmdTail,
 	}
 }
 
@@ -51,13 +54,55 @@ func cliCommands() map[string]func(args []string) error {
 }
 
 // errFindings is returned by commands whose report holds failures (doctor),
-// so that the exit status is non-zero after the report was printed.
-var errFindings = errors.New("problems found")
+// so that the exit status is non-zero after the report was printed;
+// errWarnings by doctor when its report holds warnings but no failure.
+var (
+	errFindings = errors.New("problems found")
+	errWarnings = errors.New("warnings found")
+)
+
+// usageError is a command line that cannot be run as given: an unknown
+// flag or subcommand, a missing argument, a bad value.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usageErrorf(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// Exit statuses of the CLI, documented in docs/observability.md.
+const (
+	exitOK          = 0
+	exitError       = 1 // any other failure: the agent answered an error, output failed
+	exitUsage       = 2 // bad flags or arguments
+	exitUnreachable = 3 // the agent's admin socket cannot be reached
+	exitDoctorFail  = 4 // doctor found at least one FAIL
+	exitDoctorWarn  = 5 // doctor found WARNs and no FAIL
+)
+
+// exitCode maps a command's error to the process exit status.
+func exitCode(err error) int {
+	var ue *usageError
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.Is(err, ErrAgentUnreachable):
+		return exitUnreachable
+	case errors.Is(err, errFindings):
+		return exitDoctorFail
+	case errors.Is(err, errWarnings):
+		return exitDoctorWarn
+	}
+	return exitError
+}
 
 // cliOpts are the flags every CLI command takes.
 type cliOpts struct {
 	socket string
-	output string // "text" or "json"
+	output string // "text", "json" or "yaml"
 }
 
 // newCLIFlags returns a flag set with the common flags registered on o.
@@ -65,7 +110,7 @@ func newCLIFlags(name string, o *cliOpts) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(os.Stderr) // -h and flag errors print the flag list there
 	fs.StringVar(&o.socket, "admin-socket", "/run/nodecache/admin.sock", "the agent's admin socket")
-	fs.StringVar(&o.output, "o", "text", "output format: text or json")
+	fs.StringVar(&o.output, "o", "text", "output format: text, json or yaml")
 	return fs
 }
 
@@ -76,7 +121,10 @@ func parseCLI(fs *flag.FlagSet, o *cliOpts, args []string, minArgs, maxArgs int)
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
-			return nil, fmt.Errorf("%s: %w", fs.Name(), err)
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, &usageError{msg: fmt.Sprintf("%s: %v", fs.Name(), err)}
 		}
 		args = fs.Args()
 		if len(args) == 0 {
@@ -85,11 +133,11 @@ func parseCLI(fs *flag.FlagSet, o *cliOpts, args []string, minArgs, maxArgs int)
 		pos = append(pos, args[0])
 		args = args[1:]
 	}
-	if o.output != "text" && o.output != "json" {
-		return nil, fmt.Errorf("%s: -o %q: want text or json", fs.Name(), o.output)
+	if o.output != "text" && o.output != "json" && o.output != "yaml" {
+		return nil, usageErrorf("%s: -o %q: want text, json or yaml", fs.Name(), o.output)
 	}
 	if len(pos) < minArgs || (maxArgs >= 0 && len(pos) > maxArgs) {
-		return nil, fmt.Errorf("%s: got %d arguments, want %s (see nodecache help)", fs.Name(), len(pos), argRange(minArgs, maxArgs))
+		return nil, usageErrorf("%s: got %d arguments, want %s (see nodecache help)", fs.Name(), len(pos), argRange(minArgs, maxArgs))
 	}
 	return pos, nil
 }
@@ -104,15 +152,19 @@ func argRange(lo, hi int) string {
 	return fmt.Sprintf("%d to %d", lo, hi)
 }
 
-// emit writes v as indented JSON when o asks for it, else calls text.
+// emit writes v as indented JSON or as YAML when o asks for it, else
+// calls text.
 func emit(out io.Writer, o *cliOpts, v any, text func(w io.Writer)) error {
-	if o.output == "json" {
+	switch o.output {
+	case "json":
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(v); err != nil {
 			return fmt.Errorf("writing json: %w", err)
 		}
 		return nil
+	case "yaml":
+		return writeStructured(out, o, v)
 	}
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	text(tw)
@@ -120,6 +172,22 @@ func emit(out io.Writer, o *cliOpts, v any, text func(w io.Writer)) error {
 		return fmt.Errorf("writing output: %w", err)
 	}
 	return nil
+}
+
+// writeStructured writes one record: a JSON line, or a YAML document that
+// starts with --- (so that `top` and `tail` print a valid YAML stream).
+func writeStructured(out io.Writer, o *cliOpts, v any) error {
+	if o.output == "yaml" {
+		data, err := yaml.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("writing yaml: %w", err)
+		}
+		if _, err := fmt.Fprintf(out, "---\n%s", data); err != nil {
+			return fmt.Errorf("writing yaml: %w", err)
+		}
+		return nil
+	}
+	return json.NewEncoder(out).Encode(v)
 }
 
 // fmtMicros prints a duration given in microseconds, rounded for people.

@@ -16,14 +16,18 @@ import (
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
-// cmdCache is `nodecache cache stats | dump [--filter SUFFIX] | flush [NAME]`.
+// cmdCache is `nodecache cache stats | dump [--filter SUFFIX] |
+// flush (NAME | --zone SUFFIX | --all)`.
 func cmdCache(ctx context.Context, out io.Writer, args []string) error {
 	var o cliOpts
-	var filter string
+	var filter, zone string
 	var limit int
+	var all bool
 	fs := newCLIFlags("cache", &o)
 	fs.StringVar(&filter, "filter", "", "dump: only names at or below this suffix")
 	fs.IntVar(&limit, "limit", 1000, "dump: at most this many entries")
+	fs.StringVar(&zone, "zone", "", "flush: the entries of this name and every name below it")
+	fs.BoolVar(&all, "all", false, "flush: every entry")
 	pos, err := parseCLI(fs, &o, args, 1, 2)
 	if err != nil {
 		return err
@@ -50,25 +54,39 @@ func cmdCache(ctx context.Context, out io.Writer, args []string) error {
 		}
 		return emit(out, &o, entries, func(w io.Writer) { printDump(w, entries) })
 	case "flush":
-		var name string
-		if len(pos) == 2 {
-			name = pos[1]
-		}
-		var res struct {
-			Flushed int `json:"flushed"`
-		}
-		if err := c.post(ctx, "/v1/cache/flush", url.Values{"name": {name}}, &res); err != nil {
-			return err
-		}
-		return emit(out, &o, res, func(w io.Writer) {
-			what := "the whole cache"
-			if name != "" {
-				what = name + " and below"
-			}
-			fmt.Fprintf(w, "flushed %d entries (%s)\n", res.Flushed, what)
-		})
+		return cacheFlush(ctx, out, &o, c, pos[1:], zone, all)
 	}
-	return fmt.Errorf("cache: unknown subcommand %q: want stats, dump or flush", pos[0])
+	return usageErrorf("cache: unknown subcommand %q: want stats, dump or flush", pos[0])
+}
+
+// cacheFlush is `cache flush NAME | --zone SUFFIX | --all`: exactly one,
+// so that a forgotten name never empties the cache.
+func cacheFlush(ctx context.Context, out io.Writer, o *cliOpts, c *adminClient, names []string, zone string, all bool) error {
+	q := url.Values{}
+	switch {
+	case len(names) == 1 && zone == "" && !all:
+		q.Set("name", names[0])
+	case len(names) == 0 && zone != "" && !all:
+		q.Set("zone", zone)
+	case len(names) == 0 && zone == "" && all:
+		q.Set("all", "true")
+	default:
+		return usageErrorf("cache flush: want exactly one of NAME (that name, every type), --zone SUFFIX (that name and below) or --all; nothing was flushed")
+	}
+	var res flushReply
+	if err := c.post(ctx, "/v1/cache/flush", q, &res); err != nil {
+		return err
+	}
+	return emit(out, o, res, func(w io.Writer) {
+		switch {
+		case res.All:
+			fmt.Fprintf(w, "removed %d entries: the whole cache\n", res.Flushed)
+		case res.Zone != "":
+			fmt.Fprintf(w, "removed %d entries for %s and the names below it\n", res.Flushed, res.Zone)
+		default:
+			fmt.Fprintf(w, "removed %d entries for %s (every type; names below it kept)\n", res.Flushed, res.Name)
+		}
+	})
 }
 
 func printDump(w io.Writer, entries []cache.EntryInfo) {
@@ -112,7 +130,7 @@ func cmdZone(ctx context.Context, out io.Writer, args []string) error {
 	case pos[0] == "show" && len(pos) == 2:
 		err = c.get(ctx, "/v1/zone/show", url.Values{"name": {pos[1]}}, &recs)
 	default:
-		return fmt.Errorf("zone: want `zone list [--namespace NS]` or `zone show NAME`")
+		return usageErrorf("zone: want `zone list [--namespace NS]` or `zone show NAME`")
 	}
 	if err != nil {
 		return err

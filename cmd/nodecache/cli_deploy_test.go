@@ -1,12 +1,8 @@
 package main
 
 import (
-	"encoding/json"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -55,67 +51,80 @@ func TestDeployConfigMapIsAValidConfig(t *testing.T) {
 	}
 }
 
-// checkDashboard checks that every metric deploy/grafana-dashboard.json
-// queries is one the agent exports, after some traffic.
-func (a *cliAgent) checkDashboard(t *testing.T) {
-	t.Helper()
-	data, err := os.ReadFile("../../deploy/grafana-dashboard.json")
-	if err != nil {
-		t.Fatal(err)
+// TestDeployScrapesEachAgentOnce checks the scrape set-up: the agents' pods
+// ask to be scraped (annotations) and the Service does not, so annotation
+// based Prometheus configs scrape each agent once; and deploy/monitoring's
+// PodMonitor selects those pods on the metrics port.
+func TestDeployScrapesEachAgentOnce(t *testing.T) {
+	type meta struct {
+		Labels      map[string]string `json:"labels"`
+		Annotations map[string]string `json:"annotations"`
 	}
-	var dash struct {
-		Panels []struct {
-			Title   string `json:"title"`
-			Targets []struct {
-				Expr string `json:"expr"`
-			} `json:"targets"`
-		} `json:"panels"`
+	read := func(path string, v any) {
+		t.Helper()
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
 	}
-	if err := json.Unmarshal(data, &dash); err != nil {
-		t.Fatalf("dashboard is not JSON: %v", err)
+	var ds struct {
+		Spec struct {
+			Template struct {
+				Metadata meta `json:"metadata"`
+			} `json:"template"`
+		} `json:"spec"`
 	}
-	resp, err := http.Get("http://" + a.metrics + "/metrics")
-	if err != nil {
-		t.Fatal(err)
+	read("../../deploy/base/daemonset.yaml", &ds)
+	var svc struct {
+		Metadata meta `json:"metadata"`
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
+	read("../../deploy/base/service.yaml", &svc)
+	pod := ds.Spec.Template.Metadata
+	if pod.Annotations["prometheus.io/scrape"] != "true" || pod.Annotations["prometheus.io/port"] != "9253" {
+		t.Errorf("pod annotations: got %v, want prometheus.io/scrape true and port 9253", pod.Annotations)
 	}
-	exported := map[string]bool{}
-	for _, line := range strings.Split(string(body), "\n") {
-		if rest, ok := strings.CutPrefix(line, "# TYPE "); ok {
-			name, kind, _ := strings.Cut(rest, " ")
-			exported[name] = true
-			if kind == "histogram" {
-				exported[name+"_bucket"] = true
+	for k := range svc.Metadata.Annotations {
+		if strings.HasPrefix(k, "prometheus.io/") {
+			t.Errorf("service annotation %s: the pods are scraped already; a second path doubles every series", k)
+		}
+	}
+	var kust struct {
+		Resources []string `json:"resources"`
+	}
+	read("../../deploy/monitoring/kustomization.yaml", &kust)
+	kinds := map[string]bool{}
+	for _, r := range kust.Resources {
+		var obj struct {
+			APIVersion string `json:"apiVersion"`
+			Kind       string `json:"kind"`
+			Spec       struct {
+				Selector struct {
+					MatchLabels map[string]string `json:"matchLabels"`
+				} `json:"selector"`
+				Endpoints []struct {
+					TargetPort int `json:"targetPort"`
+				} `json:"podMetricsEndpoints"`
+			} `json:"spec"`
+		}
+		read(filepath.Join("../../deploy/monitoring", r), &obj)
+		kinds[obj.Kind] = obj.APIVersion == "monitoring.coreos.com/v1"
+		if obj.Kind != "PodMonitor" {
+			continue
+		}
+		for k, v := range obj.Spec.Selector.MatchLabels {
+			if pod.Labels[k] != v {
+				t.Errorf("PodMonitor selects %s=%s, which the agents' pods (%v) lack", k, v, pod.Labels)
 			}
 		}
-	}
-	// Vectors appear once they have a child: these have none before their
-	// first event (a drop, a zone update after sync, a handover).
-	for _, m := range []string{"nodecache_server_dropped_total", "nodecache_zone_programming_duration_seconds_bucket",
-		"nodecache_handovers_total"} {
-		if exported[m] {
-			t.Logf("%s is exported already: the exception for it can go", m)
-		}
-		exported[m] = true
-	}
-	metricName := regexp.MustCompile(`nodecache_[a-z_]+`)
-	n := 0
-	for _, p := range dash.Panels {
-		for _, tg := range p.Targets {
-			for _, m := range metricName.FindAllString(tg.Expr, -1) {
-				n++
-				if !exported[m] {
-					t.Errorf("panel %q queries %s: got no such metric from the agent", p.Title, m)
-				}
-			}
+		if len(obj.Spec.Endpoints) != 1 || obj.Spec.Endpoints[0].TargetPort != 9253 {
+			t.Errorf("PodMonitor endpoints: got %+v, want one on port 9253", obj.Spec.Endpoints)
 		}
 	}
-	if n == 0 {
-		t.Errorf("dashboard: got no nodecache_ metric in any panel, want some")
+	if !kinds["PodMonitor"] || !kinds["PrometheusRule"] {
+		t.Errorf("deploy/monitoring: got kinds %v, want a monitoring.coreos.com/v1 PodMonitor and PrometheusRule", kinds)
 	}
 }
 

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"context"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
 // fakeNames answers found for the names in found, nodata for those in
@@ -155,6 +158,35 @@ func TestCombineOutcome(t *testing.T) {
 	for _, tt := range tests {
 		if got := combineOutcome(tt.rcodes, tt.answers); got != tt.want {
 			t.Errorf("combineOutcome(%v, %v): got %s, want %s", tt.rcodes, tt.answers, got, tt.want)
+		}
+	}
+}
+
+// TestPodConf checks that explain takes the pod's DNS policy into account:
+// the node's resolv.conf for Default and host-network pods, an error for
+// a pod with its own DNS config, the cluster's search path otherwise.
+func TestPodConf(t *testing.T) {
+	host := resolverConf{Search: []string{"corp.example"}, Ndots: 1}
+	o := &explainOpts{domain: "cluster.local"}
+	for _, tt := range []struct {
+		pod        kubezone.PodInfo
+		wantSearch string // "" with wantErr
+		wantErr    bool
+	}{
+		{kubezone.PodInfo{Namespace: "demo", Name: "a", DNSPolicy: "ClusterFirst"}, "demo.svc.cluster.local svc.cluster.local cluster.local corp.example", false},
+		{kubezone.PodInfo{Namespace: "demo", Name: "b", DNSPolicy: "Default"}, "corp.example", false},
+		{kubezone.PodInfo{Namespace: "demo", Name: "c", DNSPolicy: "ClusterFirst", HostNetwork: true}, "corp.example", false},
+		{kubezone.PodInfo{Namespace: "demo", Name: "d", DNSPolicy: "ClusterFirstWithHostNet", HostNetwork: true}, "demo.svc.cluster.local svc.cluster.local cluster.local corp.example", false},
+		{kubezone.PodInfo{Namespace: "demo", Name: "e", DNSPolicy: "None"}, "", true},
+		{kubezone.PodInfo{Namespace: "demo", Name: "f", DNSPolicy: "ClusterFirst", CustomDNS: true}, "", true},
+	} {
+		conf, err := podConf(context.Background(), nil, o, tt.pod, host)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("%s (%s): got error %v, want error %v", tt.pod.Name, tt.pod.DNSPolicy, err, tt.wantErr)
+			continue
+		}
+		if got := strings.Join(conf.Search, " "); !tt.wantErr && got != tt.wantSearch {
+			t.Errorf("%s (%s): got search %q, want %q", tt.pod.Name, tt.pod.DNSPolicy, got, tt.wantSearch)
 		}
 	}
 }

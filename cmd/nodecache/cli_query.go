@@ -8,6 +8,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
+
+	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
 // askAgent runs /v1/query for name and type.
@@ -121,7 +123,7 @@ func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverC
 	var conf resolverConf
 	switch {
 	case (o.pod == "") == (o.resolvConf == ""):
-		return conf, errors.New("explain: give exactly one of --pod NS/NAME and --resolv-conf FILE")
+		return conf, usageErrorf("explain: give exactly one of --pod NS/NAME and --resolv-conf FILE")
 	case o.resolvConf != "":
 		data, err := os.ReadFile(o.resolvConf)
 		if err != nil {
@@ -129,35 +131,56 @@ func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverC
 		}
 		conf, _ = parseResolvConf(data)
 	default:
-		ns, _, ok := strings.Cut(o.pod, "/")
-		if !ok || ns == "" {
-			return conf, fmt.Errorf("explain: --pod %q: want NAMESPACE/NAME", o.pod)
+		ns, name, ok := strings.Cut(o.pod, "/")
+		if !ok || ns == "" || name == "" {
+			return conf, usageErrorf("explain: --pod %q: want NAMESPACE/NAME", o.pod)
 		}
-		var hostSearch []string
+		var pod kubezone.PodInfo
+		if err := c.get(ctx, "/v1/pod", url.Values{"name": {o.pod}}, &pod); err != nil {
+			return conf, fmt.Errorf("explain: --pod %s: %w", o.pod, err)
+		}
+		var host resolverConf
 		if data, err := os.ReadFile(o.hostResolvConf); err == nil {
-			host, _ := parseResolvConf(data)
-			hostSearch = host.Search
+			host, _ = parseResolvConf(data)
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return conf, fmt.Errorf("explain: reading --host-resolv-conf: %w", err)
 		}
-		domain := o.domain
-		if domain == "" {
-			st, err := fetchStatus(ctx, c)
-			if err != nil {
-				return conf, err
-			}
-			domain = st.Config["cluster-domain"]
+		var err error
+		if conf, err = podConf(ctx, c, o, pod, host); err != nil {
+			return conf, err
 		}
-		conf = podResolverConf(ns, domain, hostSearch)
 	}
 	if o.ndots >= 0 {
 		conf.Ndots = min(o.ndots, maxNdots)
 	}
 	if o.libc != libcGlibc && o.libc != libcMusl {
-		return conf, fmt.Errorf("explain: --libc %q: want glibc or musl", o.libc)
+		return conf, usageErrorf("explain: --libc %q: want glibc or musl", o.libc)
 	}
 	conf.Libc = o.libc
 	return conf, nil
+}
+
+// podConf is the resolver configuration kubelet gives pod: the node's own
+// (host) for dnsPolicy Default and host-network ClusterFirst pods, the
+// cluster's search path for the others; a pod with its own dnsConfig or
+// dnsPolicy None has one the agent does not know.
+func podConf(ctx context.Context, c *adminClient, o *explainOpts, pod kubezone.PodInfo, host resolverConf) (resolverConf, error) {
+	switch {
+	case pod.DefaultDNS():
+		return host, nil
+	case pod.DNSPolicy == "None" || pod.CustomDNS:
+		return resolverConf{}, fmt.Errorf("explain: pod %s/%s sets its own DNS config (dnsPolicy %s): give its resolv.conf with --resolv-conf (kubectl exec %s -n %s -- cat /etc/resolv.conf)",
+			pod.Namespace, pod.Name, pod.DNSPolicy, pod.Name, pod.Namespace)
+	}
+	domain := o.domain
+	if domain == "" {
+		st, err := fetchStatus(ctx, c)
+		if err != nil {
+			return resolverConf{}, err
+		}
+		domain = st.Config["cluster-domain"]
+	}
+	return podResolverConf(pod.Namespace, domain, host.Search), nil
 }
 
 // explain walks the search path of name under conf, asking the agent.

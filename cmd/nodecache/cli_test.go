@@ -33,7 +33,7 @@ func startCLIAgent(t *testing.T) *cliAgent {
 	up := startUpstream(t)
 	port := freePort(t)
 	dir := t.TempDir()
-	cfg := testAgentConfig(t, up.addr, dir, port)
+	cfg := testAgentConfig(t, up.addr, dir, port, "--node-name", "node-a") // the fixture's node of demo/web-1
 	startAgent(t, cfg)
 	return &cliAgent{socket: filepath.Join(dir, "admin.sock"), dns: fmt.Sprintf("127.0.0.1:%d", port), metrics: cfg.MetricsAddr, up: up}
 }
@@ -131,6 +131,14 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 		a.text(t, []string{"explain", "nxhost.example.org", "--pod", "demo/web-1", "--host-resolv-conf", host},
 			"glibc, ndots 5, search demo.svc.cluster.local svc.cluster.local cluster.local corp.example",
 			"NOT resolved after 10 queries for 5 names")
+		// The pod given, not just its namespace: one on another node, or
+		// none, is an error rather than a guess.
+		for _, pod := range []string{"demo/web-2", "demo/nosuch"} {
+			_, err := a.cli(t, "explain", "web", "--pod", pod, "--host-resolv-conf", host)
+			if err == nil || !strings.Contains(err.Error(), "no pod "+pod+" on this node") {
+				t.Errorf("explain --pod %s (not on this node): got %v, want an error saying so", pod, err)
+			}
+		}
 		conf := filepath.Join(t.TempDir(), "resolv.conf")
 		if err := writeFile(conf, "search example.org\noptions ndots:1\n"); err != nil {
 			t.Fatal(err)
@@ -153,13 +161,32 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 			t.Errorf("dump: got %+v, want www.example.org.", dump)
 		}
 		a.text(t, []string{"cache", "dump", "example.org"}, "www.example.org.", "positive", "nx.example.org.", "negative")
-		a.text(t, []string{"cache", "flush", "www.example.org"}, "flushed 1 entries (www.example.org and below)")
+		// No name: a usage error, and nothing flushed.
+		before := len(dump)
+		if _, err := a.cli(t, "cache", "flush"); exitCode(err) != exitUsage {
+			t.Errorf("cache flush with no name: got %v (exit %d), want a usage error (exit %d)", err, exitCode(err), exitUsage)
+		}
+		if _, err := a.cli(t, "cache", "flush", "x.example.org", "--all"); exitCode(err) != exitUsage {
+			t.Errorf("cache flush NAME --all: got %v, want a usage error", err)
+		}
+		a.json(t, &dump, "cache", "dump", "--filter", "www.example.org")
+		if len(dump) != before {
+			t.Errorf("dump after a flush with no name: got %d entries, want %d (nothing flushed)", len(dump), before)
+		}
+		a.text(t, []string{"cache", "flush", "www.example.org"}, "removed 1 entries for www.example.org. (every type; names below it kept)")
 		a.json(t, &dump, "cache", "dump", "--filter", "www.example.org")
 		if len(dump) != 0 {
 			t.Errorf("dump after flush: got %+v, want none", dump)
 		}
-		if _, err := a.cli(t, "cache", "drop"); err == nil {
-			t.Errorf("cache drop: got no error, want one")
+		a.json(t, &dump, "cache", "dump", "--filter", "example.org")
+		a.text(t, []string{"cache", "flush", "--zone", "example.org"}, fmt.Sprintf("removed %d entries for example.org. and the names below it", len(dump)))
+		a.json(t, &dump, "cache", "dump", "--filter", "example.org")
+		if len(dump) != 0 {
+			t.Errorf("dump after a zone flush: got %+v, want none", dump)
+		}
+		a.text(t, []string{"cache", "flush", "--all", "-o", "yaml"}, "all: true", "flushed: ")
+		if _, err := a.cli(t, "cache", "drop"); exitCode(err) != exitUsage {
+			t.Errorf("cache drop: got %v, want a usage error", err)
 		}
 	})
 
@@ -221,8 +248,6 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 		a.text(t, []string{"top", "--once", "--interval", "50ms"}, "queries/s", "TOP BY QUERIES", "TOP BY NXDOMAIN")
 	})
 
-	t.Run("dashboard", a.checkDashboard)
-
 	t.Run("doctor", func(t *testing.T) {
 		e := fakeNode{files: map[string]string{
 			"/etc/resolv.conf":             "nameserver 10.0.0.2\n",
@@ -270,6 +295,9 @@ func TestCLIAgentNotRunning(t *testing.T) {
 		if !errors.Is(err, ErrAgentUnreachable) {
 			t.Errorf("%s: got an error not wrapping ErrAgentUnreachable", cmd)
 		}
+		if got := exitCode(err); got != exitUnreachable {
+			t.Errorf("%s: got exit status %d, want %d (agent unreachable)", cmd, got, exitUnreachable)
+		}
 	}
 }
 
@@ -284,8 +312,9 @@ func TestParseCLI(t *testing.T) {
 		{[]string{"-o", "json", "web"}, 1, 2, "web", "json"},
 		{[]string{"web", "--admin-socket", "/x", "AAAA"}, 1, 2, "web AAAA", "text"},
 		{[]string{}, 1, 2, "error: got 0 arguments, want 1 to 2", ""},
+		{[]string{"-o", "xml"}, 0, 0, `error: -o "xml": want text, json or yaml`, ""},
+		{[]string{"-o", "yaml"}, 0, 0, "", "yaml"},
 		{[]string{"a", "b", "c"}, 1, 2, "error: got 3 arguments, want 1 to 2", ""},
-		{[]string{"-o", "yaml"}, 0, 0, `error: -o "yaml": want text or json`, ""},
 		{[]string{"--bogus"}, 0, 0, "error: flag provided but not defined", ""},
 	}
 	for _, tt := range tests {
@@ -332,6 +361,31 @@ func TestZoneShow(t *testing.T) {
 	for _, tt := range tests {
 		if got := zoneShow(recs, tt.name, "cluster.local"); len(got) != tt.want {
 			t.Errorf("%s: got %d records, want %d", tt.name, len(got), tt.want)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want int
+	}{
+		{nil, exitOK},
+		{flag.ErrHelp, exitOK},
+		{usageErrorf("cache flush: want a name"), exitUsage},
+		{fmt.Errorf("top: %w", &agentError{socket: "/x", cause: errors.New("connect: refused")}), exitUnreachable},
+		{fmt.Errorf("doctor: 2 checks failed: %w", errFindings), exitDoctorFail},
+		{fmt.Errorf("doctor: 1 checks warned: %w", errWarnings), exitDoctorWarn},
+		{errors.New("the agent answered 502"), exitError},
+	} {
+		if got := exitCode(tt.err); got != tt.want {
+			t.Errorf("exitCode(%v): got %d, want %d", tt.err, got, tt.want)
+		}
+	}
+	// The dispatcher's own usage errors.
+	for _, args := range [][]string{{}, {"bogus"}, {"cache", "flush"}, {"tail", "--min-latency", "x"}, {"tail", "--rcode", "BOGUS"}} {
+		if got := exitCode(dispatch(args)); got != exitUsage {
+			t.Errorf("nodecache %q: got exit status %d, want %d", args, got, exitUsage)
 		}
 	}
 }

@@ -137,7 +137,7 @@ func cmdTop(ctx context.Context, out io.Writer, args []string) error {
 		return err
 	}
 	if interval <= 0 || n <= 0 {
-		return errors.New("top: --interval and -n must be positive")
+		return usageErrorf("top: --interval and -n must be positive")
 	}
 	c := newAdminClient(o.socket)
 	fetch := func() (topSample, error) {

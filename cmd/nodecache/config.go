@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodecache/nodecache/pkg/tap"
 )
 
 // runConfig is every setting of `nodecache run`. Flags fill it; a --config
@@ -55,6 +57,9 @@ type runConfig struct {
 	Autopath       bool
 	ClientQPSLimit float64
 	ClientBurst    int
+
+	Dnstap   string
+	QueryLog queryLogConfig
 
 	MetricsAddr    string
 	Pprof          bool
@@ -179,6 +184,8 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.BoolVar(&c.Autopath, "autopath", false, "answer a pod's first search-path query for its whole search path (ends the ndots:5 storm)")
 	fs.Float64Var(&c.ClientQPSLimit, "client-qps-limit", 0, "per-client-IP query rate limit; beyond it REFUSED (0: no limit)")
 	fs.IntVar(&c.ClientBurst, "client-burst", 0, "burst of --client-qps-limit (default: the limit, at least 1)")
+	fs.StringVar(&c.Dnstap, "dnstap", "", "send dnstap messages (client and upstream queries and replies) to unix:///PATH or tcp://HOST:PORT")
+	c.QueryLog.register(fs)
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", "", "Prometheus listener host:port (default <first local IP>:9253)")
 	fs.BoolVar(&c.Pprof, "pprof", false, "serve net/http/pprof under /debug/pprof/ on the metrics listener (profiling; keep it off in production)")
 	fs.StringVar(&c.HealthAddr, "health-addr", "", "health listener host:port for /healthz and /readyz (default <first local IP>:8080)")
@@ -317,6 +324,14 @@ func (c *runConfig) validate() error {
 		return errors.New("--client-qps-limit and --client-burst must not be negative")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	}
+	if c.Dnstap != "" {
+		if _, _, err := tap.ParseAddr(c.Dnstap); err != nil {
+			return fmt.Errorf("--dnstap: %w", err)
+		}
+	}
+	if err := c.QueryLog.validate(); err != nil {
+		return err
 	}
 	for _, a := range []struct{ name, v string }{{"--metrics-addr", c.MetricsAddr}, {"--health-addr", c.HealthAddr}} {
 		if a.v == "" {

@@ -79,17 +79,17 @@ func cmdDoctor(ctx context.Context, out io.Writer, args []string) error {
 		return err
 	}
 	if err := (ipListFlag{&env.localIPs}).Set(localIPs); err != nil {
-		return fmt.Errorf("doctor: --local-ip: %w", err)
+		return usageErrorf("doctor: --local-ip: %v", err)
 	}
 	if port == 0 || port > 65535 {
-		return fmt.Errorf("doctor: --port %d: want 1 to 65535", port)
+		return usageErrorf("doctor: --port %d: want 1 to 65535", port)
 	}
 	env.port = uint16(port)
 	switch {
 	case inspect == "always" || (inspect == "auto" && os.Geteuid() == 0):
 		env.inspect = inspectKernel
 	case inspect != "never" && inspect != "auto":
-		return fmt.Errorf("doctor: --inspect %q: want auto, always or never", inspect)
+		return usageErrorf("doctor: --inspect %q: want auto, always or never", inspect)
 	}
 	env.client = newAdminClient(o.socket)
 	fs2 := env.diagnose(ctx)
@@ -99,6 +99,9 @@ func cmdDoctor(ctx context.Context, out io.Writer, args []string) error {
 	}
 	if n := countSeverity(fs2, sevFail); n > 0 {
 		return fmt.Errorf("doctor: %d checks failed: %w", n, errFindings)
+	}
+	if n := countSeverity(fs2, sevWarn); n > 0 {
+		return fmt.Errorf("doctor: %d checks warned: %w", n, errWarnings)
 	}
 	return nil
 }

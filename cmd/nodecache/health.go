@@ -150,11 +150,11 @@ func (a *agent) serveHTTP(ctx context.Context) error {
 			}
 			return fmt.Errorf("listening for http on %s: %w", addr, err)
 		}
-		var profile time.Duration
+		write := httpWriteTimeout
 		if a.cfg.Pprof && mux == metricsMux {
-			profile = 65 * time.Second // /debug/pprof/profile?seconds=60
+			write = 65 * time.Second // /debug/pprof/profile?seconds=60
 		}
-		h := httpServer(mux, profile)
+		h := httpServer(mux, write)
 		g := newConnGuard(httpMaxConns, httpMaxConnsPerClient, a.m.httpRefused)
 		a.httpGuards.Store(addr, g)
 		ln = g.guard(ln, h)

@@ -4,8 +4,6 @@
 package main
 
 import (
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 )
@@ -21,33 +19,36 @@ Usage:
   nodecache query NAME [TYPE]           ask the local agent; shows answer, rcode, time and source
   nodecache explain NAME (--pod NS/NAME | --resolv-conf FILE)
                                         walk a pod resolver's search path and show every query
-  nodecache cache stats|dump [--filter SUFFIX]|flush [NAME]
+  nodecache cache stats|dump [--filter SUFFIX]|flush (NAME | --zone SUFFIX | --all)
   nodecache zone list [--namespace NS]|show NAME
   nodecache upstreams                   upstream health and latency
   nodecache top                         live query rate, rcodes, latency, top client pods
+  nodecache tail [--pod P] [--namespace NS] [--suffix S] [--rcode R] [--min-latency D]
+                                        the node's queries as they are answered
   nodecache doctor                      check this node and say what to fix
   nodecache probe live|ready            the kubelet's exec probe: asks this pod's agent over its probe socket
   nodecache cleanup [--force] [run flags]
                                         remove the rules and the link a crashed agent left
   nodecache version
 
-The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json.
+The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json|yaml.
+Exit status: 0 ok, 1 error, 2 usage error, 3 agent unreachable, 4 doctor found
+a FAIL, 5 doctor found a WARN and no FAIL.
 `
 
 func main() {
-	if err := dispatch(os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
+	err := dispatch(os.Args[1:])
+	code := exitCode(err)
+	if code != exitOK {
 		fmt.Fprintln(os.Stderr, "nodecache:", err)
-		os.Exit(1)
 	}
+	os.Exit(code)
 }
 
 func dispatch(args []string) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, usage)
-		return errors.New("no command given")
+		return usageErrorf("no command given")
 	}
 	cmd, rest := args[0], args[1:]
 	switch cmd {
@@ -68,5 +69,5 @@ func dispatch(args []string) error {
 		return c(rest)
 	}
 	fmt.Fprint(os.Stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	return usageErrorf("unknown command %q", cmd)
 }

@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
@@ -26,6 +27,7 @@ import (
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/server"
+	"github.com/nodecache/nodecache/pkg/tap"
 	"github.com/nodecache/nodecache/pkg/upstream"
 )
 
@@ -42,6 +44,8 @@ type agent struct {
 	server    *server.Server
 	iface     *iface.Manager
 	clients   *clientStats
+	tap       *tap.Tap // nil without --dnstap
+	tail      *tailHub // the `nodecache tail` subscribers
 	m         *agentMetrics
 	handedOff chan struct{} // closed when a successor took the sockets over
 	// successorSeen is set when a successor greeted us on the handover
@@ -92,7 +96,7 @@ func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
 
 func newAgent(cfg *runConfig, log *slog.Logger) *agent {
 	return &agent{cfg: cfg, log: log, reg: prometheus.NewRegistry(), started: time.Now(),
-		addrs: listenAddrs(cfg.LocalIPs, uint16(cfg.Port)), clients: newClientStats(4096),
+		addrs: listenAddrs(cfg.LocalIPs, uint16(cfg.Port)), clients: newClientStats(4096), tail: newTailHub(),
 		handedOff: make(chan struct{}), pod: podState{dir: cfg.PodStateDir, uid: cfg.PodUID}}
 }
 
@@ -102,8 +106,11 @@ func (a *agent) run(ctx context.Context) error {
 		return a.idleSuperseded(ctx, successor)
 	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	a.m = newAgentMetrics(a.reg)
+	a.m = newAgentMetrics(a.reg, cfg.NodeName)
 	if err := a.build(); err != nil {
+		if a.tap != nil {
+			_ = a.tap.Close()
+		}
 		return err
 	}
 	// The probe socket outlives the errgroup: after a handover it says
@@ -123,6 +130,9 @@ func (a *agent) run(ctx context.Context) error {
 	defer a.stopEarly()
 	defer a.forwarder.Close()
 	defer a.cache.Close()
+	if a.tap != nil {
+		defer a.tap.Close()
+	}
 
 	defer a.iface.Close()
 
@@ -247,6 +257,13 @@ func (a *agent) waitZoneSynced(ctx context.Context, d time.Duration) {
 // build constructs the forwarder, cache, zone, server and interface manager.
 func (a *agent) build() error {
 	cfg, log := a.cfg, a.log
+	if err := a.buildTap(); err != nil {
+		return err
+	}
+	ql, err := newQueryLog(&cfg.QueryLog, log.With("component", "querylog"))
+	if err != nil {
+		return err
+	}
 	ups, err := upstream.ParseServers(cfg.Upstream)
 	if err != nil {
 		return fmt.Errorf("--upstream: %w", err)
@@ -272,7 +289,7 @@ func (a *agent) build() error {
 	a.forwarder, err = upstream.New(upstream.Config{
 		Servers: ups, StubDomains: stubs, Policy: cfg.UpstreamPolicy,
 		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
-		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs,
+		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs, Tap: a.upstreamTap(),
 	}, a.reg, log.With("component", "upstream"))
 	if err != nil {
 		return fmt.Errorf("upstreams: %w", err)
@@ -301,13 +318,25 @@ func (a *agent) build() error {
 		}
 		zone = zoneAdapter{a.zone}
 	}
-	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: a.clients}
+	obs := observers{a.clients, a.tail}
+	if ql != nil {
+		obs = append(obs, ql)
+	}
+	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: obs}
+	if a.tap != nil {
+		deps.Tap = a.tap
+	}
 	if a.zone != nil {
 		deps.Pods = podsAdapter{a.zone}
 	}
+	stubNames := make([]string, 0, len(stubs))
+	for d := range stubs {
+		stubNames = append(stubNames, d)
+	}
+	a.reg.MustRegister(newCorednsCacheCollector(a.cache, corednsServers(a.addrs), a.pluginZones(stubNames)))
 	a.server, err = server.New(server.Config{
 		Addrs: a.addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
-		Domain: cfg.ClusterDomain, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
+		Domain: cfg.ClusterDomain, StubDomains: stubNames, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
 		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
 	}, deps, a.reg, log.With("component", "server"))
 	if err != nil {
@@ -326,6 +355,60 @@ func (a *agent) build() error {
 		log.Info("not touching the host: --setup-interface=false --setup-iptables=false")
 	}
 	return nil
+}
+
+// corednsServers are the server label values of the CoreDNS-compatible
+// metrics: one per listen address.
+func corednsServers(addrs []netip.AddrPort) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = "dns://" + a.String()
+	}
+	return out
+}
+
+// pluginZones says, for coredns_plugin_enabled, which CoreDNS plugins do
+// the jobs nodecache does in each zone.
+func (a *agent) pluginZones(stubs []string) map[string][]string {
+	z := map[string][]string{".": {"cache", "forward", "prometheus"}}
+	for _, s := range stubs {
+		z[dns.Fqdn(strings.ToLower(s))] = []string{"cache", "forward", "prometheus"}
+	}
+	if a.zone != nil {
+		names := []string{"kubernetes", "prometheus"}
+		if a.cfg.Autopath {
+			names = append(names, "autopath")
+		}
+		z[dns.Fqdn(strings.ToLower(a.cfg.ClusterDomain))] = names
+	}
+	return z
+}
+
+// buildTap starts the dnstap output when --dnstap asks for one.
+func (a *agent) buildTap() error {
+	if a.cfg.Dnstap == "" {
+		return nil
+	}
+	identity := a.cfg.NodeName
+	if identity == "" {
+		identity, _ = os.Hostname()
+	}
+	t, err := tap.New(tap.Config{Addr: a.cfg.Dnstap, Identity: identity, Version: "nodecache " + version},
+		a.reg, a.log.With("component", "dnstap"))
+	if err != nil {
+		return fmt.Errorf("--dnstap: %w", err)
+	}
+	a.tap = t
+	return nil
+}
+
+// upstreamTap is the forwarder's dnstap hook: nil (an untyped nil, not a
+// nil *tap.Tap) without --dnstap.
+func (a *agent) upstreamTap() upstream.Tap {
+	if a.tap == nil {
+		return nil
+	}
+	return a.tap
 }
 
 // localHTTPPorts are the health and metrics ports that listen on a local IP

@@ -45,6 +45,8 @@ func startUpstream(t *testing.T) *testUpstream {
 		m.SetReply(r)
 		q := r.Question[0]
 		switch {
+		case strings.HasPrefix(strings.ToLower(q.Name), "servfail"):
+			m.Rcode = dns.RcodeServerFailure
 		case strings.HasPrefix(strings.ToLower(q.Name), "nx"):
 			m.Rcode = dns.RcodeNameError
 			m.Ns = []dns.RR{&dns.SOA{Hdr: dns.RR_Header{Name: "example.org.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 60},

@@ -56,28 +56,55 @@ func infoOf(e *entry, key *wire.Key, name string, now time.Time) EntryInfo {
 }
 
 // Flush removes every entry for name, of any type, class and DNSSEC bits
-// (not names below it), and returns how many it removed. "" removes all.
+// (not names below it), and returns how many it removed. A name that is
+// empty or not a domain name removes nothing.
 func (c *Cache) Flush(name string) int {
-	var want string
-	if name != "" {
-		k, err := wire.NewKey(name, 0, 0, false, false)
-		if err != nil {
-			return 0
-		}
-		want = k.Name
+	if name == "" {
+		return 0
 	}
+	k, err := wire.NewKey(name, 0, 0, false, false)
+	if err != nil {
+		return 0
+	}
+	return c.removeIf(func(e *entry) bool { return e.hasName(k.Name) })
+}
+
+// FlushZone removes the entries for zone and every name below it
+// (case-insensitively, on label boundaries) and returns how many it
+// removed; "." removes all. A zone that is not a domain name removes
+// nothing.
+func (c *Cache) FlushZone(zone string) int {
+	zone = dns.Fqdn(zone)
+	if _, ok := dns.IsDomainName(zone); !ok || zone == "" {
+		return 0
+	}
+	return c.removeIf(func(e *entry) bool {
+		k := e.key()
+		return dns.IsSubDomain(zone, k.PresentationName())
+	})
+}
+
+// FlushAll empties the cache and returns how many entries it removed.
+func (c *Cache) FlushAll() int {
 	n := 0
 	for _, s := range c.shards {
 		s.mu.Lock()
-		if want == "" {
-			n += s.lru.Len()
-			s.lru.Purge()
-			s.bytes = 0
-			s.mu.Unlock()
-			continue
-		}
+		n += s.lru.Len()
+		s.lru.Purge()
+		s.bytes = 0
+		s.kinds = [numKinds]int{}
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// removeIf removes the entries drop selects and returns how many.
+func (c *Cache) removeIf(drop func(*entry) bool) int {
+	n := 0
+	for _, s := range c.shards {
+		s.mu.Lock()
 		for _, h := range s.lru.Keys() {
-			if e, ok := s.lru.Peek(h); ok && e.hasName(want) {
+			if e, ok := s.lru.Peek(h); ok && drop(e) {
 				s.removeLocked(h)
 				n++
 			}
@@ -156,14 +183,17 @@ func (m *metrics) Collect(ch chan<- prometheus.Metric) {
 
 // Stats is a snapshot of the cache's figures.
 type Stats struct {
-	Entries    int     // entries held, fresh or stale
-	Bytes      int64   // bytes accounted, at most Config.MaxBytes
-	Hits       uint64  // fresh answers
-	Misses     uint64  // queries that went to an upstream flight
-	Evictions  uint64  // entries evicted for space
-	Prefetches uint64  // prefetches started
-	Stale      uint64  // stale answers served
-	HitRate    float64 // Hits / (Hits + Misses); 0 before any query
+	Entries   int    // entries held, fresh or stale
+	Denials   int    // of those, negative and SERVFAIL entries
+	Bytes     int64  // bytes accounted, at most Config.MaxBytes
+	Hits      uint64 // fresh answers
+	Misses    uint64 // queries that went to an upstream flight
+	Evictions uint64 // entries evicted for space
+	// EvictedDenials is how many of those were negative or SERVFAIL.
+	EvictedDenials uint64
+	Prefetches     uint64  // prefetches started
+	Stale          uint64  // stale answers served
+	HitRate        float64 // Hits / (Hits + Misses); 0 before any query
 }
 
 // Stats returns the cache's current figures.
@@ -172,6 +202,8 @@ func (c *Cache) Stats() Stats {
 	for _, s := range c.shards {
 		s.mu.Lock()
 		st.Entries += s.lru.Len()
+		st.Denials += s.kinds[kindNegative] + s.kinds[kindServfail]
+		st.EvictedDenials += s.evictedDenials
 		st.Bytes += s.bytes
 		st.Hits += s.hits
 		s.mu.Unlock()

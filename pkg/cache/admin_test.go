@@ -12,16 +12,22 @@ import (
 )
 
 func TestFlush(t *testing.T) {
+	all := []string{"a.example.", "a.example.", "b.example.", "x.a.example."}
 	tests := []struct {
 		name    string
-		flush   string
+		flush   func(c *Cache) int
 		removed int
 		left    []string
 	}{
-		{"all", "", 4, nil},
-		{"a name, every type", "A.example.", 2, []string{"b.example.", "x.a.example."}},
-		{"no such name", "c.example.", 0, []string{"a.example.", "a.example.", "b.example.", "x.a.example."}},
-		{"bad name", "a..example.", 0, []string{"a.example.", "a.example.", "b.example.", "x.a.example."}},
+		{"all", (*Cache).FlushAll, 4, nil},
+		{"no name removes nothing", func(c *Cache) int { return c.Flush("") }, 0, all},
+		{"a name, every type", func(c *Cache) int { return c.Flush("A.example.") }, 2, []string{"b.example.", "x.a.example."}},
+		{"no such name", func(c *Cache) int { return c.Flush("c.example.") }, 0, all},
+		{"bad name", func(c *Cache) int { return c.Flush("a..example.") }, 0, all},
+		{"a zone: the name and below", func(c *Cache) int { return c.FlushZone("A.example") }, 3, []string{"b.example."}},
+		{"a zone on label boundaries", func(c *Cache) int { return c.FlushZone("xample.") }, 0, all},
+		{"the root zone", func(c *Cache) int { return c.FlushZone(".") }, 4, nil},
+		{"bad zone", func(c *Cache) int { return c.FlushZone("a..example") }, 0, all},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,8 +38,8 @@ func TestFlush(t *testing.T) {
 			} {
 				resolve(t, c, q)
 			}
-			if got := c.Flush(tt.flush); got != tt.removed {
-				t.Errorf("Flush(%q): got %d removed, want %d", tt.flush, got, tt.removed)
+			if got := tt.flush(c); got != tt.removed {
+				t.Errorf("got %d removed, want %d", got, tt.removed)
 			}
 			var left []string
 			c.Dump("", func(e EntryInfo) bool { left = append(left, e.Name); return true })

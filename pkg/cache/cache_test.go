@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -341,5 +342,35 @@ func TestLoopbackHitAndMiss(t *testing.T) {
 	}
 	if got := queries.Load(); got != 1 {
 		t.Errorf("queries at the server: got %d, want 1", got)
+	}
+}
+
+// TestEntriesAndEvictionsByKind fills a small cache with negative entries,
+// then positive ones that push them out: Stats counts the denials held and
+// evicted (coredns_cache_entries and _evictions_total by type).
+func TestEntriesAndEvictionsByKind(t *testing.T) {
+	clk := newClock()
+	up := &fakeUpstream{reply: func(req *dns.Msg) (*dns.Msg, error) {
+		if strings.HasPrefix(req.Question[0].Name, "nx") {
+			return replyNeg(req, dns.RcodeNameError, 300, 300), nil
+		}
+		return replyA(req, 300), nil
+	}}
+	c := newTestCache(t, Config{MaxBytes: 8 << 10, Shards: 1}, up, clk)
+	for i := range 5 {
+		resolve(t, c, newQuestion(t, fmt.Sprintf("nx-%d.example.", i), dns.TypeA))
+	}
+	if st := c.Stats(); st.Denials != 5 || st.Entries != 5 {
+		t.Fatalf("after 5 negatives: got %d denials of %d entries, want 5 of 5", st.Denials, st.Entries)
+	}
+	for i := 0; c.Stats().Denials > 0; i++ {
+		resolve(t, c, newQuestion(t, fmt.Sprintf("host-%d.example.", i), dns.TypeA))
+	}
+	st := c.Stats()
+	if st.EvictedDenials != 5 || st.Evictions < 5 {
+		t.Errorf("evictions: got %d, %d of them denials; want the 5 denials among them", st.Evictions, st.EvictedDenials)
+	}
+	if n := c.FlushAll(); n != st.Entries || c.Stats().Entries != 0 {
+		t.Errorf("FlushAll: removed %d of %d entries", n, st.Entries)
 	}
 }

@@ -44,6 +44,10 @@
 // (negative disables), PrefetchMinHits 2, MaxPrefetches 16, Shards
 // automatic, Overloaded nil, Now time.Now.
 //
+// Stats.Denials counts the negative and SERVFAIL entries held, and
+// Stats.EvictedDenials those evicted for space (the agent serves
+// coredns_cache_entries and _evictions_total{type="denial"} from them).
+//
 // Metrics: nodecache_cache_entries and nodecache_cache_bytes (gauges),
 // nodecache_cache_hits_total, nodecache_cache_misses_total,
 // nodecache_cache_evictions_total, nodecache_cache_prefetches_total,

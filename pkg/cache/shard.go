@@ -102,11 +102,14 @@ func (e *entry) elapsed(now time.Time) uint32 {
 
 // shard is one independently locked LRU with its own byte budget.
 type shard struct {
-	mu     sync.Mutex                     // guards following
-	lru    *simplelru.LRU[uint64, *entry] // keyed by the seeded key hash
-	bytes  int64                          // sum of entry sizes
-	hits   uint64                         // fresh answers served from this shard
-	budget int64                          // immutable
+	mu    sync.Mutex                     // guards following
+	lru   *simplelru.LRU[uint64, *entry] // keyed by the seeded key hash
+	bytes int64                          // sum of entry sizes
+	hits  uint64                         // fresh answers served from this shard
+	kinds [numKinds]int                  // entries held, by kind
+	// evictedDenials counts negative and SERVFAIL entries evicted for space.
+	evictedDenials uint64
+	budget         int64 // immutable
 
 	_ [64]byte // keeps neighbouring shards' locks off one cache line
 }
@@ -154,8 +157,11 @@ func (s *shard) insertLocked(h uint64, e *entry, now time.Time, staleMaxAge time
 	}
 	s.lru.Add(h, e)
 	s.bytes += int64(e.size)
+	s.kinds[e.kind]++
 	for s.bytes > s.budget {
-		s.removeOldestLocked()
+		if k, ok := s.removeOldestLocked(); ok && k != kindPositive {
+			s.evictedDenials++
+		}
 		evicted++
 	}
 	return evicted
@@ -168,13 +174,20 @@ func (s *shard) removeLocked(h uint64) bool {
 	}
 	s.lru.Remove(h)
 	s.bytes -= int64(old.size)
+	s.kinds[old.kind]--
 	return true
 }
 
-func (s *shard) removeOldestLocked() {
-	if _, old, ok := s.lru.RemoveOldest(); ok {
-		s.bytes -= int64(old.size)
+// removeOldestLocked removes the least recently used entry and returns
+// its kind, ok false when the shard was empty.
+func (s *shard) removeOldestLocked() (kind, bool) {
+	_, old, ok := s.lru.RemoveOldest()
+	if !ok {
+		return 0, false
 	}
+	s.bytes -= int64(old.size)
+	s.kinds[old.kind]--
+	return old.kind, true
 }
 
 // snapshot returns the shard's entries, most recently used first.

@@ -296,6 +296,7 @@ func (m *Manager) reconcileLocked(ctx context.Context, rulesToo bool) error {
 
 func (m *Manager) countErr(kind string) {
 	m.met.errors.WithLabelValues(kind).Inc()
+	m.met.setupErrors.WithLabelValues(setupErrorType(kind)).Inc()
 	m.mu.Lock()
 	m.status.Counts.Errors.add(kind, 1)
 	m.mu.Unlock()

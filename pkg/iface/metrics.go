@@ -20,6 +20,18 @@ type metrics struct {
 	readds     *prometheus.CounterVec // kind = link | address | rule | jump
 	errors     *prometheus.CounterVec // kind = link | address | rule | jump | watch
 	rules      prometheus.Gauge
+	// setupErrors is node-local-dns's coredns_nodecache_setup_errors_total
+	// {errortype}, which its alerts and dashboards use: interfaceadd for
+	// link, address and watch errors, iptables for rule and jump errors.
+	setupErrors *prometheus.CounterVec
+}
+
+// setupErrorType maps an error kind to node-local-dns's errortype.
+func setupErrorType(kind string) string {
+	if kind == kindRule || kind == kindJump {
+		return "iptables"
+	}
+	return "interfaceadd"
 }
 
 // newMetrics registers the collectors on reg; reg may be nil (metrics are then kept but not exported).
@@ -42,6 +54,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodecache_iface_rules",
 			Help: "Our iptables rules (including jumps) present after the last rule reconcile, all families.",
 		}),
+		setupErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "coredns_nodecache_setup_errors_total",
+			Help: "The number of errors during periodic network setup for node-cache (errortype interfaceadd or iptables).",
+		}, []string{"errortype"}),
 	}
 	if reg != nil {
 		var err error
@@ -57,6 +73,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if m.rules, err = register(reg, m.rules); err != nil {
 			return nil, err
 		}
+		if m.setupErrors, err = register(reg, m.setupErrors); err != nil {
+			return nil, err
+		}
 	}
 	for _, r := range []string{"ok", "error"} {
 		m.reconciles.WithLabelValues(r)
@@ -66,6 +85,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.errors.WithLabelValues(k)
 	}
 	m.errors.WithLabelValues(kindWatch)
+	m.setupErrors.WithLabelValues("interfaceadd")
+	m.setupErrors.WithLabelValues("iptables")
 	return m, nil
 }
 

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // startRun starts Run in the current synctest bubble and waits for its first pass. stop cancels it and
@@ -214,6 +216,9 @@ func TestRuleBackendErrors(t *testing.T) {
 	}
 	if got := e.errs(kindJump); got != 4 {
 		t.Errorf("errors{jump}: got %v, want 4", got)
+	}
+	if got := testutil.ToFloat64(e.m.met.setupErrors.WithLabelValues("iptables")); got != 8 {
+		t.Errorf("coredns_nodecache_setup_errors_total{errortype=iptables}: got %v, want 8 (rules and jumps)", got)
 	}
 	if got := e.links.addrStrings(DefaultInterfaceName); !slices.Equal(got, []string{"169.254.20.10/32"}) {
 		t.Errorf("addresses despite rule errors: got %v, want the local IP", got)

@@ -36,6 +36,17 @@ func (z *Zone) PodByIP(ip netip.Addr) (PodInfo, bool) {
 	return p, ok
 }
 
+// PodByName returns the node-local pod namespace/name. It never blocks;
+// it walks the node's pods, for the admin API, not the query path.
+func (z *Zone) PodByName(namespace, name string) (PodInfo, bool) {
+	for _, p := range *z.localPods.Load() {
+		if p.Namespace == namespace && p.Name == name {
+			return p, true
+		}
+	}
+	return PodInfo{}, false
+}
+
 // applyPodLocked updates the pod models, the verified pod record counts
 // and marks node-local changes.
 func (z *Zone) applyPodLocked(ev event, b *batch) {

@@ -33,6 +33,9 @@ type Config struct {
 	QueryTimeout time.Duration
 	// Domain is the cluster domain, e.g. "cluster.local." Default that.
 	Domain string
+	// StubDomains are the stub domains the upstreams route apart; each is a
+	// zone label value of the CoreDNS-compatible metrics. Default none.
+	StubDomains []string
 	// MaxUDPSize caps the UDP reply size whatever the client advertises.
 	// Default 1232.
 	MaxUDPSize int

@@ -18,8 +18,26 @@
 // Replies fit the client: UDP size from EDNS (512 without, at most 1232),
 // truncated with TC when larger; the OPT record is echoed.
 //
+// Every answered query goes to Deps.Observer (client, question, result,
+// latency: the per-client counts, `nodecache tail`, the query log) and,
+// when set, to Deps.Tap with the query and reply bytes (dnstap). Both are
+// called on the serving goroutine and must not block.
+//
 // Metrics: nodecache_server_requests_total{proto,qtype}, nodecache_server_
 // responses_total{source,rcode}, nodecache_server_request_duration_seconds
 // {source}, nodecache_server_dropped_total{reason},
-// nodecache_server_tcp_connections.
+// nodecache_server_tcp_connections. Beside them, the CoreDNS-compatible
+// series (coredns.go), with CoreDNS's names, labels and buckets:
+// coredns_dns_requests_total{server,zone,view,proto,family,type},
+// coredns_dns_responses_total{server,zone,view,rcode,plugin},
+// coredns_dns_request_duration_seconds{server,zone,view},
+// coredns_dns_request_size_bytes and _response_size_bytes
+// {server,zone,view,proto}, coredns_dns_do_requests_total{server,zone,view}
+// and the cache's coredns_cache_requests_total, _hits_total{type},
+// _misses_total and _served_stale_total{server,zones,view}. server is
+// "dns://" and the listen address the query came in on; zone is the cluster
+// domain, a stub domain (Config.StubDomains) or "."; plugin says what
+// answered (kubernetes, cache, forward, "" for the server's own refusals
+// and errors). Children are made on first use, so only what happened is
+// exported, and cost one atomic load each on the hit path after that.
 package server

@@ -25,9 +25,10 @@ type metrics struct {
 	tcpConns  prometheus.Gauge
 	// autopathSaved counts the search-path queries clients did not have to send.
 	autopathSaved prometheus.Counter
+	coredns       *corednsMetrics // the CoreDNS-compatible series
 }
 
-func newMetrics(reg prometheus.Registerer) (*metrics, error) {
+func newMetrics(reg prometheus.Registerer, cfg *Config) (*metrics, error) {
 	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "nodecache_server_requests_total", Help: "Queries received, by transport and query type.",
 	}, []string{"proto", "qtype"})
@@ -56,6 +57,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering server metrics: %w", err)
 		}
+	}
+	var err error
+	if m.coredns, err = newCorednsMetrics(reg, cfg.Addrs, cfg.Domain, cfg.StubDomains); err != nil {
+		return nil, err
 	}
 	for i, t := range metricQtypes {
 		m.qtypeIdx[t] = i

@@ -26,12 +26,20 @@ type Observer interface {
 	Observe(client netip.Addr, q *wire.Query, res Result, took time.Duration)
 }
 
+// Tap sees the wire form of every answered query (dnstap): the client,
+// the listen address, the query and the reply. It is called on the hot
+// path, must not block, and must copy what it keeps.
+type Tap interface {
+	TapClient(client, local netip.AddrPort, tcp bool, query, reply []byte, start, end time.Time)
+}
+
 // Deps are what a Server asks: the resolver is required, the rest optional.
 type Deps struct {
 	Zone     Zone     // nil: no cluster zone
 	Resolver Resolver // the cache in front of the upstreams
 	Observer Observer // nil: no per-client accounting
 	Pods     Pods     // nil: no autopath
+	Tap      Tap      // nil: no dnstap
 }
 
 // Server answers DNS queries on a set of listeners.
@@ -41,6 +49,7 @@ type Server struct {
 	zone       Zone // nil: no cluster zone
 	resolver   Resolver
 	observer   Observer       // may be nil
+	tap        Tap            // may be nil
 	pods       Pods           // may be nil
 	limiter    *clientLimiter // nil: no per-client limit
 	domainWire []byte
@@ -59,6 +68,10 @@ type Server struct {
 	listeners *Listeners
 	conns     map[net.Conn]struct{}
 	closing   bool
+
+	// udpEdges says which listen address each UDP socket serves; written
+	// by Serve before the read loops start, read-only after.
+	udpEdges []udpEdge
 
 	wg      sync.WaitGroup // read loops and accept loops
 	queries sync.WaitGroup // slow-path goroutines and TCP connections
@@ -84,7 +97,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 	if err != nil {
 		return nil, fmt.Errorf("cluster domain %q: %w", cfg.Domain, err)
 	}
-	m, err := newMetrics(reg)
+	m, err := newMetrics(reg, &cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +111,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 		pods = nil
 	}
 	return &Server{
-		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer,
+		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer, tap: deps.Tap,
 		pods: pods, limiter: limiter,
 		domainWire: dw[:n],
 		memo:       newZoneMemo(100_000),
@@ -123,6 +136,10 @@ func (s *Server) Serve(l *Listeners) error {
 		return errors.New("server is shut down")
 	}
 	s.listeners = l
+	s.udpEdges = s.udpEdges[:0]
+	for _, c := range l.UDP {
+		s.udpEdges = append(s.udpEdges, udpEdge{c, edge{proto: protoUDP, server: s.serverOf(c.LocalAddr())}})
+	}
 	for _, c := range l.UDP {
 		s.wg.Add(1)
 		go func() {
@@ -229,13 +246,49 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 	return out, res, nil
 }
 
-// record accounts one answered query.
-func (s *Server) record(client netip.Addr, q *wire.Query, res Result, start time.Time, proto int) {
-	took := time.Since(start)
-	s.metrics.observe(proto, q.Type, res, took)
+// record accounts one answered query pkt from client that came in at ep,
+// answered with reply.
+func (s *Server) record(ep edge, client netip.AddrPort, q *wire.Query, res Result, start time.Time, pkt, reply []byte) {
+	end := time.Now()
+	took := end.Sub(start)
+	s.metrics.observe(int(ep.proto), q.Type, res, took)
+	s.metrics.coredns.observe(ep, client.Addr(), q, res, took.Seconds(), len(pkt), reply)
 	if s.observer != nil {
-		s.observer.Observe(client, q, res, took)
+		s.observer.Observe(client.Addr(), q, res, took)
 	}
+	if s.tap != nil {
+		s.tap.TapClient(client, s.cfg.Addrs[ep.server], ep.proto == protoTCP, pkt, reply, start, end)
+	}
+}
+
+// udpEdge is one UDP socket and the edge its queries come in at.
+type udpEdge struct {
+	c  *net.UDPConn
+	ep edge
+}
+
+// udpEdge returns the edge of the UDP socket c: a scan of a handful of
+// sockets, cheaper than a map lookup.
+func (s *Server) udpEdge(c *net.UDPConn) edge {
+	for i := range s.udpEdges {
+		if s.udpEdges[i].c == c {
+			return s.udpEdges[i].ep
+		}
+	}
+	return edge{proto: protoUDP}
+}
+
+// serverOf returns the index of the listen address a is, for the server
+// label of the CoreDNS-compatible metrics.
+func (s *Server) serverOf(a net.Addr) uint8 {
+	var ap netip.AddrPort
+	switch a := a.(type) {
+	case *net.UDPAddr:
+		ap = a.AddrPort()
+	case *net.TCPAddr:
+		ap = a.AddrPort()
+	}
+	return s.metrics.coredns.serverIndex(ap)
 }
 
 // logRated logs at Warn at most once per interval per kind, so a flood of

@@ -108,7 +108,14 @@ func startServerOn(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps De
 		}
 	}
 	cfg.Addrs = []netip.AddrPort{addr}
-	s, err := New(cfg, deps, prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+	s := serveOn(t, l, cfg, deps, prometheus.NewRegistry())
+	return s, netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+}
+
+// serveOn makes a server on reg and serves l until the test ends.
+func serveOn(t *testing.T, l *Listeners, cfg Config, deps Deps, reg *prometheus.Registry) *Server {
+	t.Helper()
+	s, err := New(cfg, deps, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +129,7 @@ func startServerOn(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps De
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return s, netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
+	return s
 }
 
 // rawExchange sends pkt over UDP and returns the reply, or nil on timeout.
@@ -406,6 +413,7 @@ func benchFast(b *testing.B, f *fakeResolver, z Zone, name string) {
 	// Warm: the slow path fills the fake cache or the zone memo.
 	_ = wire.Parse(pkt, &q)
 	client := netip.MustParseAddr("10.0.0.1")
+	clientAP := netip.AddrPortFrom(client, 40000)
 	if _, _, ok := s.fast(pkt, &q, nil, client, out, 1232, time.Now()); !ok {
 		s.slow(context.Background(), time.Now().Add(time.Minute), pkt, &q, client, out, 1232)
 	}
@@ -416,7 +424,7 @@ func benchFast(b *testing.B, f *fakeResolver, z Zone, name string) {
 		if !ok || len(reply) == 0 {
 			b.Fatal("not answered on the fast path")
 		}
-		s.metrics.observe(protoUDP, q.Type, res, time.Microsecond)
+		s.record(edge{proto: protoUDP}, clientAP, &q, res, time.Now(), pkt, reply)
 	}
 }
 

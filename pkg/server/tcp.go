@@ -63,7 +63,9 @@ func (s *Server) serveTCP(ln *net.TCPListener) {
 // TCPPipeline queries run at once; replies are written as they complete,
 // each whole under the write lock.
 func (s *Server) serveConn(c *net.TCPConn) {
-	client := c.RemoteAddr().(*net.TCPAddr).AddrPort().Addr()
+	clientAP := c.RemoteAddr().(*net.TCPAddr).AddrPort()
+	client := clientAP.Addr()
+	ep := edge{proto: protoTCP, server: s.serverOf(c.LocalAddr())}
 	r := bufio.NewReaderSize(c, 4096)
 	var wmu sync.Mutex // guards writes to c
 	slots := make(chan struct{}, s.cfg.TCPPipeline)
@@ -99,7 +101,7 @@ func (s *Server) serveConn(c *net.TCPConn) {
 				return // garbage on a stream: the framing cannot be trusted
 			}
 			write(reply)
-			s.record(client, &q, res, start, protoTCP)
+			s.record(ep, clientAP, &q, res, start, pkt, reply)
 			continue
 		}
 		slots <- struct{}{}
@@ -107,20 +109,20 @@ func (s *Server) serveConn(c *net.TCPConn) {
 		s.workers.Run(func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			s.slowTCP(pkt, client, start, write)
+			s.slowTCP(ep, pkt, clientAP, start, write)
 		})
 	}
 }
 
-func (s *Server) slowTCP(pkt []byte, client netip.Addr, start time.Time, write func([]byte)) {
+func (s *Server) slowTCP(ep edge, pkt []byte, client netip.AddrPort, start time.Time, write func([]byte)) {
 	var q wire.Query
 	if err := wire.Parse(pkt, &q); err != nil {
 		return
 	}
 	by := time.Now().Add(s.cfg.QueryTimeout)
-	reply, res := s.slow(s.ctx, by, pkt, &q, client, make([]byte, 0, 512), 65535)
+	reply, res := s.slow(s.ctx, by, pkt, &q, client.Addr(), make([]byte, 0, 512), 65535)
 	write(reply)
-	s.record(client, &q, res, start, protoTCP)
+	s.record(ep, client, &q, res, start, pkt, reply)
 }
 
 // tcpDrain is how long a connection may still deliver queries that are

@@ -79,7 +79,7 @@ func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort
 				s.metrics.dropped("write_error")
 				s.logRated("udp-write", "writing udp reply", "client", client, "err", err)
 			}
-			s.record(client.Addr(), q, res, start, protoUDP)
+			s.record(s.udpEdge(c), client, q, res, start, pkt, reply)
 		}
 		return
 	}
@@ -103,7 +103,7 @@ func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, star
 	reply, res := s.slow(s.ctx, by, b.pkt, q, client.Addr(), b.out[:0], s.udpSize(q))
 	s.writeUDP(c, reply, client)
 	b.out = reply
-	s.record(client.Addr(), q, res, start, protoUDP)
+	s.record(s.udpEdge(c), client, q, res, start, b.pkt, reply)
 }
 
 // slowBuf holds what the slow path needs for one UDP query: its copy of

@@ -32,11 +32,20 @@ const (
 	DefaultTCPMaxIdle     = 8
 )
 
+// Tap sees each query sent to an upstream and its reply (nil when none
+// came). It must not block, and must copy what it keeps.
+type Tap interface {
+	TapForwarder(upstream netip.AddrPort, tcp bool, query, reply []byte, sent, received time.Time)
+}
+
 // Config configures a Forwarder. The zero value of every field but Servers
 // selects the documented default.
 type Config struct {
 	// Servers are the default upstream resolvers. Required, non-empty.
 	Servers []netip.AddrPort
+	// Tap, when not nil, sees every attempt (dnstap): health probes not
+	// included. Nil means none.
+	Tap Tap
 	// StubDomains maps a lowercased FQDN ("corp.example.") to its own
 	// resolvers. A query goes to the stub whose domain is the longest suffix
 	// of its name (on label boundaries). Nil means no stub domains.

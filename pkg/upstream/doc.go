@@ -62,7 +62,9 @@
 //
 // # Metrics
 //
-//	nodecache_upstream_requests_total{server,proto}  attempts sent (proto udp|tcp), probes included
+//	nodecache_upstream_requests_total{server,proto}  attempts sent (proto udp|tcp), health probes not included
+//	nodecache_upstream_responses_total{server,rcode} valid replies by rcode
+//	nodecache_upstream_probes_total{server,result}   health probes of down servers (ok|failed)
 //	nodecache_upstream_errors_total{server,kind}     kind: timeout, refused, conn_refused, spoofed,
 //	                                                 malformed, network, truncated, canceled
 //	nodecache_upstream_duration_seconds{server}      round-trip time of successful attempts
@@ -70,4 +72,12 @@
 //	nodecache_upstream_overloaded_total              queries refused by the in-flight cap
 //
 // The server label is the IP:port of a configured upstream, a bounded set.
+//
+// CoreDNS-compatible (coredns.go): coredns_proxy_request_duration_seconds
+// {proxy_name="forward",to,rcode} and coredns_proxy_healthcheck_failures_total
+// {proxy_name,to} as CoreDNS 1.15 names them; coredns_forward_healthcheck_
+// broken_total and _max_concurrent_rejects_total; and the pre-1.11 per-upstream
+// series the community's forward alerts still query: coredns_forward_requests_total
+// {to}, _responses_total{rcode,to}, _request_duration_seconds{to,rcode} and
+// _healthcheck_failures_total{to}. to is the upstream's IP:port.
 package upstream

@@ -132,19 +132,34 @@ type reply struct {
 // TCP if the reply is truncated. wire is the packed request; its ID is
 // rewritten.
 func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (reply, error) {
-	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline)
+	sent := time.Now()
+	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline, false)
 	if err != nil || !truncated {
+		f.tap(s, false, wire, r.raw, sent)
 		return r, err
 	}
+	f.tap(s, false, wire, nil, sent) // the truncated reply is not kept
 	s.countError(kindTruncated)
-	return f.tryTCP(ctx, s, q, wire, deadline)
+	sent = time.Now()
+	r, err = f.tryTCP(ctx, s, q, wire, deadline)
+	f.tap(s, true, wire, r.raw, sent)
+	return r, err
+}
+
+// tap hands one attempt to Config.Tap, if any: the query sent at sent and
+// the reply (nil when none came).
+func (f *Forwarder) tap(s *server, tcp bool, query, reply []byte, sent time.Time) {
+	if f.cfg.Tap != nil {
+		f.cfg.Tap.TapForwarder(s.addr, tcp, query, reply, sent, time.Now())
+	}
 }
 
 // tryUDP sends the query on a connected UDP socket of s's pool: the kernel
 // gave it a random ephemeral port and drops datagrams from any address but
 // the server's. The socket goes back to the pool only after a clean round
 // trip (see releaseUDP).
-func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (reply, bool, error) {
+// A probe is not counted as a request.
+func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time, probe bool) (reply, bool, error) {
 	u, err := s.udpSocket(time.Now())
 	if err != nil {
 		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
@@ -156,7 +171,7 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire
 		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
 	stop := u.watch(ctx)
-	r, truncated, clean, err := f.roundTripUDP(s, u, q, wire, readSize)
+	r, truncated, clean, err := f.roundTripUDP(s, u, q, wire, readSize, probe)
 	stopped := stop()
 	s.releaseUDP(u, clean && stopped)
 	if err != nil {
@@ -168,10 +183,10 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire
 // roundTripUDP sends wire on u and reads datagrams until one answers it.
 // clean reports a valid, untruncated reply that was the only datagram
 // read. The returned error is the raw socket error.
-func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []byte, readSize int) (r reply, truncated, clean bool, err error) {
+func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []byte, readSize int, probe bool) (r reply, truncated, clean bool, err error) {
 	id := newID(wire)
 	u.uses++
-	s.countRequest(protoUDP)
+	s.countRequest(protoUDP, probe)
 	if _, err := u.conn.Write(wire); err != nil {
 		return reply{}, false, false, err
 	}
@@ -258,7 +273,7 @@ func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire
 	defer f.bufs.put(bufp)
 	out := binary.BigEndian.AppendUint16((*bufp)[:0], uint16(len(wire)))
 	out = append(out, wire...)
-	s.countRequest(protoTCP)
+	s.countRequest(protoTCP, false)
 	if _, err := conn.Write(out); err != nil {
 		return reply{}, err
 	}

@@ -137,6 +137,7 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 	}
 	if !f.sem.TryAcquire(1) {
 		f.m.overloaded.Inc()
+		f.m.coredns.maxRejects.Inc()
 		return nil, netip.AddrPort{}, ErrOverloaded
 	}
 	defer f.sem.Release(1)
@@ -178,7 +179,7 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 				f.recordFailure(s, errorKind(tryErr))
 				continue
 			}
-			f.recordSuccess(s, time.Since(start))
+			f.recordSuccess(s, r.rcode, time.Since(start))
 			if r.rcode == dns.RcodeRefused {
 				s.countError(kindRefused)
 				refused, refusedBy = r.raw, s.addr
@@ -262,6 +263,16 @@ func (f *Forwarder) sweepLoop() {
 			}
 		}
 	}
+}
+
+// allDown reports whether every server is marked down.
+func (f *Forwarder) allDown() bool {
+	for _, s := range f.all {
+		if !s.down.Load() {
+			return false
+		}
+	}
+	return true
 }
 
 // Healthy reports whether at least one default server is not marked down.

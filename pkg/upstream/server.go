@@ -23,6 +23,7 @@ type server struct {
 	tcp     *tcpPool       // always non-nil
 	udp     *udpPool       // always non-nil
 	m       serverMetrics
+	cm      *upstreamSeries // the CoreDNS-compatible series
 
 	fails    atomic.Int64 // consecutive failed attempts
 	down     atomic.Bool  // marked down after FailThreshold fails
@@ -39,11 +40,17 @@ func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
 		tcp:     newConnPool[net.Conn](cfg.TCPMaxIdle),
 		udp:     newConnPool[*udpSock](min(udpMaxIdle, cfg.MaxInFlight)),
 		m:       m.forServer(addr.String()),
+		cm:      m.coredns.forServer(addr.String()),
 	}
 }
 
-func (s *server) countRequest(proto string) {
+// countRequest counts an attempt on proto; health probes are not counted.
+func (s *server) countRequest(proto string, probe bool) {
+	if probe {
+		return
+	}
 	s.requests.Add(1)
+	s.cm.attempt()
 	if proto == protoTCP {
 		s.m.reqTCP.Inc()
 		return
@@ -62,7 +69,7 @@ type ServerStatus struct {
 	Up               bool
 	ConsecutiveFails int64
 	LastRTT          time.Duration // zero until the first success
-	Requests         uint64        // attempts sent, UDP and TCP, probes included
+	Requests         uint64        // attempts sent, UDP and TCP, health probes not included
 	Errors           uint64        // failures and ignored replies of every kind
 }
 
@@ -107,11 +114,17 @@ func (ss *serverSet) order(dst []*server, policy string) []*server {
 	return dst
 }
 
-// recordSuccess notes a valid reply from s after rtt.
-func (f *Forwarder) recordSuccess(s *server, rtt time.Duration) {
+// recordSuccess notes a valid reply with rcode from s after rtt.
+func (f *Forwarder) recordSuccess(s *server, rcode int, rtt time.Duration) {
+	s.cm.reply(rcode, rtt)
+	s.m.duration.Observe(rtt.Seconds())
+	f.markHealthy(s, rtt)
+}
+
+// markHealthy notes that s answered after rtt: a query or a probe.
+func (f *Forwarder) markHealthy(s *server, rtt time.Duration) {
 	s.fails.Store(0)
 	s.lastRTT.Store(int64(rtt))
-	s.m.duration.Observe(rtt.Seconds())
 	f.markUp(s)
 }
 
@@ -127,6 +140,9 @@ func (f *Forwarder) recordFailure(s *server, kind string) {
 	}
 	if s.down.CompareAndSwap(false, true) {
 		s.m.healthy.Set(healthyGaugeDown)
+		if f.allDown() {
+			f.m.coredns.hcBroken.Inc()
+		}
 		f.log.Warn("upstream marked down", "server", s.addr, "consecutive_fails", s.fails.Load(), "kind", kind)
 		f.notify(s, false)
 	}
@@ -199,13 +215,13 @@ func (f *Forwarder) probe(s *server) error {
 		return err
 	}
 	start := time.Now()
-	_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout))
+	_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout), true)
+	s.cm.probed(err == nil)
 	if err != nil {
 		f.log.Debug("upstream probe failed", "server", s.addr, "err", err)
-		s.countError(errorKind(err))
 		return err
 	}
-	f.recordSuccess(s, time.Since(start))
+	f.markHealthy(s, time.Since(start))
 	return nil
 }
 
@@ -233,13 +249,14 @@ type metrics struct {
 	duration   *prometheus.HistogramVec // server
 	healthy    *prometheus.GaugeVec     // server
 	overloaded prometheus.Counter
+	coredns    *corednsMetrics
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodecache_upstream_requests_total",
-			Help: "Queries sent to upstream servers, per attempt and transport.",
+			Help: "Queries sent to upstream servers, per attempt and transport (health probes not included).",
 		}, []string{"server", "proto"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodecache_upstream_errors_total",
@@ -263,6 +280,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering upstream metrics: %w", err)
 		}
+	}
+	var err error
+	if m.coredns, err = newCorednsMetrics(reg); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

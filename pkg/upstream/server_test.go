@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestMarkDownAndProbeBack(t *testing.T) {
@@ -53,6 +54,20 @@ func TestMarkDownAndProbeBack(t *testing.T) {
 	}
 	if got, _ := exchangeA(t, f, "www.example."); got != "192.0.2.3" {
 		t.Errorf("after recovery: got %s, want 192.0.2.3 from the first server", got)
+	}
+	// The probes are health checks, not requests: the flaky server was sent
+	// FailThreshold queries that failed and one that was answered.
+	if got, want := counterValue(t, f, "requests", flaky.addr.String(), protoUDP), float64(cfg.FailThreshold+1); got != want {
+		t.Errorf("requests counted at the flaky server: got %v, want %v (probes excluded)", got, want)
+	}
+	if got := testutil.ToFloat64(f.m.coredns.probes.WithLabelValues(flaky.addr.String(), "ok")); got != 1 {
+		t.Errorf("successful probes: got %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(f.m.coredns.fwdResponses.WithLabelValues("NOERROR", flaky.addr.String())); got != 1 {
+		t.Errorf("coredns_forward_responses_total{rcode=NOERROR} of the flaky server: got %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(f.m.coredns.fwdRequests.WithLabelValues(flaky.addr.String())); got != float64(cfg.FailThreshold+1) {
+		t.Errorf("coredns_forward_requests_total of the flaky server: got %v, want %d", got, cfg.FailThreshold+1)
 	}
 }
 

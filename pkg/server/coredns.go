@@ -1,0 +1,288 @@
+package server
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// The CoreDNS-compatible series: the names, label names and buckets of
+// CoreDNS's metrics plugin (plugin/metrics/vars) and of its cache plugin's
+// request counters (plugin/cache/metrics.go), so that dashboards and alerts
+// written for CoreDNS and NodeLocal DNSCache read nodecache unchanged.
+// Label values are bounded: server is one per listen address
+// ("dns://169.254.20.10:53"), zone one of the cluster domain, each stub
+// domain and ".", view always "".
+
+// corednsTimeBuckets are CoreDNS's plugin.TimeBuckets: 0.25 ms to 8 s.
+var corednsTimeBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16)
+
+// corednsSizeBuckets are the buckets of CoreDNS's request and response
+// size histograms.
+var corednsSizeBuckets = []float64{0, 100, 200, 300, 400, 511, 1023, 2047, 4095, 8291, 16e3, 32e3, 48e3, 64e3}
+
+// corednsTypes are the qtypes CoreDNS gives a type label of their own
+// (plugin/metrics/vars/monitor.go); the rest count as "other".
+var corednsTypes = []uint16{dns.TypeAAAA, dns.TypeA, dns.TypeCNAME, dns.TypeDNSKEY, dns.TypeDS, dns.TypeMX,
+	dns.TypeNSEC3, dns.TypeNSEC, dns.TypeNS, dns.TypePTR, dns.TypeRRSIG, dns.TypeSOA, dns.TypeSRV, dns.TypeTXT,
+	dns.TypeHTTPS, dns.TypeSVCB, dns.TypeIXFR, dns.TypeAXFR, dns.TypeANY}
+
+// corednsPlugin is the plugin label of coredns_dns_responses_total: the
+// CoreDNS plugin that would have written the answer. Local answers
+// (refusals, FORMERR, RFC 8482) come from the server itself: "".
+var corednsPlugin = [numSources]string{SourceLocal: "", SourceZone: "kubernetes", SourceCache: "cache",
+	SourceStale: "cache", SourceUpstream: "forward"}
+
+// edge says where a query came in: transport and listen address, as
+// indexes into corednsMetrics.servers.
+type edge struct {
+	proto  uint8 // protoUDP or protoTCP
+	server uint8 // index of the listen address
+}
+
+// lazy is a vector of metric children created on first use, so that only
+// label combinations that happened are exported (as in CoreDNS), while
+// the hot path, once warm, does one atomic load and no allocation.
+type lazy[T any] struct {
+	cells []atomic.Pointer[T]
+	build func(i int) T
+}
+
+func newLazy[T any](n int, build func(i int) T) *lazy[T] {
+	return &lazy[T]{cells: make([]atomic.Pointer[T], n), build: build}
+}
+
+func (l *lazy[T]) at(i int) T {
+	if p := l.cells[i].Load(); p != nil {
+		return *p
+	}
+	v := l.build(i)
+	l.cells[i].CompareAndSwap(nil, &v)
+	return *l.cells[i].Load()
+}
+
+// corednsMetrics holds the CoreDNS-compatible series of the server edge.
+type corednsMetrics struct {
+	servers   []string // "dns://IP:port", index = edge.server
+	addrs     []netip.AddrPort
+	zones     []string // zones[0] is "."; then the cluster domain, then stubs
+	zoneWires [][]byte // wire forms of zones[1:], longest first wins
+
+	requests  *lazy[prometheus.Counter]  // server, zone, proto, family, type
+	do        *lazy[prometheus.Counter]  // server, zone
+	duration  *lazy[prometheus.Observer] // server, zone
+	reqSize   *lazy[prometheus.Observer] // server, zone, proto
+	respSize  *lazy[prometheus.Observer] // server, zone, proto
+	responses *lazy[prometheus.Counter]  // server, zone, rcode, source
+
+	cacheRequests *lazy[prometheus.Counter] // server, zone
+	cacheHits     *lazy[prometheus.Counter] // server, zone, success|denial
+	cacheMisses   *lazy[prometheus.Counter] // server, zone
+	cacheStale    *lazy[prometheus.Counter] // server, zone
+}
+
+var protoNames = [2]string{"udp", "tcp"}
+
+func newCorednsMetrics(reg prometheus.Registerer, addrs []netip.AddrPort, domain string, stubs []string) (*corednsMetrics, error) {
+	if len(addrs) > 255 {
+		return nil, fmt.Errorf("%d listen addresses: at most 255", len(addrs))
+	}
+	m := &corednsMetrics{addrs: addrs, zones: []string{"."}}
+	for _, a := range addrs {
+		m.servers = append(m.servers, "dns://"+a.String())
+	}
+	for _, z := range append([]string{domain}, stubs...) {
+		z = dns.Fqdn(strings.ToLower(z))
+		if z == "." || contains(m.zones, z) {
+			continue
+		}
+		buf := make([]byte, wire.MaxNameLen)
+		n, err := dns.PackDomainName(z, buf, 0, nil, false)
+		if err != nil {
+			return nil, fmt.Errorf("zone %q: %w", z, err)
+		}
+		m.zones = append(m.zones, z)
+		m.zoneWires = append(m.zoneWires, buf[:n])
+	}
+	ns, nz, nt := len(m.servers), len(m.zones), len(corednsTypes)+1
+	const view = ""
+	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_dns_requests_total",
+		Help: "Counter of DNS requests made per zone, protocol and family."},
+		[]string{"server", "zone", "view", "proto", "family", "type"})
+	do := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_dns_do_requests_total",
+		Help: "Counter of DNS requests with DO bit set per zone."}, []string{"server", "zone", "view"})
+	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coredns_dns_request_duration_seconds",
+		Help: "Histogram of the time (in seconds) each request took per zone.", Buckets: corednsTimeBuckets},
+		[]string{"server", "zone", "view"})
+	reqSize := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coredns_dns_request_size_bytes",
+		Help: "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and protocol.", Buckets: corednsSizeBuckets},
+		[]string{"server", "zone", "view", "proto"})
+	respSize := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coredns_dns_response_size_bytes",
+		Help: "Size of the returned response in bytes.", Buckets: corednsSizeBuckets},
+		[]string{"server", "zone", "view", "proto"})
+	resps := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_dns_responses_total",
+		Help: "Counter of response status codes."}, []string{"server", "zone", "view", "rcode", "plugin"})
+	cacheReqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_cache_requests_total",
+		Help: "The count of cache requests."}, []string{"server", "zones", "view"})
+	cacheHits := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_cache_hits_total",
+		Help: "The count of cache hits."}, []string{"server", "type", "zones", "view"})
+	cacheMisses := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_cache_misses_total",
+		Help: "The count of cache misses. Deprecated, derive misses from cache hits/requests counters."},
+		[]string{"server", "zones", "view"})
+	cacheStale := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_cache_served_stale_total",
+		Help: "The number of requests served from stale cache entries."}, []string{"server", "zones", "view"})
+	for _, c := range []prometheus.Collector{reqs, do, dur, reqSize, respSize, resps, cacheReqs, cacheHits, cacheMisses, cacheStale} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering coredns-compatible metrics: %w", err)
+		}
+	}
+	sz := func(i int) (string, string) { return m.servers[i/nz], m.zones[i%nz] }
+	m.requests = newLazy(ns*nz*2*2*nt, func(i int) prometheus.Counter {
+		t := i % nt
+		i /= nt
+		fam := strconv.Itoa(i%2 + 1)
+		i /= 2
+		proto := protoNames[i%2]
+		srv, zone := sz(i / 2)
+		typ := "other"
+		if t < len(corednsTypes) {
+			typ = dns.TypeToString[corednsTypes[t]]
+		}
+		return reqs.WithLabelValues(srv, zone, view, proto, fam, typ)
+	})
+	m.do = newLazy(ns*nz, func(i int) prometheus.Counter { s, z := sz(i); return do.WithLabelValues(s, z, view) })
+	m.duration = newLazy(ns*nz, func(i int) prometheus.Observer { s, z := sz(i); return dur.WithLabelValues(s, z, view) })
+	m.reqSize = newLazy(ns*nz*2, func(i int) prometheus.Observer {
+		s, z := sz(i / 2)
+		return reqSize.WithLabelValues(s, z, view, protoNames[i%2])
+	})
+	m.respSize = newLazy(ns*nz*2, func(i int) prometheus.Observer {
+		s, z := sz(i / 2)
+		return respSize.WithLabelValues(s, z, view, protoNames[i%2])
+	})
+	m.responses = newLazy(ns*nz*numRcodes*int(numSources), func(i int) prometheus.Counter {
+		src := Source(i % int(numSources))
+		i /= int(numSources)
+		s, z := sz(i / numRcodes)
+		return resps.WithLabelValues(s, z, view, rcodeName(i%numRcodes), corednsPlugin[src])
+	})
+	m.cacheRequests = newLazy(ns*nz, func(i int) prometheus.Counter { s, z := sz(i); return cacheReqs.WithLabelValues(s, z, view) })
+	m.cacheHits = newLazy(ns*nz*2, func(i int) prometheus.Counter {
+		s, z := sz(i / 2)
+		return cacheHits.WithLabelValues(s, [2]string{"success", "denial"}[i%2], z, view)
+	})
+	m.cacheMisses = newLazy(ns*nz, func(i int) prometheus.Counter { s, z := sz(i); return cacheMisses.WithLabelValues(s, z, view) })
+	m.cacheStale = newLazy(ns*nz, func(i int) prometheus.Counter { s, z := sz(i); return cacheStale.WithLabelValues(s, z, view) })
+	return m, nil
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+func rcodeName(r int) string {
+	if name, ok := dns.RcodeToString[r]; ok {
+		return name
+	}
+	return strconv.Itoa(r)
+}
+
+// serverIndex returns the index of the listen address a, 0 when it is not
+// one of them (a wildcard listener, say).
+func (m *corednsMetrics) serverIndex(a netip.AddrPort) uint8 {
+	a = netip.AddrPortFrom(a.Addr().Unmap(), a.Port())
+	for i, x := range m.addrs {
+		if x == a {
+			return uint8(i)
+		}
+	}
+	return 0
+}
+
+// zoneIndex returns the index of the zone serving the lowercased wire
+// name: the longest matching cluster or stub domain, else "." (0).
+func (m *corednsMetrics) zoneIndex(lower []byte) int {
+	best, bestLen := 0, 0
+	for i, w := range m.zoneWires {
+		if len(w) > bestLen && hasWireSuffix(lower, w) {
+			best, bestLen = i+1, len(w)
+		}
+	}
+	return best
+}
+
+// typeIndexes maps a qtype below 256 (every type of corednsTypes is) to its
+// index in corednsTypes plus one; 0 means "other".
+var typeIndexes = func() (t [256]uint8) {
+	for i, x := range corednsTypes {
+		t[x] = uint8(i + 1)
+	}
+	return t
+}()
+
+// denial is 1 for a negative answer (an error rcode, or NODATA: NOERROR
+// with no answer record), the cache's "denial" type, else 0 ("success").
+func denial(rcode int, reply []byte) int {
+	if rcode != dns.RcodeSuccess || len(reply) < 12 || reply[6]|reply[7] == 0 {
+		return 1
+	}
+	return 0
+}
+
+func typeIndex(t uint16) int {
+	if t < 256 && typeIndexes[t] != 0 {
+		return int(typeIndexes[t]) - 1
+	}
+	return len(corednsTypes)
+}
+
+// observe accounts one answered query: reqLen is the query's size, reply
+// the reply sent.
+func (m *corednsMetrics) observe(ep edge, client netip.Addr, q *wire.Query, res Result, seconds float64, reqLen int, reply []byte) {
+	respLen := len(reply)
+	nz := len(m.zones)
+	sz := int(ep.server)*nz + m.zoneIndex(q.LowerName())
+	fam := 0
+	if client.Is6() && !client.Is4In6() {
+		fam = 1
+	}
+	proto := int(ep.proto)
+	m.requests.at(((sz*2+proto)*2+fam)*(len(corednsTypes)+1) + typeIndex(q.Type)).Inc()
+	if q.DO {
+		m.do.at(sz).Inc()
+	}
+	m.duration.at(sz).Observe(seconds)
+	m.reqSize.at(sz*2 + proto).Observe(float64(reqLen))
+	m.respSize.at(sz*2 + proto).Observe(float64(respLen))
+	src := res.Source
+	if src >= numSources {
+		src = SourceLocal
+	}
+	m.responses.at((sz*numRcodes+min(max(res.Rcode, 0), numRcodes-1))*int(numSources) + int(src)).Inc()
+	switch src {
+	case SourceCache, SourceStale, SourceUpstream:
+		m.cacheRequests.at(sz).Inc()
+	default:
+		return
+	}
+	if src == SourceUpstream {
+		m.cacheMisses.at(sz).Inc()
+		return
+	}
+	if src == SourceStale {
+		m.cacheStale.at(sz).Inc()
+	}
+	m.cacheHits.at(sz*2 + denial(res.Rcode, reply)).Inc()
+}
