@@ -13,22 +13,23 @@ import (
 // The health and metrics listeners are on the node IP, reachable from every
 // pod: one pod holding thousands of idle or slow connections must not grow
 // the agent's memory or keep the kubelet's probes out. Each server gets
-// timeouts for the request headers, for writing the reply and between
-// requests, and a small header limit (httpServer); its listener a guard: at
+// timeouts for reading the request, writing the reply and between requests,
+// and a small header limit (httpServer); its listener a guard: at
 // most httpMaxConnsPerClient connections per client IP (the excess is
 // closed at once) and at most httpMaxConns in all; when that is reached,
 // the connection idle the longest (accepted and silent, or between
 // requests) is closed to make room, so a new client, such as the kubelet,
 // is served while one client's idle connections are dropped.
 //
-// There is no ReadTimeout: no handler reads a body, and net/http cancels a
-// request's context when the read deadline passes under a running handler,
-// which would cut a pprof profile or a `tail` stream short.
+// The read timeout bounds reading the request only; a reply that streams
+// longer (a pprof profile, `nodecache tail`) is bounded by the write
+// timeout alone, which the admin socket does not set.
 const (
 	httpMaxConns          = 256
 	httpMaxConnsPerClient = 16
 	httpMaxHeaderBytes    = 8 << 10
 	httpReadHeaderTimeout = 5 * time.Second
+	httpReadTimeout       = 10 * time.Second
 	httpWriteTimeout      = 15 * time.Second
 	httpIdleTimeout       = 30 * time.Second
 )
@@ -39,6 +40,7 @@ func httpServer(h http.Handler, writeTimeout time.Duration) *http.Server {
 	return &http.Server{
 		Handler:           h,
 		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       httpIdleTimeout,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
