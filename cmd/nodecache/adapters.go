@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/server"
@@ -39,8 +37,8 @@ func (a resolverAdapter) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wir
 	return a.c.Lookup(q, now)
 }
 
-func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, req *dns.Msg, by time.Time) (server.Resolution, error) {
-	res, err := a.c.ResolveBy(ctx, key, req, by)
+func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, by time.Time) (server.Resolution, error) {
+	res, err := a.c.ResolveBy(ctx, key, by)
 	if err != nil {
 		if errors.Is(err, upstream.ErrOverloaded) {
 			return server.Resolution{}, errors.Join(server.ErrOverloaded, err)

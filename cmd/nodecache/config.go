@@ -47,12 +47,14 @@ type runConfig struct {
 	MaxNegativeTTL time.Duration
 	StaleMaxAge    time.Duration
 
-	UpstreamPolicy      string
-	UpstreamTimeout     time.Duration
-	UpstreamDeadline    time.Duration
-	MaxUpstreamInFlight int
-	MaxTCPConns         int
-	TCPIdleTimeout      time.Duration
+	UpstreamPolicy       string
+	UpstreamTimeout      time.Duration
+	UpstreamDeadline     time.Duration
+	MaxUpstreamInFlight  int
+	MaxTCPConns          int
+	MaxTCPConnsPerClient int
+	MaxInFlightPerClient int
+	TCPIdleTimeout       time.Duration
 
 	Autopath       bool
 	ClientQPSLimit float64
@@ -179,6 +181,8 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", 5*time.Second, "overall deadline of a forwarded query")
 	fs.IntVar(&c.MaxUpstreamInFlight, "max-upstream-inflight", 1000, "cap on queries in flight upstream; beyond it REFUSED")
 	fs.IntVar(&c.MaxTCPConns, "max-tcp-conns", 1000, "cap on client TCP connections")
+	fs.IntVar(&c.MaxTCPConnsPerClient, "max-tcp-conns-per-client", 100, "cap on one client IP's TCP connections; beyond it new ones are closed")
+	fs.IntVar(&c.MaxInFlightPerClient, "max-inflight-per-client", 100, "cap on one client IP's queries waiting for an upstream answer; beyond it REFUSED")
 	durationVar(fs, &c.TCPIdleTimeout, "tcp-idle-timeout", 10*time.Second, "close idle client TCP connections after this")
 
 	fs.BoolVar(&c.Autopath, "autopath", false, "answer a pod's first search-path query for its whole search path (ends the ndots:5 storm)")
@@ -322,6 +326,8 @@ func (c *runConfig) validate() error {
 		return errors.New("--upstream-timeout must be positive and --upstream-deadline at least as long")
 	case c.ClientQPSLimit < 0 || c.ClientBurst < 0:
 		return errors.New("--client-qps-limit and --client-burst must not be negative")
+	case c.MaxTCPConnsPerClient < 1 || c.MaxInFlightPerClient < 1:
+		return errors.New("--max-tcp-conns-per-client and --max-inflight-per-client must be at least 1")
 	case c.LogFormat != "text" && c.LogFormat != "json":
 		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
 	}

@@ -336,6 +336,7 @@ func (a *agent) build() error {
 	a.reg.MustRegister(newCorednsCacheCollector(a.cache, corednsServers(a.addrs), a.pluginZones(stubNames)))
 	a.server, err = server.New(server.Config{
 		Addrs: a.addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
+		MaxTCPConnsPerClient: cfg.MaxTCPConnsPerClient, MaxInFlightPerClient: cfg.MaxInFlightPerClient,
 		Domain: cfg.ClusterDomain, StubDomains: stubNames, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
 		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
 	}, deps, a.reg, log.With("component", "server"))

@@ -178,19 +178,8 @@ func (c *Cache) prefetch(s *shard, e *entry) {
 // refresh starts a background upstream query for key unless one is in
 // flight already.
 func (c *Cache) refresh(key wire.Key) (bool, error) {
-	_, started, err := c.join(key, key.Hash(c.seed), requestFor(key), c.cfg.Now(), true, time.Time{})
+	_, started, err := c.join(key, key.Hash(c.seed), c.cfg.Now(), true, time.Time{})
 	return started, err
-}
-
-// requestFor builds the upstream query for a key.
-func requestFor(key wire.Key) *dns.Msg {
-	m := new(dns.Msg)
-	m.Id = dns.Id()
-	m.RecursionDesired = true
-	m.CheckingDisabled = key.CD
-	m.Question = []dns.Question{{Name: key.PresentationName(), Qtype: key.Type, Qclass: key.Class}}
-	m.SetEdns0(wire.DefaultUDPSize, key.DO)
-	return m
 }
 
 // Close stops background refreshes and upstream queries started by the

@@ -23,7 +23,7 @@ func warm(tb testing.TB, c *Cache, n int) {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if _, err := c.Resolve(ctx, key, req); err != nil {
+		if _, err := c.Resolve(ctx, key); err != nil {
 			tb.Fatal(err)
 		}
 	}

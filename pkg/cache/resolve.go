@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime/debug"
 	"time"
 
 	"github.com/miekg/dns"
@@ -27,14 +28,19 @@ type flight struct {
 	err    error
 }
 
-// Resolve answers a miss for key, req being the query to send upstream: a
+// Resolve answers a miss for key: a
 // fresh entry if one arrived meanwhile, else the answer of an upstream
 // query shared with concurrent misses for the same key (stored per the
 // cache policy, and returned even when not cacheable), else, when the
 // upstream fails, an expired entry served stale. Errors wrap the
 // Exchanger's.
-func (c *Cache) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (Result, error) {
-	return c.ResolveBy(ctx, key, req, time.Time{}) // ResolveBy takes ctx's deadline
+//
+// The query sent upstream is built from key alone (wire.Key.Request: RD
+// set, the key's DO and CD, EDNS, no AD), never from a client's query: the
+// reply is stored under key and served to every client whose query has
+// it, so no client's other flags may shape it.
+func (c *Cache) Resolve(ctx context.Context, key wire.Key) (Result, error) {
+	return c.ResolveBy(ctx, key, time.Time{}) // ResolveBy takes ctx's deadline
 }
 
 // ResolveBy is Resolve with the caller's deadline given beside ctx, which
@@ -42,7 +48,7 @@ func (c *Cache) Resolve(ctx context.Context, key wire.Key, req *dns.Msg) (Result
 // passes its long-lived context and each query's deadline, instead of
 // deriving a timer context per miss (4% of the miss path's CPU). A timer
 // is only made when the caller joins a flight that may outlast it.
-func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, req *dns.Msg, by time.Time) (Result, error) {
+func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, by time.Time) (Result, error) {
 	if d, ok := ctx.Deadline(); ok && (by.IsZero() || d.Before(by)) {
 		by = d
 	}
@@ -52,7 +58,7 @@ func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, req *dns.Msg, by ti
 		return r, nil
 	}
 	c.met.misses.Add(1)
-	f, _, err := c.join(key, h, req, now, false, by)
+	f, _, err := c.join(key, h, now, false, by)
 	if err != nil {
 		return Result{}, err
 	}
@@ -153,7 +159,7 @@ func (c *Cache) staleResult(e *entry) Result {
 // than FlightMaxAge is running. A background flight (bg) needs a free
 // slot, else errBusy. deadline bounds the upstream query; zero means
 // RefreshTimeout.
-func (c *Cache) join(key wire.Key, h uint64, req *dns.Msg, now time.Time, bg bool, deadline time.Time) (*flight, bool, error) {
+func (c *Cache) join(key wire.Key, h uint64, now time.Time, bg bool, deadline time.Time) (*flight, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -177,7 +183,7 @@ func (c *Cache) join(key wire.Key, h uint64, req *dns.Msg, now time.Time, bg boo
 	c.wg.Add(1)
 	// On a reused goroutine: unpacking the reply grows a fresh goroutine's
 	// stack, and that copy was ~5% of the miss path's CPU.
-	c.runner.Run(func() { c.run(f, req) })
+	c.runner.Run(func() { c.run(f, key.Request()) })
 	return f, true, nil
 }
 
@@ -186,7 +192,7 @@ func (c *Cache) run(f *flight, req *dns.Msg) {
 	defer c.wg.Done()
 	// c.ctx cancels (Close); the deadline goes alongside, not in a context
 	// derived per flight, whose timer and bookkeeping were 8% of a miss.
-	raw, server, err := c.up.ExchangeBy(c.ctx, req, f.deadline)
+	raw, server, err := c.exchange(req, f.deadline)
 	if err != nil {
 		f.err = fmt.Errorf("resolving %s %s upstream: %w", f.key.PresentationName(), dns.TypeToString[f.key.Type], err)
 	} else {
@@ -202,6 +208,24 @@ func (c *Cache) run(f *flight, req *dns.Msg) {
 		<-c.sem
 	}
 	close(f.done)
+}
+
+// ErrPanicked is what the waiters of a flight get when the upstream query
+// panicked: the flight fails like an upstream failure (stale if there is
+// an entry, else SERVFAIL) instead of leaving them waiting for a goroutine
+// that is gone, or taking the agent down.
+var ErrPanicked = errors.New("upstream query panicked")
+
+// exchange sends req upstream for a flight, recovering a panic as
+// ErrPanicked and logging it with its stack.
+func (c *Cache) exchange(req *dns.Msg, by time.Time) (raw []byte, server netip.AddrPort, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.log.Error("recovered from a panic in an upstream query", "panic", v, "stack", string(debug.Stack()))
+			raw, err = nil, fmt.Errorf("%w: %v", ErrPanicked, v)
+		}
+	}()
+	return c.up.ExchangeBy(c.ctx, req, by)
 }
 
 // storeRaw caches the upstream reply raw for key when the policy allows,

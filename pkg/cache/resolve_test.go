@@ -217,7 +217,7 @@ func TestStaleLimits(t *testing.T) {
 				c, up, clk, qs := primed(t, Config{StaleMaxAge: tt.staleMaxAge, Overloaded: errOverloaded}, 60)
 				clk.Advance(time.Minute + tt.expiredFor)
 				up.set(tt.fail)
-				r, err := c.Resolve(context.Background(), qs.key, qs.req)
+				r, err := c.Resolve(context.Background(), qs.key)
 				if tt.err != nil {
 					if !errors.Is(err, tt.err) {
 						t.Errorf("Resolve: got %v, want an error wrapping %v", err, tt.err)
@@ -248,7 +248,7 @@ func TestStaleWhenCallerGivesUp(t *testing.T) {
 		var r Result
 		var err error
 		done := make(chan struct{})
-		go func() { r, err = c.Resolve(ctx, qs.key, qs.req); close(done) }()
+		go func() { r, err = c.Resolve(ctx, qs.key); close(done) }()
 		synctest.Wait()
 		cancel()
 		<-done
@@ -270,7 +270,7 @@ func TestClose(t *testing.T) {
 		qs := newQuestion(t, "example.org.", dns.TypeA)
 		var err error
 		done := make(chan struct{})
-		go func() { _, err = c.Resolve(context.Background(), qs.key, qs.req); close(done) }()
+		go func() { _, err = c.Resolve(context.Background(), qs.key); close(done) }()
 		synctest.Wait()
 		if cerr := c.Close(); cerr != nil {
 			t.Fatalf("Close: %v", cerr)
@@ -279,7 +279,7 @@ func TestClose(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Resolve in flight at Close: got %v, want context.Canceled", err)
 		}
-		if _, err := c.Resolve(context.Background(), qs.key, qs.req); !errors.Is(err, ErrClosed) {
+		if _, err := c.Resolve(context.Background(), qs.key); !errors.Is(err, ErrClosed) {
 			t.Errorf("Resolve after Close: got %v, want ErrClosed", err)
 		}
 		if err := c.Close(); err != nil {
@@ -303,7 +303,7 @@ func TestServfailRecachedNeverStale(t *testing.T) {
 	}
 	clk.Advance(6 * time.Second)
 	up.set(failing)
-	if r, err := c.Resolve(context.Background(), qs.key, qs.req); !errors.Is(err, errUpstream) {
+	if r, err := c.Resolve(context.Background(), qs.key); !errors.Is(err, errUpstream) {
 		t.Errorf("Resolve with upstream down and only an expired SERVFAIL: got %v, %v; want errUpstream", r.Source, err)
 	}
 	if got := c.Stats().Stale; got != 0 {
@@ -363,7 +363,9 @@ func BenchmarkLookupParallel(b *testing.B) {
 // flight, store and the policy, with the cache kept from growing by Flush.
 // BenchmarkResolveMiss is the cache's share of a miss: the upstream hands
 // over a copy of a reply packed once, as the forwarder hands over a copy
-// of the datagram it read.
+// of the datagram it read. It includes building the upstream query from
+// the key (9 -> 15 allocations when the cache took that over; Key.Request
+// itself makes 5, as Query.Request did on the server's side before).
 func BenchmarkResolveMiss(b *testing.B) {
 	qs := newQuestion(b, "www.example.org.", dns.TypeA)
 	m := replyA(qs.req, 300)
@@ -377,7 +379,7 @@ func BenchmarkResolveMiss(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.Flush("www.example.org.")
-		if _, err := c.Resolve(ctx, qs.key, qs.req); err != nil {
+		if _, err := c.Resolve(ctx, qs.key); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -398,12 +400,12 @@ func TestResolveByGivesUpOnALongerFlight(t *testing.T) {
 
 		first := make(chan error, 1)
 		go func() { // no deadline of its own: the flight runs to RefreshTimeout
-			_, err := c.Resolve(context.Background(), qs.key, qs.req)
+			_, err := c.Resolve(context.Background(), qs.key)
 			first <- err
 		}()
 		synctest.Wait()
 
-		_, err := c.ResolveBy(context.Background(), qs.key, qs.req, time.Now().Add(100*time.Millisecond))
+		_, err := c.ResolveBy(context.Background(), qs.key, time.Now().Add(100*time.Millisecond))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("joined caller past its deadline: got %v, want context.DeadlineExceeded", err)
 		}
@@ -503,4 +505,20 @@ type fixedUpstream []byte
 
 func (f fixedUpstream) ExchangeBy(context.Context, *dns.Msg, time.Time) ([]byte, netip.AddrPort, error) {
 	return bytes.Clone(f), testServer, nil
+}
+
+// TestUpstreamPanicFailsTheFlight checks that a panic in the upstream
+// query ends its flight with ErrPanicked for every waiter, and that the
+// cache goes on resolving.
+func TestUpstreamPanicFailsTheFlight(t *testing.T) {
+	up := &fakeUpstream{reply: func(*dns.Msg) (*dns.Msg, error) { panic("injected upstream panic") }}
+	c := newTestCache(t, Config{}, up, newClock())
+	qs := newQuestion(t, "example.org.", dns.TypeA)
+	if _, err := c.Resolve(context.Background(), qs.key); !errors.Is(err, ErrPanicked) {
+		t.Fatalf("Resolve when the upstream query panics: got %v, want ErrPanicked", err)
+	}
+	up.set(answerA(60))
+	if r := resolve(t, c, qs); r.Source != SourceUpstream || r.Packed.Rcode() != dns.RcodeSuccess {
+		t.Errorf("after the panic: got source %v rcode %d, want an upstream answer", r.Source, r.Packed.Rcode())
+	}
 }

@@ -93,9 +93,7 @@ func (s *Server) lookupAny(ctx context.Context, by time.Time, name string, q *wi
 	if err != nil {
 		return nil
 	}
-	req := new(dns.Msg)
-	req.SetQuestion(dns.Fqdn(name), q.Type)
-	res, err := s.resolver.Resolve(ctx, key, req, by)
+	res, err := s.resolver.Resolve(ctx, key, by)
 	if err != nil {
 		return nil
 	}

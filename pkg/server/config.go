@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"runtime"
 	"time"
 )
 
@@ -13,12 +12,13 @@ import (
 type Config struct {
 	// Addrs are the IP:port pairs to serve on, UDP and TCP. Required.
 	Addrs []netip.AddrPort
-	// UDPSockets is the number of SO_REUSEPORT UDP sockets per address.
-	// Default: runtime.NumCPU().
-	UDPSockets int
 	// MaxTCPConns caps open TCP connections; beyond it new ones are closed at
 	// once. Default 1000.
 	MaxTCPConns int
+	// MaxTCPConnsPerClient caps one client IP's share of MaxTCPConns, so
+	// that one pod cannot take every connection and with them TCP fallback
+	// for the node. Default 100, a tenth of the default MaxTCPConns.
+	MaxTCPConnsPerClient int
 	// TCPIdleTimeout closes a TCP connection with no query for this long.
 	// Default 10s (RFC 7766 6.2.3).
 	TCPIdleTimeout time.Duration
@@ -28,6 +28,12 @@ type Config struct {
 	// MaxInFlight caps queries on the slow path (cache miss, zone chase)
 	// across the server; beyond it queries are answered REFUSED. Default 2000.
 	MaxInFlight int
+	// MaxInFlightPerClient caps one client IP's share of MaxInFlight, TCP
+	// and UDP together; beyond it the client's misses are answered REFUSED
+	// while other clients' still get slots. Default 100: it takes 20 pods
+	// flooding at once to fill the default MaxInFlight, and 100 in flight
+	// still carries 1,000 misses a second at 100 ms of upstream latency.
+	MaxInFlightPerClient int
 	// QueryTimeout is the deadline for answering one query on the slow path.
 	// Default 5s.
 	QueryTimeout time.Duration
@@ -55,11 +61,14 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
-	if c.UDPSockets == 0 {
-		c.UDPSockets = runtime.NumCPU()
-	}
 	if c.MaxTCPConns == 0 {
 		c.MaxTCPConns = 1000
+	}
+	if c.MaxTCPConnsPerClient == 0 {
+		c.MaxTCPConnsPerClient = min(100, c.MaxTCPConns)
+	}
+	if c.MaxInFlightPerClient == 0 {
+		c.MaxInFlightPerClient = 100
 	}
 	if c.TCPIdleTimeout == 0 {
 		c.TCPIdleTimeout = 10 * time.Second
@@ -92,9 +101,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	switch {
-	case c.UDPSockets < 0 || c.UDPSockets > 1024:
-		return fmt.Errorf("UDP sockets per address %d: want 1 to 1024", c.UDPSockets)
-	case c.MaxTCPConns < 0, c.TCPPipeline < 0, c.MaxInFlight < 0:
+	case c.MaxTCPConns < 0, c.TCPPipeline < 0, c.MaxInFlight < 0, c.MaxTCPConnsPerClient < 0, c.MaxInFlightPerClient < 0:
 		return errors.New("connection and in-flight caps must not be negative")
 	case c.TCPIdleTimeout < 0, c.QueryTimeout < 0:
 		return errors.New("timeouts must not be negative")

@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"net/netip"
 	"testing"
 	"time"
@@ -29,7 +31,7 @@ func TestCorednsLabelsAreHonest(t *testing.T) {
 	}
 	reg := prometheus.NewRegistry()
 	serveOn(t, l, Config{Addrs: []netip.AddrPort{a1, a2}, StubDomains: []string{"corp.example."}},
-		Deps{Zone: &fakeZone{}, Resolver: &fakeResolver{}}, reg)
+		Deps{Zone: &fakeZone{}, Resolver: &fakeResolver{}}, reg, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	exchange(t, a1.String(), "web.default.svc.cluster.local.", dns.TypeA)
 	exchange(t, a2.String(), "www.example.org.", dns.TypeA)
 	exchange(t, a2.String(), "www.example.org.", dns.TypeA)

@@ -6,9 +6,12 @@
 // address. A cache hit or a memoized cluster-zone answer is written from the
 // UDP read loop itself, from stored wire bytes, without allocating; a miss
 // leaves the loop for a reused worker goroutine (internal/workers), bounded by
-// Config.MaxInFlight. TCP serves pipelined queries (several in flight per
-// connection, replies in completion order), with an idle timeout and a cap
-// on connections.
+// Config.MaxInFlight and, per client IP, by Config.MaxInFlightPerClient (UDP
+// and TCP alike; over either, REFUSED). TCP serves pipelined queries
+// (several in flight per connection, replies in completion order), with an
+// idle timeout, queries of at most 1 KiB parsed in the connection's read
+// buffer, and caps on connections, in all and per client IP. A panic while
+// answering a query is recovered: that query gets SERVFAIL, the rest go on.
 //
 // Validation, in one place (answer.go): an unparseable header or a response
 // gets no reply; not exactly one question or a malformed body gets FORMERR;
@@ -26,7 +29,7 @@
 // Metrics: nodecache_server_requests_total{proto,qtype}, nodecache_server_
 // responses_total{source,rcode}, nodecache_server_request_duration_seconds
 // {source}, nodecache_server_dropped_total{reason},
-// nodecache_server_tcp_connections. Beside them, the CoreDNS-compatible
+// nodecache_server_tcp_connections, nodecache_server_panics_total. Beside them, the CoreDNS-compatible
 // series (coredns.go), with CoreDNS's names, labels and buckets:
 // coredns_dns_requests_total{server,zone,view,proto,family,type},
 // coredns_dns_responses_total{server,zone,view,rcode,plugin},

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -19,27 +20,20 @@ type Listeners struct {
 	TCP []*net.TCPListener
 }
 
-// Listen opens UDP sockets (perAddr each, SO_REUSEPORT) and one TCP listener
-// for every address. On error nothing stays open.
+// Listen opens UDP sockets (perAddr each, SO_REUSEPORT; 0 means one per
+// CPU, see SocketsPerCPU) and one TCP listener for every address. On error
+// nothing stays open.
 func Listen(ctx context.Context, addrs []netip.AddrPort, perAddr int) (*Listeners, error) {
-	lc := net.ListenConfig{Control: reusePort}
+	if perAddr <= 0 {
+		perAddr = SocketsPerCPU()
+	}
 	l := &Listeners{}
 	for _, a := range addrs {
-		network := "4"
-		if a.Addr().Is6() && !a.Addr().Is4In6() {
-			network = "6"
+		if err := l.addUDP(ctx, a, perAddr); err != nil {
+			l.Close()
+			return nil, err
 		}
-		for i := 0; i < max(perAddr, 1); i++ {
-			pc, err := lc.ListenPacket(ctx, "udp"+network, a.String())
-			if err != nil {
-				l.Close()
-				return nil, fmt.Errorf("listening on udp %s: %w", a, err)
-			}
-			u := pc.(*net.UDPConn)
-			growReceiveBuffer(u)
-			l.UDP = append(l.UDP, u)
-		}
-		ln, err := lc.Listen(ctx, "tcp"+network, a.String())
+		ln, err := listenConfig.Listen(ctx, "tcp"+family(a), a.String())
 		if err != nil {
 			l.Close()
 			return nil, fmt.Errorf("listening on tcp %s: %w", a, err)
@@ -47,6 +41,53 @@ func Listen(ctx context.Context, addrs []netip.AddrPort, perAddr int) (*Listener
 		l.TCP = append(l.TCP, ln.(*net.TCPListener))
 	}
 	return l, nil
+}
+
+// SocketsPerCPU is how many UDP sockets an address gets by default: one
+// per CPU the Go runtime runs on (GOMAXPROCS, which follows the
+// container's CPU limit), each with its own read loop, so that the
+// kernel's SO_REUSEPORT hashing spreads clients over every core.
+func SocketsPerCPU() int { return runtime.GOMAXPROCS(0) }
+
+var listenConfig = net.ListenConfig{Control: reusePort} //nolint:gochecknoglobals // never mutated
+
+func family(a netip.AddrPort) string {
+	if a.Addr().Is6() && !a.Addr().Is4In6() {
+		return "6"
+	}
+	return "4"
+}
+
+// addUDP opens n more SO_REUSEPORT UDP sockets on a.
+func (l *Listeners) addUDP(ctx context.Context, a netip.AddrPort, n int) error {
+	for i := 0; i < n; i++ {
+		pc, err := listenConfig.ListenPacket(ctx, "udp"+family(a), a.String())
+		if err != nil {
+			return fmt.Errorf("listening on udp %s: %w", a, err)
+		}
+		u := pc.(*net.UDPConn)
+		growReceiveBuffer(u)
+		l.UDP = append(l.UDP, u)
+	}
+	return nil
+}
+
+// topUp opens UDP sockets on every address that has fewer than perAddr,
+// so that a successor running on more CPUs than its predecessor (or taking
+// over from a version that opened one socket per address) still reads with
+// one loop per CPU. Sockets it already has are kept: closing a
+// SO_REUSEPORT socket drops the queries queued on it.
+func (l *Listeners) topUp(ctx context.Context, perAddr int) error {
+	count := map[netip.AddrPort]int{}
+	for _, c := range l.UDP {
+		count[c.LocalAddr().(*net.UDPAddr).AddrPort()]++
+	}
+	for _, a := range l.Addrs() {
+		if err := l.addUDP(ctx, a, perAddr-count[a]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func reusePort(_, _ string, c syscall.RawConn) error {
@@ -123,8 +164,10 @@ func (l *Listeners) Files() ([]*os.File, error) {
 	return files, nil
 }
 
-// FromFiles rebuilds listeners from descriptors received from a predecessor.
-// It takes ownership of files and closes them (the net package dups them).
+// FromFiles rebuilds listeners from descriptors received from a predecessor,
+// and opens more UDP sockets on an address that came with fewer than one per
+// CPU. It takes ownership of files and closes them (the net package dups
+// them).
 func FromFiles(files []*os.File) (*Listeners, error) {
 	l := &Listeners{}
 	var errs []error
@@ -151,6 +194,10 @@ func FromFiles(files []*os.File) (*Listeners, error) {
 	if err := errors.Join(errs...); err != nil {
 		l.Close()
 		return nil, fmt.Errorf("rebuilding handed-over listeners: %w", err)
+	}
+	if err := l.topUp(context.Background(), SocketsPerCPU()); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("adding sockets to handed-over listeners: %w", err)
 	}
 	return l, nil
 }

@@ -23,6 +23,7 @@ type metrics struct {
 	duration  [numSources]prometheus.Observer
 	drops     *prometheus.CounterVec
 	tcpConns  prometheus.Gauge
+	panics    prometheus.Counter
 	// autopathSaved counts the search-path queries clients did not have to send.
 	autopathSaved prometheus.Counter
 	coredns       *corednsMetrics // the CoreDNS-compatible series
@@ -48,12 +49,16 @@ func newMetrics(reg prometheus.Registerer, cfg *Config) (*metrics, error) {
 		tcpConns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodecache_server_tcp_connections", Help: "Open TCP client connections.",
 		}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "nodecache_server_panics_total",
+			Help: "Queries whose handling panicked; each was answered SERVFAIL and the agent kept serving.",
+		}),
 		autopathSaved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "nodecache_autopath_saved_queries_total",
 			Help: "Search-path queries pods did not send because autopath answered the first expansion for the whole path.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{reqs, resps, dur, m.drops, m.tcpConns, m.autopathSaved} {
+	for _, c := range []prometheus.Collector{reqs, resps, dur, m.drops, m.tcpConns, m.panics, m.autopathSaved} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering server metrics: %w", err)
 		}

@@ -57,9 +57,13 @@ type Server struct {
 	metrics    *metrics
 	inflight   *semaphore.Weighted
 	tcpConns   *semaphore.Weighted
-	workers    *workers.Pool // runs the slow path
-	slowBufs   slowBufPool   // the UDP slow path's query and reply buffers
-	logLimiter rateLimiter
+	// clientSlots and tcpPerClient cap each client's share of inflight
+	// and tcpConns.
+	clientSlots  *perClient
+	tcpPerClient *perClient
+	workers      *workers.Pool // runs the slow path
+	slowBufs     slowBufPool   // the UDP slow path's query and reply buffers
+	logLimiter   rateLimiter
 
 	ctx    context.Context // cancelled by Shutdown's deadline to abort the slow path
 	cancel context.CancelFunc
@@ -113,13 +117,15 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 	return &Server{
 		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer, tap: deps.Tap,
 		pods: pods, limiter: limiter,
-		domainWire: dw[:n],
-		memo:       newZoneMemo(100_000),
-		metrics:    m,
-		inflight:   semaphore.NewWeighted(int64(cfg.MaxInFlight)),
-		tcpConns:   semaphore.NewWeighted(int64(cfg.MaxTCPConns)),
-		workers:    workers.New(ctx),
-		ctx:        ctx, cancel: cancel,
+		domainWire:   dw[:n],
+		memo:         newZoneMemo(100_000),
+		metrics:      m,
+		inflight:     semaphore.NewWeighted(int64(cfg.MaxInFlight)),
+		tcpConns:     semaphore.NewWeighted(int64(cfg.MaxTCPConns)),
+		clientSlots:  newPerClient(cfg.MaxInFlightPerClient),
+		tcpPerClient: newPerClient(cfg.MaxTCPConnsPerClient),
+		workers:      workers.New(ctx),
+		ctx:          ctx, cancel: cancel,
 		conns: make(map[net.Conn]struct{}),
 	}, nil
 }

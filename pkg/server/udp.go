@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/miekg/dns"
-
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -66,12 +64,13 @@ func (w *singleWriter) queue(reply []byte, to netip.AddrPort) error {
 // serveDatagram answers one query: inline on the fast path (into rq), or
 // on a slow-path worker.
 func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *wire.Query, start time.Time, rq replyQueue) {
+	defer s.recoverDatagram(pkt, client, rq)
 	perr := wire.Parse(pkt, q)
 	maxSize := s.udpSize(q)
 	reply, res, ok := s.fast(pkt, q, perr, client.Addr(), rq.slot(), maxSize, start)
-	if !ok && !s.inflight.TryAcquire(1) {
-		s.metrics.dropped("inflight_limit")
-		reply, res, ok = wire.AppendError(rq.slot(), pkt, q, dns.RcodeRefused), Result{Rcode: dns.RcodeRefused, Source: SourceLocal}, true
+	if !ok && !s.acquireSlot(client.Addr()) {
+		reply, res = refused(rq.slot(), pkt, q)
+		ok = true
 	}
 	if ok {
 		if reply != nil {
@@ -88,13 +87,20 @@ func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort
 	s.queries.Add(1)
 	s.workers.Run(func() {
 		defer s.queries.Done()
-		defer s.inflight.Release(1)
+		defer s.releaseSlot(client.Addr())
 		s.slowUDP(c, b, client, start)
 	})
 }
 
 func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, start time.Time) {
 	defer s.slowBufs.put(b)
+	defer func() {
+		if v := recover(); v != nil {
+			if reply := s.servfailAfterPanic(v, b.pkt, b.out[:0]); reply != nil {
+				s.writeUDP(c, reply, client)
+			}
+		}
+	}()
 	q := &b.q
 	if err := wire.Parse(b.pkt, q); err != nil {
 		return // parsed once already; cannot happen

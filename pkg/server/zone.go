@@ -120,9 +120,7 @@ func (s *Server) chase(ctx context.Context, by time.Time, m *dns.Msg, target str
 			m.Rcode = dns.RcodeServerFailure
 			return
 		}
-		req := new(dns.Msg)
-		req.SetQuestion(dns.Fqdn(target), q.Type)
-		res, err := s.resolver.Resolve(ctx, key, req, by)
+		res, err := s.resolver.Resolve(ctx, key, by)
 		if err != nil {
 			m.Rcode = dns.RcodeServerFailure
 			return

@@ -81,6 +81,10 @@ type Config struct {
 	// upstream on the port of an unspecified listener (0.0.0.0:53), is
 	// refused as a forwarding loop. Nil disables the check.
 	LocalAddrs []netip.AddrPort
+
+	// udpMaxUses overrides the udpMaxUses bound, for the benchmark that
+	// measures it; zero means the constant.
+	udpMaxUses int
 }
 
 // Validate reports the first problem with c, without changing it.

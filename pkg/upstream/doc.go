@@ -12,7 +12,9 @@
 // address. A reply is taken only if it has that ID, QR set and the same
 // question (name compared case-insensitively, type and class); anything
 // else is counted as spoofed or malformed and the read goes on until the
-// per-try timeout. A truncated reply is retried over TCP on a connection
+// per-try timeout. The query name's letters go out in random case (0x20);
+// once a server has echoed that case, a reply in another case is counted
+// as spoofed too (after 3 in a row the server counts as not echoing). A truncated reply is retried over TCP on a connection
 // from a small per-server pool (idle expiry, bounded, one owner at a
 // time). A server that answers REFUSED is skipped in favour of the next;
 // its reply is returned only if no other server answers.
@@ -31,7 +33,7 @@
 // so nothing an abandoned query left behind reaches the next. A pooled
 // socket is also closed rather than reused when a datagram or an error
 // waits on it. So that source ports keep rotating (RFC 5452), a socket
-// serves at most 64 queries and lives at most 10s; at most 256 idle
+// serves at most 16 queries and lives at most 2s; at most 256 idle
 // sockets (and no more than Config.MaxInFlight) are kept per server.
 //
 // Servers are ordered per query by Config.Policy (sequential, random,

@@ -185,6 +185,7 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire
 // read. The returned error is the raw socket error.
 func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []byte, readSize int, probe bool) (r reply, truncated, clean bool, err error) {
 	id := newID(wire)
+	mixed := randomizeCase(wire)
 	u.uses++
 	s.countRequest(protoUDP, probe)
 	if _, err := u.conn.Write(wire); err != nil {
@@ -203,6 +204,9 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []
 			return reply{}, false, false, err
 		}
 		rcode, v := parseReply(buf[:n], id, wire, q)
+		if v == replyOK && !s.acceptCase(buf[:n], wire, mixed) {
+			v = replySpoofed
+		}
 		switch v {
 		case replyOK:
 			return reply{raw: bytes.Clone(buf[:n]), rcode: rcode}, false, clean, nil

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"testing"
@@ -265,6 +266,27 @@ func BenchmarkExchangeUDPDeadline(b *testing.B) { benchExchange(b, answerA("192.
 // BenchmarkExchangeTCP measures a query that is truncated over UDP and
 // retried on a pooled TCP connection.
 func BenchmarkExchangeTCP(b *testing.B) { benchExchange(b, truncateUDP("192.0.2.1"), false) }
+
+// BenchmarkExchangeUDPReuse measures the cost of moving to a new source
+// port (a new connected socket) every n queries, the trade-off behind
+// udpMaxUses: n=1 is a fresh port per query.
+func BenchmarkExchangeUDPReuse(b *testing.B) {
+	for _, n := range []int{1, 4, 16, 64} {
+		b.Run(fmt.Sprintf("uses=%d", n), func(b *testing.B) {
+			ts := startServer(b, answerA("192.0.2.1"))
+			cfg := testConfig(ts)
+			cfg.udpMaxUses = n
+			f, _ := newTestForwarder(b, cfg, hooks{})
+			req := query("www.example.", dns.TypeA)
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := f.ExchangeBy(context.Background(), req, time.Time{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
 
 // benchExchange forwards one query a loop to a loopback server answering
 // with h, under a fresh 5s context deadline per query if withDeadline.

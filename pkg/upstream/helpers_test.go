@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,6 +24,21 @@ type testServer struct {
 	tcpQueries atomic.Int64
 	probes     atomic.Int64
 	accepts    atomic.Int64 // TCP connections accepted
+}
+
+// caseEcho writes replies with the question name in the case it was sent
+// (randomizeCase), as a server that echoes case does. Write passes raw
+// bytes through unchanged.
+type caseEcho struct {
+	dns.ResponseWriter
+	sent string
+}
+
+func (c caseEcho) WriteMsg(m *dns.Msg) error {
+	if len(m.Question) == 1 && strings.EqualFold(m.Question[0].Name, c.sent) {
+		m.Question[0].Name = c.sent
+	}
+	return c.ResponseWriter.WriteMsg(m)
 }
 
 // countingListener counts accepted connections.
@@ -61,6 +77,11 @@ func startServerWith(tb testing.TB, h dns.HandlerFunc, serveTCP func(net.Listene
 			ts.tcpQueries.Add(1)
 		default:
 			ts.udpQueries.Add(1)
+		}
+		if len(r.Question) == 1 { // handlers see the name lowercased; replies echo the case sent, as servers do
+			sent := r.Question[0].Name
+			r.Question[0].Name = strings.ToLower(sent)
+			w = caseEcho{ResponseWriter: w, sent: sent}
 		}
 		h(w, r)
 	})

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -22,6 +23,7 @@ type server struct {
 	udpAddr *net.UDPAddr   // addr, converted once
 	tcp     *tcpPool       // always non-nil
 	udp     *udpPool       // always non-nil
+	maxUses int            // queries per pooled UDP socket (udpMaxUses)
 	m       serverMetrics
 	cm      *upstreamSeries // the CoreDNS-compatible series
 
@@ -31,6 +33,9 @@ type server struct {
 	lastRTT  atomic.Int64 // nanoseconds of the last successful attempt
 	requests atomic.Uint64
 	errors   atomic.Uint64
+
+	echoesCase atomic.Bool  // it echoed a query's random case (case.go)
+	caseMisses atomic.Int32 // replies in a row since that did not
 }
 
 func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
@@ -39,6 +44,7 @@ func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
 		udpAddr: net.UDPAddrFromAddrPort(addr),
 		tcp:     newConnPool[net.Conn](cfg.TCPMaxIdle),
 		udp:     newConnPool[*udpSock](min(udpMaxIdle, cfg.MaxInFlight)),
+		maxUses: cmp.Or(cfg.udpMaxUses, udpMaxUses),
 		m:       m.forServer(addr.String()),
 		cm:      m.coredns.forServer(addr.String()),
 	}

@@ -370,7 +370,9 @@ func TestConcurrentExchangesGetTheirOwnReplies(t *testing.T) {
 		}
 		_ = w.WriteMsg(replyA(r, fmt.Sprintf("192.0.2.%d", n)))
 	})
-	f, _ := newTestForwarder(t, testConfig(ts), hooks{})
+	cfg := testConfig(ts)
+	cfg.udpMaxUses = 1000 // no socket retires on its use bound: all stay pooled
+	f, _ := newTestForwarder(t, cfg, hooks{})
 	const workers, each = 8, 40
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {

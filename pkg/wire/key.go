@@ -91,8 +91,25 @@ func (k *Key) PresentationName() string {
 	return name
 }
 
-// Request returns q as a dns.Msg, for the slow (miss) path: one question in
-// the client's case, RD and CD as asked, and an OPT with DO when asked.
+// Request returns the query an upstream is asked for k's entry: its question
+// (lowercased), RD set, CD as the key says, and an OPT record with the key's
+// DO, never AD. The reply is stored under k and served to every client whose
+// query has k, so nothing else of the client's query may shape it: not a
+// clear RD (an upstream answering from its own cache only), not a missing
+// OPT (a reply cut to 512 bytes), not AD.
+func (k *Key) Request() *dns.Msg {
+	m := new(dns.Msg)
+	m.RecursionDesired = true
+	m.CheckingDisabled = k.CD
+	m.Question = []dns.Question{{Name: k.PresentationName(), Qtype: k.Type, Qclass: k.Class}}
+	m.SetEdns0(DefaultUDPSize, k.DO)
+	return m
+}
+
+// Request returns q as a dns.Msg to build a reply from (zone answers,
+// autopath, ANY): one question in the client's case, RD and CD as asked,
+// and an OPT with DO when asked. AD is never set: nodecache validates
+// nothing. Upstream queries are built by Key.Request instead.
 func (q *Query) Request() *dns.Msg {
 	name, _, err := dns.UnpackDomainName(q.Name, 0)
 	if err != nil { // Parse validated the name; keep the lowercase form
@@ -102,7 +119,6 @@ func (q *Query) Request() *dns.Msg {
 	m.Id = q.ID
 	m.RecursionDesired = q.RD()
 	m.CheckingDisabled = q.CD()
-	m.AuthenticatedData = q.AD()
 	m.Question = []dns.Question{{Name: name, Qtype: q.Type, Qclass: q.Class}}
 	if q.EDNS || q.DO {
 		m.SetEdns0(DefaultUDPSize, q.DO)

@@ -187,8 +187,9 @@ type TTLMode struct {
 }
 
 // AppendReply appends to dst the reply for q: the stored bytes with q's ID,
-// flags fitted to q (RD and CD echoed, AD only when the client asked for it
-// with AD or DO), q's own spelling of the name, TTLs rewritten per mode, an
+// flags fitted to q (RD and CD echoed, AD always clear: nodecache validates
+// nothing, and an upstream's AD crossed an unauthenticated hop; see
+// docs/hardening.md), q's own spelling of the name, TTLs rewritten per mode, an
 // OPT record when q had one, and truncation (TC, empty sections) when the
 // result is larger than maxSize. It does not allocate when dst has room.
 func (p *Packed) AppendReply(dst []byte, q *Query, mode TTLMode, maxSize int) []byte {
@@ -197,10 +198,7 @@ func (p *Packed) AppendReply(dst []byte, q *Query, mode TTLMode, maxSize int) []
 	out := dst[start:]
 	binary.BigEndian.PutUint16(out, q.ID)
 	flags := binary.BigEndian.Uint16(out[2:])
-	flags = flagQR | flags&(flagAA|flagTC|flagAD|rcodeMask) | flagRA | q.Flags&(flagRD|flagCD)
-	if !q.AD() && !q.DO {
-		flags &^= flagAD
-	}
+	flags = flagQR | flags&(flagAA|flagTC|rcodeMask) | flagRA | q.Flags&(flagRD|flagCD)
 	binary.BigEndian.PutUint16(out[2:], flags)
 	if len(q.Name) == int(p.qEnd)-4-HeaderLen {
 		copy(out[HeaderLen:], q.Name)

@@ -115,10 +115,15 @@ func Parse(pkt []byte, q *Query) error {
 		return ErrNotImp
 	}
 	// A query carries no answer or authority records; skip them if present
-	// (UPDATE-like oddities are already refused above) and find the OPT.
+	// (UPDATE-like oddities are already refused above) and find the OPT,
+	// which belongs in the additional section only (RFC 6891 6.1.1).
 	for i := 0; i < int(an)+int(ns); i++ {
-		if off, err = skipRR(pkt, off); err != nil {
+		var typ uint16
+		if off, typ, err = skipRR(pkt, off); err != nil {
 			return err
+		}
+		if typ == typeOPT {
+			return ErrFormat
 		}
 	}
 	for i := 0; i < int(ar); i++ {
@@ -186,6 +191,9 @@ func (q *Query) parseAdditional(pkt []byte, off int) (int, error) {
 		if q.EDNS || off != nameStart+1 || pkt[nameStart] != 0 {
 			return 0, ErrFormat
 		}
+		if !wellFormedOptions(pkt[off+10 : off+10+rdlen]) {
+			return 0, ErrFormat
+		}
 		q.EDNS = true
 		q.UDPSize = max(binary.BigEndian.Uint16(pkt[off+2:]), 512)
 		q.Version = pkt[off+5]
@@ -218,18 +226,36 @@ func skipName(pkt []byte, off int) (int, error) {
 	}
 }
 
-// skipRR returns the offset past the resource record at off.
-func skipRR(pkt []byte, off int) (int, error) {
+// wellFormedOptions reports whether an OPT record's RDATA is a whole
+// number of options (RFC 6891 6.1.2: code, length, data), each inside it:
+// an RDLENGTH that cuts an option or leaves bytes over is malformed.
+func wellFormedOptions(rdata []byte) bool {
+	for len(rdata) > 0 {
+		if len(rdata) < 4 {
+			return false
+		}
+		n := 4 + int(binary.BigEndian.Uint16(rdata[2:]))
+		if n > len(rdata) {
+			return false
+		}
+		rdata = rdata[n:]
+	}
+	return true
+}
+
+// skipRR returns the offset past the resource record at off, and its type.
+func skipRR(pkt []byte, off int) (int, uint16, error) {
 	off, err := skipName(pkt, off)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	if off+10 > len(pkt) {
-		return 0, ErrFormat
+		return 0, 0, ErrFormat
 	}
+	typ := binary.BigEndian.Uint16(pkt[off:])
 	rdlen := int(binary.BigEndian.Uint16(pkt[off+8:]))
 	if off+10+rdlen > len(pkt) {
-		return 0, ErrFormat
+		return 0, 0, ErrFormat
 	}
-	return off + 10 + rdlen, nil
+	return off + 10 + rdlen, typ, nil
 }

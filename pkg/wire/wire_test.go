@@ -43,6 +43,16 @@ func TestParse(t *testing.T) {
 	twoOPT.SetEdns0(1232, false)
 	twoOPT.Extra = append(twoOPT.Extra, twoOPT.Extra[0])
 	good := pack(t, query("Example.ORG.", dns.TypeAAAA))
+	// withOPT appends to good an OPT record with the given RDATA, counted
+	// in the section at header offset sec (6 answer, 8 authority, 10
+	// additional).
+	withOPT := func(sec int, rdata ...byte) []byte {
+		b := append([]byte{}, good...)
+		b[sec+1]++
+		b = append(b, 0, 0, typeOPT, 0x04, 0xD0, 0, 0, 0, 0, 0, byte(len(rdata)))
+		return append(b, rdata...)
+	}
+	cookie := []byte{0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8} // a client cookie (RFC 7873)
 
 	tests := []struct {
 		name    string
@@ -81,6 +91,16 @@ func TestParse(t *testing.T) {
 		{name: "truncated question", pkt: good[:len(good)-2], wantErr: ErrFormat},
 		{name: "truncated name", pkt: good[:15], wantErr: ErrFormat},
 		{name: "two OPT", pkt: pack(t, twoOPT), wantErr: ErrFormat},
+		{name: "opt with a whole option", pkt: withOPT(10, cookie...), check: func(t *testing.T, q *Query) {
+			if !q.EDNS || q.UDPSize != 1232 {
+				t.Errorf("got edns %v size %d, want true 1232", q.EDNS, q.UDPSize)
+			}
+		}},
+		{name: "opt option longer than rdlength", pkt: withOPT(10, 0, 10, 0, 8, 1, 2), wantErr: ErrFormat},
+		{name: "opt rdlength cuts an option header", pkt: withOPT(10, append(cookie, 0, 10)...), wantErr: ErrFormat},
+		{name: "opt option shorter than rdlength", pkt: withOPT(10, append(cookie, 0)...), wantErr: ErrFormat},
+		{name: "opt in answer section", pkt: withOPT(6), wantErr: ErrFormat},
+		{name: "opt in authority section", pkt: withOPT(8), wantErr: ErrFormat},
 		{name: "compressed question", pkt: append(append([]byte{}, good[:12]...), 0xC0, 12, 0, 1, 0, 1), wantErr: ErrFormat},
 		{name: "arcount beyond packet", pkt: func() []byte { b := append([]byte{}, good...); b[11] = 1; return b }(), wantErr: ErrFormat},
 	}
@@ -113,7 +133,8 @@ func reply(t testing.TB, req *dns.Msg, ttl uint32, n int) *dns.Msg {
 
 func TestAppendReply(t *testing.T) {
 	stored := reply(t, query("www.example.org.", dns.TypeA), 300, 3)
-	stored.SetEdns0(4096, true) // OPT must be stripped
+	stored.SetEdns0(4096, true)     // OPT must be stripped
+	stored.AuthenticatedData = true // an upstream's AD is not passed on
 	p, err := Pack(stored)
 	if err != nil {
 		t.Fatal(err)
@@ -135,6 +156,7 @@ func TestAppendReply(t *testing.T) {
 	req := query("WWW.Example.ORG.", dns.TypeA)
 	req.Id = 4242
 	req.CheckingDisabled = true
+	req.AuthenticatedData = true
 	req.SetEdns0(1232, true)
 	var q Query
 	if err := Parse(pack(t, req), &q); err != nil {
@@ -145,7 +167,7 @@ func TestAppendReply(t *testing.T) {
 	if err := got.Unpack(out); err != nil {
 		t.Fatalf("unpacking reply: %v", err)
 	}
-	if got.Id != 4242 || !got.Response || !got.RecursionAvailable || !got.CheckingDisabled || !got.RecursionDesired {
+	if got.Id != 4242 || !got.Response || !got.RecursionAvailable || !got.CheckingDisabled || !got.RecursionDesired || got.AuthenticatedData {
 		t.Errorf("header: got %+v", got.MsgHdr)
 	}
 	if got.Question[0].Name != "WWW.Example.ORG." {
@@ -290,6 +312,8 @@ func FuzzParse(f *testing.F) {
 	f.Add(pack(f, query("example.org.", dns.TypeA)))
 	m := query("example.org.", dns.TypeA)
 	m.SetEdns0(1232, true)
+	f.Add(pack(f, m))
+	m.IsEdns0().Option = append(m.IsEdns0().Option, &dns.EDNS0_COOKIE{Code: dns.EDNS0COOKIE, Cookie: "0102030405060708"})
 	f.Add(pack(f, m))
 	p, _ := Pack(reply(f, query("example.org.", dns.TypeA), 60, 2))
 	f.Fuzz(func(t *testing.T, pkt []byte) {

@@ -1,0 +1,122 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"net/netip"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// panickyResolver panics on the fast path for names starting "fastboom",
+// and on the slow path for names starting "slowboom".
+type panickyResolver struct{ fakeResolver }
+
+func (p *panickyResolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
+	if bytes.HasPrefix(q.LowerName(), []byte("\x08fastboom")) {
+		panic("injected fast-path panic")
+	}
+	return p.fakeResolver.Lookup(q, now)
+}
+
+func (p *panickyResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (Resolution, error) {
+	if strings.HasPrefix(key.Name, "\x08slowboom") {
+		panic("injected slow-path panic")
+	}
+	return p.fakeResolver.Resolve(ctx, key, by)
+}
+
+// panickyZone panics looking up boom.default.svc.cluster.local.
+type panickyZone struct{ fakeZone }
+
+func (z *panickyZone) Lookup(qname string, qtype uint16) ZoneAnswer {
+	if qname == "boom.default.svc.cluster.local." {
+		panic("injected zone panic")
+	}
+	return z.fakeZone.Lookup(qname, qtype)
+}
+
+// lockedBuffer is a log sink safe for the server's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex // guards b
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestPanicAnswersServfail injects panics in the zone and the resolver,
+// on the fast path (the UDP read loop, the TCP connection's goroutine) and
+// the slow path (workers), over UDP and TCP: each query is answered
+// SERVFAIL and counted, one line with the stack is logged, and the server
+// goes on answering, on the same TCP connection too.
+func TestPanicAnswersServfail(t *testing.T) {
+	var logs lockedBuffer
+	s, addr := startServerLog(t, netip.MustParseAddr("127.0.0.1"), 1, Config{},
+		Deps{Zone: &panickyZone{}, Resolver: &panickyResolver{}}, slog.New(slog.NewTextHandler(&logs, nil)))
+	tcp, err := dns.Dial("tcp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	ask := func(proto, name string) *dns.Msg {
+		t.Helper()
+		m := new(dns.Msg)
+		m.SetQuestion(name, dns.TypeA)
+		if proto == "udp" {
+			r, _, err := new(dns.Client).Exchange(m, addr.String())
+			if err != nil {
+				t.Fatalf("udp %s: %v", name, err)
+			}
+			return r
+		}
+		_ = tcp.SetDeadline(time.Now().Add(5 * time.Second))
+		if err := tcp.WriteMsg(m); err != nil {
+			t.Fatalf("tcp %s: %v", name, err)
+		}
+		r, err := tcp.ReadMsg()
+		if err != nil {
+			t.Fatalf("tcp %s: %v", name, err)
+		}
+		return r
+	}
+	panics := 0
+	for _, proto := range []string{"udp", "tcp"} {
+		for _, name := range []string{"fastboom.example.", "slowboom.example.", "boom.default.svc.cluster.local."} {
+			if r := ask(proto, name); r.Rcode != dns.RcodeServerFailure {
+				t.Errorf("%s %s: got %s, want SERVFAIL", proto, name, dns.RcodeToString[r.Rcode])
+			}
+			panics++
+			if r := ask(proto, "fine.example."); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+				t.Errorf("%s after a panic: got %s with %d answers, want NOERROR with one", proto, dns.RcodeToString[r.Rcode], len(r.Answer))
+			}
+		}
+	}
+	if got := testutil.ToFloat64(s.metrics.panics); got != float64(panics) {
+		t.Errorf("nodecache_server_panics_total: got %v, want %d", got, panics)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "recovered from a panic"); n != 1 {
+		t.Errorf("panic log lines: got %d, want 1 (rate-limited):\n%s", n, out)
+	}
+	if !strings.Contains(out, "injected fast-path panic") || !strings.Contains(out, "goroutine ") {
+		t.Errorf("panic log line lacks the panic value or the stack:\n%s", out)
+	}
+}
