@@ -79,7 +79,7 @@ func TestJumpYieldsPositionOne(t *testing.T) {
 		}
 	}
 	// A second copy of the jump is still removed while yielded; the foreign rule stays first, and
-	// the jump stays where its first copy was, not after the other rules.
+	// the jump goes right below it, not after the other rules.
 	e.rules.set(FamilyV4, ref.Table, ref.Parent, foreignFirst, jump, foreignSecond, jump)
 	_ = e.m.Setup(context.Background())
 	if got, want := e.rules.get(FamilyV4, ref.Table, ref.Parent), []string{foreignFirst, jump, foreignSecond}; !slices.Equal(got, want) {

@@ -14,8 +14,7 @@ type chainView struct {
 	st    ChainStatus
 	len   int    // rules in the chain as listed
 	first string // the first rule of ref.Parent as listed
-	// firstJump is the position of the first copy of the jump as listed, 0 without one.
-	firstJump int
+	parentLen int    // rules in ref.Parent as listed
 }
 
 // rewrite reports whether the chain content differs from the desired set (order is not significant:
@@ -32,11 +31,11 @@ type jumpKey struct {
 	ref chainRef
 }
 
-// jumpPositions returns the 1-based positions of ref's jump in ref.Parent, and the first rule there.
-func (m *Manager) jumpPositions(fam Family, ref chainRef) ([]int, string, error) {
+// jumpPositions returns the 1-based positions of ref's jump in ref.Parent, and ref.Parent's rules.
+func (m *Manager) jumpPositions(fam Family, ref chainRef) ([]int, []string, error) {
 	rules, _, err := m.rules.ListRules(fam, ref.Table, ref.Parent)
 	if err != nil {
-		return nil, "", fmt.Errorf("listing %s %s/%s: %w", fam, ref.Table, ref.Parent, err)
+		return nil, nil, fmt.Errorf("listing %s %s/%s: %w", fam, ref.Table, ref.Parent, err)
 	}
 	jump := joinSpec(jumpSpec(ref))
 	var pos []int
@@ -45,11 +44,7 @@ func (m *Manager) jumpPositions(fam Family, ref chainRef) ([]int, string, error)
 			pos = append(pos, i+1)
 		}
 	}
-	first := ""
-	if len(rules) > 0 {
-		first = rules[0]
-	}
-	return pos, first, nil
+	return pos, rules, nil
 }
 
 // inspectChain compares one chain and its jump with the desired state, read-only.
@@ -75,16 +70,16 @@ func (m *Manager) inspectChain(fam Family, ref chainRef, want [][]string) (chain
 		}
 	}
 	v.st.Extra = len(rules) - v.st.Present
-	pos, first, err := m.jumpPositions(fam, ref)
+	pos, parent, err := m.jumpPositions(fam, ref)
 	if err != nil {
 		return v, err
 	}
 	v.st.Jumps = len(pos)
 	v.st.JumpFirst = len(pos) > 0 && pos[0] == 1
 	v.st.Yielded = len(pos) > 0 && !v.st.JumpFirst && m.moved[jumpKey{fam, ref}] > 0
-	v.first = first
-	if len(pos) > 0 {
-		v.firstJump = pos[0]
+	v.parentLen = len(parent)
+	if len(parent) > 0 {
+		v.first = parent[0]
 	}
 	return v, nil
 }
@@ -178,13 +173,16 @@ func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 // read in an earlier call. A jump moved back to position 1 once and pushed down again has a foreign
 // rule that also wants position 1 (Calico in insert mode, say): from then on it is left where it
 // is (Yielded) rather than fought over every sync; extra copies are still removed, the one kept
-// where the first copy was.
+// put at position 2, right below that rule.
 func (m *Manager) ensureJump(v chainView) error {
 	ref, key := v.ref, jumpKey{v.fam, v.ref}
 	spec := jumpSpec(ref)
 	at := 1
 	if v.st.Yielded {
-		at = v.firstJump // where the first copy is: below the foreign rule, not further down
+		// Right below the rule that wants position 1. Not "where the first copy
+		// was": that position is read before other writers move rules, and the
+		// jump would drift down the chain with every fix.
+		at = min(2, v.parentLen-v.st.Jumps+1)
 	}
 	edits := append(deleteEdits(spec, v.st.Jumps), RuleEdit{At: at, Spec: spec})
 	if err := m.rules.EditChain(v.fam, ref.Table, ref.Parent, edits); err != nil {
