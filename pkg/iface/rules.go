@@ -8,12 +8,12 @@ import (
 
 // chainView is what inspectChain saw of one of our chains and its jump.
 type chainView struct {
-	fam   Family
-	ref   chainRef
-	want  [][]string
-	st    ChainStatus
-	len   int    // rules in the chain as listed
-	first string // the first rule of ref.Parent as listed
+	fam       Family
+	ref       chainRef
+	want      [][]string
+	st        ChainStatus
+	len       int    // rules in the chain as listed
+	first     string // the first rule of ref.Parent as listed
 	parentLen int    // rules in ref.Parent as listed
 }
 
