@@ -8,7 +8,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin/nodecache
 UPSTREAM ?= /etc/resolv.conf
 
-.PHONY: all build run test unit e2e bench bench-go fuzz lint clean
+.PHONY: all build run test unit e2e bench bench-go fuzz lint docs clean
 
 all: build
 
@@ -44,14 +44,30 @@ bench-go:
 bench: build
 	bench/run.sh
 
+# Every fuzz target in the repository, FUZZTIME each: found by name, so a
+# new target runs without an edit here. `make fuzz FUZZTIME=10m` for a soak.
+FUZZTIME ?= 10s
 fuzz:
-	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime 60s ./pkg/wire
+	@set -e; for f in $$(git grep -l '^func Fuzz' -- '*_test.go'); do \
+		for t in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== $$t ./$$(dirname $$f) ($(FUZZTIME))"; \
+			$(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f); \
+		done; \
+	done
 
+# The linters of the style guide; their settings are in .golangci.yml.
+GOLANGCI_LINT_VERSION ?= v2.15.0
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags e2e ./e2e/...
-	$(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2 ./...
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
+	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run --build-tags e2e ./e2e/...
+
+# docs/flags.md and docs/metrics.md from the flag sets and an in-process
+# agent's registry; `go test ./...` fails when the committed pages drift.
+docs:
+	$(GO) test -count=1 ./cmd/nodecache -run '^Test(Flags|Metrics)Doc$$' -update-docs
 
 clean:
 	rm -rf bin

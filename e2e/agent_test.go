@@ -287,7 +287,7 @@ func poll(ctx context.Context, interval time.Duration, p *proc, check func(conte
 		}
 		if p != nil {
 			if gone, werr := p.exited(); gone {
-				return fmt.Errorf("%s exited (%v) while waiting: %w", p.name, werr, err)
+				return fmt.Errorf("%s exited (%v) while waiting: %w", p.name, werr, err) //nolint:errorlint // the wait failed; the exit status (maybe nil) is context
 			}
 		}
 		select {

@@ -96,13 +96,16 @@ func ndotsWalk(t *testing.T, ns string, autopath bool) map[string]ndotsCost {
 // awaitAutopath waits until the agent answers p's first search expansion
 // of ns.example.com (a name no other check asks for) with a CNAME: the
 // agent knows p's pod.
-func awaitAutopath(t testing.TB, r *agentRig, p *pod, ns string) {
+func awaitAutopath(t testing.TB, _ *agentRig, p *pod, ns string) {
 	t.Helper()
 	q := query{Server: linkLocalIP, Name: "ns.example.com." + ns + ".svc." + clusterDomain + "."}
 	eventually(t, "autopath for the pod "+p.IP, func() error {
 		a, err := runQuery(t.Context(), p.NS, q)
-		if err != nil || a.Rcode != "NOERROR" || !slices.Equal(a.Data(dns.TypeCNAME), []string{"ns.example.com."}) {
-			return fmt.Errorf("%s: got %v (%v), want NOERROR with CNAME ns.example.com.", q.Name, a, err)
+		if err != nil {
+			return fmt.Errorf("%s: %w", q.Name, err)
+		}
+		if a.Rcode != "NOERROR" || !slices.Equal(a.Data(dns.TypeCNAME), []string{"ns.example.com."}) {
+			return fmt.Errorf("%s: got %v, want NOERROR with CNAME %s", q.Name, a, "ns.example.com.")
 		}
 		return nil
 	})
@@ -174,7 +177,14 @@ func TestAutopathClientQPSLimit(t *testing.T) {
 			"-d", data, "-l", "3", "-Q", "2000", "-c", "2", "-t", "2").CombinedOutput()
 		done <- result{string(out), err}
 	}()
-	time.Sleep(500 * time.Millisecond)
+	// The other pod queries while the burst is being limited.
+	eventually(t, "the burst to reach the limit", func() error {
+		limited := `nodecache_server_dropped_total{reason="client_qps_limit"}`
+		if metricSum(t, r.agent.metrics(t), limited) == 0 {
+			return fmt.Errorf("%s is 0", limited)
+		}
+		return nil
+	})
 	var otherRcodes []string
 	for range 20 {
 		a, err := runQuery(t.Context(), other.NS, query{Server: linkLocalIP, Name: "www.example.com."})

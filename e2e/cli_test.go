@@ -306,7 +306,7 @@ func containsRecord(rs []cliRecord, want cliRecord) bool {
 
 // checkExplain compares `nodecache explain NAME --resolv-conf` with what
 // glibc (getent ahosts NAME in the pod, same resolv.conf) sent the agent.
-func checkExplain(t *testing.T, r *agentRig, ns string) {
+func checkExplain(t testing.TB, r *agentRig, ns string) {
 	t.Helper()
 	r.pod.NS.writeResolvConf(t, linkLocalIP, ns, clusterDomain)
 	conf := filepath.Join("/etc/netns", r.pod.NS.Name, "resolv.conf")
@@ -339,7 +339,7 @@ func checkExplain(t *testing.T, r *agentRig, ns string) {
 
 // checkDoctor runs doctor on the healthy node, with resolv.conf naming
 // systemd-resolved's stub, and with one NODECACHE rule deleted.
-func checkDoctor(t *testing.T, r *agentRig, backend string) {
+func checkDoctor(t testing.TB, r *agentRig, backend string) {
 	t.Helper()
 	good := writeFile(t, "resolv.conf", "nameserver 192.0.2.1\n")
 	loop := writeFile(t, "resolv-loop.conf", "nameserver 127.0.0.53\noptions edns0 trust-ad\n")

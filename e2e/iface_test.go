@@ -112,7 +112,7 @@ func addPodV6(t testing.TB, node *netNS, p *pod, localIP string) string {
 // checkDualStackAnswers asks both local IPs from the pod with dig and kdig
 // over UDP and TCP for a cluster name and an external name: A over v4, AAAA
 // over v6.
-func checkDualStackAnswers(t *testing.T, r *agentRig, fqdn string, clusterIPs []string) {
+func checkDualStackAnswers(t testing.TB, r *agentRig, fqdn string, clusterIPs []string) {
 	t.Helper()
 	want := map[string]string{"www.example.com.": "2001:db8::10"}
 	wantA := map[string]string{"www.example.com.": "192.0.2.10"}
@@ -145,7 +145,7 @@ func checkDualStackAnswers(t *testing.T, r *agentRig, fqdn string, clusterIPs []
 // match in the chosen back end, for v4 and v6), sends DNS over UDP and TCP
 // to both local IPs and, as the control, to the node side of the veth, and
 // wants conntrack entries for the controls only.
-func checkNoConntrack(t *testing.T, r *agentRig, mode, gw6, fqdn string) {
+func checkNoConntrack(t testing.TB, r *agentRig, mode, gw6, fqdn string) {
 	t.Helper()
 	for _, fam := range []string{"iptables", "ip6tables"} {
 		nsCommand(t, r.node, fam+"-"+mode, "-w", "5", "-A", "INPUT", "-m", "conntrack", "--ctstate", "INVALID", "-j", "DROP")
@@ -202,7 +202,7 @@ func dnsFlows(conntrackL, ip string) int {
 // checkRuleRepairs deletes a rule of a nodecache chain and a jump to one,
 // for v4 and v6, and waits for the agent to put each back; it logs how long
 // that took and wants the readds metric to count it.
-func checkRuleRepairs(t *testing.T, a *runningAgent, mode string) {
+func checkRuleRepairs(t testing.TB, a *runningAgent, mode string) {
 	t.Helper()
 	cases := []struct{ name, kind, family, chain string }{
 		{"v4 rule in raw NODECACHE-PREROUTING", "rule", "iptables", "NODECACHE-PREROUTING"},
@@ -228,7 +228,7 @@ func checkRuleRepairs(t *testing.T, a *runningAgent, mode string) {
 // checkAddrRepairs deletes each local IP from the link and waits (polling
 // as fast as ip(8) runs, at most 5s) for the agent to put it back; the time
 // is logged.
-func checkAddrRepairs(t *testing.T, a *runningAgent) {
+func checkAddrRepairs(t testing.TB, a *runningAgent) {
 	t.Helper()
 	metric := `nodecache_iface_readds_total{kind="address"}`
 	for _, prefix := range []string{linkLocalIP + "/32", localIPv6 + "/128"} {

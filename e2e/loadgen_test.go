@@ -139,6 +139,36 @@ func (l *loadRun) stop() ([]loadResult, error) {
 	return slices.Clone(l.results), l.err
 }
 
+// answered returns how many queries sent at or after since were answered
+// with their rcode, and the first socket error that stopped a worker.
+func (l *loadRun) answered(since time.Time) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.results {
+		if r.Outcome == loadOK && !r.Sent.Before(since) {
+			n++
+		}
+	}
+	return n, l.err
+}
+
+// waitAnswered waits until n queries sent at or after since were answered
+// with their rcode: a stretch of steady state, measured in queries.
+func (l *loadRun) waitAnswered(t testing.TB, since time.Time, n int) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d answered load queries", n), func() error {
+		got, err := l.answered(since)
+		if err != nil {
+			return fmt.Errorf("load stopped: %w", err)
+		}
+		if got < n {
+			return fmt.Errorf("%d answered", got)
+		}
+		return nil
+	})
+}
+
 // exchangeOnce sends q on the connected socket c and waits for its reply.
 // Only a failure of the socket itself is an error; a missing or wrong reply
 // is an outcome.

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -63,6 +64,19 @@ func (a *runningAgent) waitExit(t testing.TB, d time.Duration) error {
 	}
 	_, err := a.proc.exited()
 	return err
+}
+
+// socketInode returns the inode of the unix socket at path, 0 when there is
+// none: a new listener on the same path is a new inode.
+func socketInode(path string) uint64 {
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return 0
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Ino
+	}
+	return 0
 }
 
 // kill SIGKILLs the agent and waits for it: no teardown runs.
@@ -155,11 +169,15 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	// TCP beside it, a connection per query, as a stub resolver retrying
 	// a truncated answer does.
 	tcpLoad := startLoadNet(t, r.pod.NS, "tcp", linkLocalIP+":53", loadMix(fqdn, ns), 200, 4, 2*time.Second)
-	time.Sleep(3 * time.Second)
+	// Steady state first: about two seconds of each load.
+	load.waitAnswered(t, time.Time{}, 2*qps)
+	tcpLoad.waitAnswered(t, time.Time{}, 400)
 	cur := r.agent
+	handoverSocket := cur.flag(t, "handover-socket")
 	var handovers []window
 	for i := 1; i <= 3; i++ {
 		w := window{From: time.Now()}
+		predecessorSocket := socketInode(handoverSocket)
 		next := cur.successor(t)
 		if err := cur.waitExit(t, 60*time.Second); err != nil {
 			t.Fatalf("upgrade %d: predecessor exit: got %v, want status 0", i, err)
@@ -170,10 +188,20 @@ func TestUpgradeUnderLoad(t *testing.T) {
 			t.Errorf("upgrade %d: predecessor log lacks %q:\n%s", i, "handed over to a successor", cur.proc.logTail(4000))
 		}
 		ready := next.waitHTTP(t, "/readyz")
+		readyAt := time.Now()
 		t.Logf("upgrade %d: successor exec → predecessor exit 0: %v; then successor /readyz 200 after %v",
 			i, w.To.Sub(w.From).Round(time.Millisecond), ready.Round(time.Millisecond))
 		cur = next
-		time.Sleep(2 * time.Second)
+		// The next upgrade needs the successor listening on the handover
+		// socket, and steady state between handovers: a second of load
+		// answered by the new process.
+		eventually(t, "the successor to listen on "+handoverSocket, func() error {
+			if ino := socketInode(handoverSocket); ino == 0 || ino == predecessorSocket {
+				return fmt.Errorf("%s is not the successor's socket yet", handoverSocket)
+			}
+			return nil
+		})
+		load.waitAnswered(t, readyAt, qps)
 	}
 	results, err := load.stop()
 	if err != nil || len(results) == 0 {
@@ -233,7 +261,7 @@ func TestCrashRestart(t *testing.T) {
 
 	const timeout = time.Second
 	load := startLoad(t, r.pod.NS, linkLocalIP+":53", loadMix(fqdn, ns), 1000, 8, timeout)
-	time.Sleep(2 * time.Second)
+	load.waitAnswered(t, time.Time{}, 2000) // about two seconds of steady state
 	killAt := time.Now()
 	r.agent.kill(t)
 	next := r.agent.successor(t)
@@ -241,7 +269,7 @@ func TestCrashRestart(t *testing.T) {
 	first := firstAnswer(t, r.pod.NS, linkLocalIP+":53", loadName{fqdn, dns.TypeA, dns.RcodeSuccess}, 5*time.Millisecond, 60*time.Second)
 	next.waitHTTP(t, "/readyz")
 	ready := time.Now()
-	time.Sleep(time.Second)
+	load.waitAnswered(t, ready, 1000) // about a second after the restart
 	results, err := load.stop()
 	if err != nil {
 		t.Fatalf("load client: %v", err)

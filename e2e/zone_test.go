@@ -16,7 +16,7 @@ import (
 )
 
 // zoneCase is one question to the agent and the answer the cluster zone
-// contract (docs DNS-BEHAVIOUR) asks for.
+// contract (docs/dns-behaviour.md) asks for.
 type zoneCase struct {
 	qname, qtype string
 	rcode        string

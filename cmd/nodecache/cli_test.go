@@ -28,7 +28,7 @@ type cliAgent struct {
 	up      *testUpstream
 }
 
-func startCLIAgent(t *testing.T) *cliAgent {
+func startCLIAgent(t testing.TB) *cliAgent {
 	t.Helper()
 	up := startUpstream(t)
 	port := freePort(t)
@@ -39,7 +39,7 @@ func startCLIAgent(t *testing.T) *cliAgent {
 }
 
 // cli runs a CLI command against a and returns what it printed.
-func (a *cliAgent) cli(t *testing.T, args ...string) (string, error) {
+func (a *cliAgent) cli(t testing.TB, args ...string) (string, error) {
 	t.Helper()
 	fn, ok := cliTable()[args[0]]
 	if !ok {
@@ -51,7 +51,7 @@ func (a *cliAgent) cli(t *testing.T, args ...string) (string, error) {
 }
 
 // text runs a command that must succeed and checks its output contains want.
-func (a *cliAgent) text(t *testing.T, args []string, want ...string) string {
+func (a *cliAgent) text(t testing.TB, args []string, want ...string) string {
 	t.Helper()
 	out, err := a.cli(t, args...)
 	if err != nil {
@@ -66,7 +66,7 @@ func (a *cliAgent) text(t *testing.T, args []string, want ...string) string {
 }
 
 // json runs a command with -o json and decodes its output into v.
-func (a *cliAgent) json(t *testing.T, v any, args ...string) {
+func (a *cliAgent) json(t testing.TB, v any, args ...string) {
 	t.Helper()
 	out, err := a.cli(t, append(args, "-o", "json")...)
 	if err != nil {
@@ -77,6 +77,15 @@ func (a *cliAgent) json(t *testing.T, v any, args ...string) {
 	}
 }
 
+// ask sends name/qtype to the agent's DNS port, so a subtest makes the
+// cache and upstream state it checks.
+func (a *cliAgent) ask(t testing.TB, name string, qtype uint16) {
+	t.Helper()
+	ask(t, a.dns, name, qtype)
+}
+
+// TestCLIAgainstTheAgent runs every command against one agent. Each subtest
+// makes the state it checks, so any one runs alone (-run .../cache).
 func TestCLIAgainstTheAgent(t *testing.T) {
 	a := startCLIAgent(t)
 	upAddr := a.up.addr.String()
@@ -150,17 +159,20 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 	})
 
 	t.Run("cache", func(t *testing.T) {
+		a.ask(t, "cached.example.org.", dns.TypeA) // a miss, then a hit
+		a.ask(t, "cached.example.org.", dns.TypeA)
+		a.ask(t, "nx-cached.example.org.", dns.TypeA)
 		var st cache.Stats
 		a.json(t, &st, "cache", "stats")
 		if st.Entries == 0 || st.Hits == 0 {
-			t.Errorf("stats: got %+v, want entries and hits after the query tests", st)
+			t.Errorf("stats: got %+v, want entries and hits", st)
 		}
 		var dump []cache.EntryInfo
-		a.json(t, &dump, "cache", "dump", "--filter", "www.example.org")
-		if len(dump) == 0 || dump[0].Name != "www.example.org." {
-			t.Errorf("dump: got %+v, want www.example.org.", dump)
+		a.json(t, &dump, "cache", "dump", "--filter", "cached.example.org")
+		if len(dump) == 0 || dump[0].Name != "cached.example.org." {
+			t.Errorf("dump: got %+v, want cached.example.org.", dump)
 		}
-		a.text(t, []string{"cache", "dump", "example.org"}, "www.example.org.", "positive", "nx.example.org.", "negative")
+		a.text(t, []string{"cache", "dump", "example.org"}, "cached.example.org.", "positive", "nx-cached.example.org.", "negative")
 		// No name: a usage error, and nothing flushed.
 		before := len(dump)
 		if _, err := a.cli(t, "cache", "flush"); exitCode(err) != exitUsage {
@@ -169,12 +181,12 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 		if _, err := a.cli(t, "cache", "flush", "x.example.org", "--all"); exitCode(err) != exitUsage {
 			t.Errorf("cache flush NAME --all: got %v, want a usage error", err)
 		}
-		a.json(t, &dump, "cache", "dump", "--filter", "www.example.org")
+		a.json(t, &dump, "cache", "dump", "--filter", "cached.example.org")
 		if len(dump) != before {
 			t.Errorf("dump after a flush with no name: got %d entries, want %d (nothing flushed)", len(dump), before)
 		}
-		a.text(t, []string{"cache", "flush", "www.example.org"}, "removed 1 entries for www.example.org. (every type; names below it kept)")
-		a.json(t, &dump, "cache", "dump", "--filter", "www.example.org")
+		a.text(t, []string{"cache", "flush", "cached.example.org"}, "removed 1 entries for cached.example.org. (every type; names below it kept)")
+		a.json(t, &dump, "cache", "dump", "--filter", "cached.example.org")
 		if len(dump) != 0 {
 			t.Errorf("dump after flush: got %+v, want none", dump)
 		}
@@ -209,6 +221,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 	})
 
 	t.Run("upstreams", func(t *testing.T) {
+		a.ask(t, "upstreams.example.org.", dns.TypeA)
 		var rows []upstreamRow
 		a.json(t, &rows, "upstreams")
 		if len(rows) != 1 || rows[0].Addr != upAddr || !rows[0].Up || rows[0].Requests == 0 {

@@ -21,7 +21,7 @@ type fakeNode struct {
 	cmds  map[string]string // command line → stdout; absent: not installed
 }
 
-func (n fakeNode) env(t *testing.T) *doctorEnv {
+func (n fakeNode) env(t testing.TB) *doctorEnv {
 	t.Helper()
 	return &doctorEnv{
 		client:        newAdminClient(filepath.Join(t.TempDir(), "absent.sock")),
@@ -47,7 +47,7 @@ func (n fakeNode) env(t *testing.T) *doctorEnv {
 }
 
 // wantOne checks that got is exactly one finding of severity want.
-func wantOne(t *testing.T, got []string, want string) {
+func wantOne(t testing.TB, got []string, want string) {
 	t.Helper()
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("got %v, want [%s]", got, want)

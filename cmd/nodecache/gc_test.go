@@ -37,7 +37,7 @@ func TestApplyGCDefault(t *testing.T) {
 
 // unsetenv removes key for the rest of the test; call t.Setenv(key, …)
 // first so that the testing package restores it.
-func unsetenv(t *testing.T, key string) {
+func unsetenv(t testing.TB, key string) {
 	t.Helper()
 	if err := os.Unsetenv(key); err != nil {
 		t.Fatal(err)

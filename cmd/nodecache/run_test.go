@@ -28,7 +28,7 @@ type testUpstream struct {
 	silent  atomic.Bool
 }
 
-func startUpstream(t *testing.T) *testUpstream {
+func startUpstream(t testing.TB) *testUpstream {
 	t.Helper()
 	u := &testUpstream{}
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
@@ -64,7 +64,7 @@ func startUpstream(t *testing.T) *testUpstream {
 
 // freePort returns a loopback port, free for TCP and UDP, that no other
 // test in this process gets (see testnet.FreePort).
-func freePort(t *testing.T) uint16 {
+func freePort(t testing.TB) uint16 {
 	t.Helper()
 	p, err := testnet.FreePort()
 	if err != nil {
@@ -74,7 +74,7 @@ func freePort(t *testing.T) uint16 {
 }
 
 // testAgentConfig is an unprivileged agent on loopback.
-func testAgentConfig(t *testing.T, up netip.AddrPort, dir string, port uint16, extra ...string) *runConfig {
+func testAgentConfig(t testing.TB, up netip.AddrPort, dir string, port uint16, extra ...string) *runConfig {
 	t.Helper()
 	args := append([]string{
 		"--local-ip", "127.0.0.1", "--port", fmt.Sprint(port),
@@ -104,7 +104,7 @@ type testAgent struct {
 }
 
 // launchAgent starts the agent and returns at once.
-func launchAgent(t *testing.T, cfg *runConfig) *testAgent {
+func launchAgent(t testing.TB, cfg *runConfig) *testAgent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ta := &testAgent{cfg: cfg, cancel: cancel, errc: make(chan error, 1)}
@@ -144,7 +144,7 @@ func (ta *testAgent) stop() error {
 }
 
 // startAgent runs the agent until the test ends and waits until it is ready.
-func startAgent(t *testing.T, cfg *runConfig) *testAgent {
+func startAgent(t testing.TB, cfg *runConfig) *testAgent {
 	t.Helper()
 	ta := launchAgent(t, cfg)
 	deadline := time.Now().Add(10 * time.Second)
@@ -170,7 +170,7 @@ func startAgent(t *testing.T, cfg *runConfig) *testAgent {
 	return ta
 }
 
-func ask(t *testing.T, addr string, name string, qtype uint16) *dns.Msg {
+func ask(t testing.TB, addr string, name string, qtype uint16) *dns.Msg {
 	t.Helper()
 	m := new(dns.Msg)
 	m.SetQuestion(name, qtype)
@@ -286,7 +286,7 @@ func TestConfigFileFlagsWin(t *testing.T) {
 }
 
 // testLogWriter sends the agent's log lines to the test log, shown on failure.
-type testLogWriter struct{ t *testing.T }
+type testLogWriter struct{ t testing.TB }
 
 func (w testLogWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimSpace(string(p)))

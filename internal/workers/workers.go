@@ -1,11 +1,10 @@
 // Package workers runs short tasks on reused goroutines.
 //
-// nodecache's slow paths (a cache miss, an upstream query) each used to
-// start a goroutine. A fresh goroutine has an 8 KiB stack, and unpacking an
-// upstream reply with miekg/dns grows it, so every miss paid for a goroutine
-// start and a stack copy (~5% of the miss path's CPU under dnsperf). A Pool
-// hands each task to a goroutine that finished an earlier one and kept its
-// stack.
+// nodecache's slow paths (a cache miss, an upstream query) run a task per
+// query. A fresh goroutine has an 8 KiB stack, and unpacking an upstream
+// reply with miekg/dns grows it, so a goroutine per task would pay for a
+// start and a stack copy on every miss. A Pool hands each task to a
+// goroutine that finished an earlier one and kept its stack.
 package workers
 
 import (

@@ -9,7 +9,7 @@ import (
 
 // waitFor polls cond until it holds; the bound only stops a broken test
 // from hanging, it is not a timing assertion.
-func waitFor(t *testing.T, what string, cond func() bool) {
+func waitFor(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !cond(); runtime.Gosched() {
 		if time.Now().After(deadline) {

@@ -46,8 +46,8 @@ func (c *Cache) Export(w io.Writer, maxBytes int64, deadline time.Time) (int, er
 	}
 	bw := bufio.NewWriter(w)
 	written := int64(len(dumpMagic) + 1 + 4) // header and end marker
-	bw.WriteString(dumpMagic)                //nolint:errcheck // bufio keeps the first error for Flush
-	bw.WriteByte(dumpVersion)                //nolint:errcheck
+	bw.WriteString(dumpMagic)                //nolint:errcheck,gosec // bufio keeps the first error for Flush
+	bw.WriteByte(dumpVersion)                //nolint:errcheck,gosec
 	n, stopErr := c.exportEntries(bw, maxBytes, written, deadline)
 	if stopErr != nil && !errors.Is(stopErr, os.ErrDeadlineExceeded) {
 		return n, stopErr

@@ -64,7 +64,8 @@ func (f *fakeRules) insertForeign(fam Family, table, chain, spec string) {
 	f.chains[fam][table][chain] = slices.Insert(f.chains[fam][table][chain], 0, spec)
 }
 
-// targetOK reports whether the -j target of spec exists (built-in targets always do).
+// targetOKLocked reports whether the -j target of spec exists (built-in
+// targets always do). f.mu must be held.
 func (f *fakeRules) targetOKLocked(fam Family, table, spec string) bool {
 	_, target, ok := strings.Cut(spec, "-j ")
 	if !ok || !strings.HasPrefix(target, "NODECACHE-") {

@@ -109,7 +109,7 @@ func TestRepair(t *testing.T) {
 	jump := func(c string) string { return "-m comment --comment nodecache -j " + c }
 	tests := []struct {
 		name      string
-		break_    func(e *env)
+		damage    func(e *env)
 		readdKind string
 		readds    float64
 	}{
@@ -151,7 +151,7 @@ func TestRepair(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, baseConfig("169.254.20.10", "fd00:20::10"), nil)
 			e.setup(t)
-			tc.break_(e)
+			tc.damage(e)
 			if _, err := e.m.Check(context.Background()); !errors.Is(err, ErrNotConverged) {
 				t.Errorf("Check after breaking: got %v, want ErrNotConverged", err)
 			}

@@ -15,7 +15,7 @@ import (
 
 // startRun starts Run in the current synctest bubble and waits for its first pass. stop cancels it and
 // checks that it returned nil.
-func startRun(t *testing.T, e *env) (ctx context.Context, stop func()) {
+func startRun(t testing.TB, e *env) (ctx context.Context, stop func()) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -99,7 +99,6 @@ func BenchmarkZoneBuild(b *testing.B) {
 				b.StartTimer()
 				z := buildZone(b, evs)
 				b.StopTimer()
-				evs = nil
 				heap = heapInUse() - before
 				names = z.Stats().Names
 				runtime.KeepAlive(z)

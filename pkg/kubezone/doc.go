@@ -1,5 +1,5 @@
 // Package kubezone answers the cluster domain (cluster.local.) from the
-// node's own client-go informers, following /work/shared/DNS-BEHAVIOUR.md:
+// node's own client-go informers, following docs/dns-behaviour.md:
 // service A/AAAA/CNAME/SRV, endpoint and pod names, PTRs of ClusterIPs and
 // ready endpoints, dns-version, the apex SOA/NS, NODATA for empty
 // non-terminals and NXDOMAIN with the SOA for everything else.

@@ -12,7 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 )
 
-// zoneWith runs a zone on a fake clientset seeded with objects.
+// zoneWith runs a zone on a fake clientset seeded with objects, in a
+// synctest bubble (so it takes a *testing.T).
 func zoneWith(t *testing.T, cfg Config, objects []runtime.Object, f func(t *testing.T, z *Zone, c *fake.Clientset)) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {

@@ -52,7 +52,7 @@ func newZone(tb testing.TB, cfg Config) (*Zone, *syncBuffer) {
 // runZone runs z on client inside the current synctest bubble and waits
 // until every goroutine is idle. The zone is stopped at the end of the
 // bubble's test function.
-func runZone(t *testing.T, z *Zone, client kubernetes.Interface) {
+func runZone(t testing.TB, z *Zone, client kubernetes.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -75,7 +75,7 @@ func settle() {
 }
 
 // fixtureZone runs a zone on the example fixture in a synctest bubble and
-// calls f with it.
+// calls f with it. It takes a *testing.T, as synctest.Test does.
 func fixtureZone(t *testing.T, cfg Config, f func(t *testing.T, z *Zone)) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
@@ -105,7 +105,7 @@ func rrText(rrs []dns.RR) []string {
 
 // checkAnswer compares an answer with the wanted rcode, answer records
 // (rrText form), whether the SOA is in the authority section, and chase.
-func checkAnswer(t *testing.T, label string, got Answer, rcode int, answer []string, soa bool, chase string) {
+func checkAnswer(t testing.TB, label string, got Answer, rcode int, answer []string, soa bool, chase string) {
 	t.Helper()
 	if got.Rcode != rcode {
 		t.Errorf("%s: rcode: got %s, want %s", label, dns.RcodeToString[got.Rcode], dns.RcodeToString[rcode])

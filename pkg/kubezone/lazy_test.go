@@ -46,7 +46,7 @@ func TestParseReverse(t *testing.T) {
 }
 
 // lazyZone builds a zone from models (namespace ns) without informers.
-func lazyZone(t *testing.T, objs ...any) *Zone {
+func lazyZone(t testing.TB, objs ...any) *Zone {
 	t.Helper()
 	evs := []event{{kind: objNamespace, key: "ns", obj: nsPresent{}}}
 	for _, o := range objs {
@@ -87,7 +87,7 @@ func epAt(ip, host string) epModel { return epModel{Addr: netip.MustParseAddr(ip
 
 // ptrs returns the PTR targets of ip in answer order ("REFUSED" when the
 // zone does not own the name).
-func ptrs(t *testing.T, z *Zone, ip string) string {
+func ptrs(t testing.TB, z *Zone, ip string) string {
 	t.Helper()
 	rev := reverseName(netip.MustParseAddr(ip))
 	a := z.Lookup(rev, dns.TypePTR)

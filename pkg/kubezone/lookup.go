@@ -122,7 +122,7 @@ func (z *Zone) lookupName(qname string, qtype uint16, m *meta) (ans Answer, targ
 		switch qtype {
 		case dns.TypeCNAME:
 			return Answer{Answer: n.answers()}, ""
-		case dns.TypeSRV: // DNS-BEHAVIOUR.md: SRV on an ExternalName service is NODATA
+		case dns.TypeSRV: // docs/dns-behaviour.md: SRV on an ExternalName service is NODATA
 			return z.negative(qname, dns.RcodeSuccess, m), ""
 		}
 		return Answer{Answer: n.answers()}, n.rrs[0].(*dns.CNAME).Target

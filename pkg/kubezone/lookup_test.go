@@ -13,9 +13,9 @@ const (
 	fail = dns.RcodeServerFailure
 )
 
-// lookupCase is one question and the answer DNS-BEHAVIOUR.md requires.
+// lookupCase is one question and the answer docs/dns-behaviour.md requires.
 type lookupCase struct {
-	row    string // the row of DNS-BEHAVIOUR.md
+	row    string // the row of docs/dns-behaviour.md
 	qname  string
 	qtype  uint16
 	rcode  int
@@ -101,7 +101,7 @@ func TestLookupRecords(t *testing.T) {
 	fixtureZone(t, fixtureConfig(), func(t *testing.T, z *Zone) { runCases(t, z, cases) })
 }
 
-func runCases(t *testing.T, z *Zone, cases []lookupCase) {
+func runCases(t testing.TB, z *Zone, cases []lookupCase) {
 	t.Helper()
 	for _, c := range cases {
 		label := c.row + " (" + c.qname + " " + dns.TypeToString[c.qtype] + ")"

@@ -30,7 +30,7 @@ func listWithoutSOA(z *Zone) []Record {
 
 // writeFixtureSnapshot runs a zone on the fixture until it wrote its
 // snapshot to path, and returns that zone's records.
-func writeFixtureSnapshot(t *testing.T, cfg Config) []Record {
+func writeFixtureSnapshot(t testing.TB, cfg Config) []Record {
 	t.Helper()
 	client, err := LoadFixture(fixturePath)
 	if err != nil {

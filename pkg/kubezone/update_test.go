@@ -96,7 +96,7 @@ func TestIncrementalUpdates(t *testing.T) {
 	})
 }
 
-func histCount(t *testing.T, z *Zone, from string) uint64 {
+func histCount(t testing.TB, z *Zone, from string) uint64 {
 	t.Helper()
 	var m dto.Metric
 	if err := z.met.programming.WithLabelValues(from).(prometheus.Histogram).Write(&m); err != nil {

@@ -230,6 +230,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	for _, r := range []string{"ok", "error"} {
 		m.snapWrites.WithLabelValues(r)
 	}
+	for _, f := range []string{"event", "write"} {
+		m.programming.WithLabelValues(f)
+	}
 	if reg == nil {
 		return m, nil
 	}

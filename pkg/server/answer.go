@@ -98,10 +98,9 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, 
 	return nil, Result{}, false
 }
 
-// slow answers q on a goroutine of its own: ANY, zone lookups that are not
-// memoized yet, ExternalName chases, and cache misses.
-// slow answers what the fast path could not, by the deadline by; ctx
-// cancels (shutdown).
+// slow answers, on a goroutine of its own and by the deadline by, what the
+// fast path could not: ANY, zone lookups that are not memoized yet,
+// ExternalName chases, and cache misses. ctx cancels (shutdown).
 func (s *Server) slow(ctx context.Context, by time.Time, pkt []byte, q *wire.Query, client netip.Addr, out []byte, maxSize int) ([]byte, Result) {
 	if q.Type == dns.TypeANY {
 		return s.packAndAppend(rfc8482(q), q, out, maxSize, Result{Rcode: dns.RcodeSuccess, Source: SourceLocal})

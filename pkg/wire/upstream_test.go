@@ -88,7 +88,7 @@ func TestScanUpstreamMatchesUnpack(t *testing.T) {
 // assertSamePacked checks that PackUpstream stores msg as PackOwned stores
 // the unpacked msg: same records, TTLs, rcode and flags, and the same
 // reply for a query in another case.
-func assertSamePacked(t *testing.T, msg []byte, u *Upstream, clamp uint32) {
+func assertSamePacked(t testing.TB, msg []byte, u *Upstream, clamp uint32) {
 	t.Helper()
 	got := PackUpstream(msg, u, clamp)
 	m := new(dns.Msg)

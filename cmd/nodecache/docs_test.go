@@ -1,0 +1,148 @@
+package main
+
+import (
+	"flag"
+	"os"
+	"os/exec"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/nodecache/nodecache/internal/gendocs"
+)
+
+// The reference pages docs/flags.md and docs/metrics.md are generated from
+// the flag sets and an in-process agent's registry; these tests fail when
+// the committed pages drift. `make docs` runs them with -update-docs.
+
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/flags.md and docs/metrics.md from the code")
+
+// helpEnv holds the arguments (space-separated) the helper process hands
+// to dispatch.
+const helpEnv = "NODECACHE_DOCS_HELP"
+
+// TestPrintCommandHelp is the helper process of TestFlagsDoc: commands
+// print their -h text to the process's stderr, so each runs in a process
+// of its own.
+func TestPrintCommandHelp(t *testing.T) {
+	args := os.Getenv(helpEnv)
+	if args == "" {
+		t.Skip("helper process for TestFlagsDoc; runs only when " + helpEnv + " is set")
+	}
+	_ = dispatch(strings.Fields(args)) // flag.ErrHelp
+	os.Exit(0)
+}
+
+// commandHelp returns what `nodecache ARGS` prints on stderr.
+func commandHelp(t testing.TB, args ...string) string {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestPrintCommandHelp$")
+	cmd.Env = append(os.Environ(), helpEnv+"="+strings.Join(args, " "))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("nodecache %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stderr.String()
+}
+
+// docCommands are the commands whose flags flags.md lists after run's, with
+// the arguments that make each print them: the CLI table's, and those main
+// dispatches itself.
+func docCommands(t testing.TB) map[string][]string {
+	t.Helper()
+	cmds := map[string][]string{"probe": {"probe", "live", "-h"}}
+	for name := range cliTable() {
+		cmds[name] = []string{name, "-h"}
+	}
+	// Every command of the usage text is documented, bar run (its own
+	// table) and version (no flags).
+	for _, line := range strings.Split(usage, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 2 || f[0] != "nodecache" || f[1] == "run" || f[1] == "version" {
+			continue
+		}
+		if _, ok := cmds[f[1]]; !ok {
+			t.Errorf("usage lists `nodecache %s`, which docCommands lacks: add it", f[1])
+		}
+	}
+	return cmds
+}
+
+// flagEnv clears the environment variables that flag defaults are read
+// from (usage strings say "(default $NAME)"), so the page does not depend
+// on the machine that generates it.
+func flagEnv(t *testing.T) {
+	re := regexp.MustCompile(`\(default \$([A-Z_]+)\)`)
+	newRunFlags(&runConfig{}).VisitAll(func(f *flag.Flag) {
+		for _, m := range re.FindAllStringSubmatch(f.Usage, -1) {
+			t.Setenv(m[1], "")
+		}
+	})
+}
+
+func TestFlagsDoc(t *testing.T) {
+	flagEnv(t)
+	var b strings.Builder
+	b.WriteString(gendocs.Header)
+	b.WriteString(`# Flags
+
+Every flag of ` + "`nodecache run`" + ` and of the CLI commands, read from the flag sets that ` + "`-h`" + ` prints.
+Durations take units (` + "`500ms`, `10s`, `1h`" + `); sizes take ` + "`KiB`, `MiB`, `GiB`" + `.
+A bad value stops the agent at start with one line that names the flag and says what to fix.
+Every setting of ` + "`run`" + ` can also come from a YAML file (` + "`--config`" + `), whose keys are the
+flag names; a flag on the command line wins over the file. See [operating.md](operating.md#configuration).
+
+## nodecache run
+
+`)
+	b.WriteString(gendocs.FlagTable(newRunFlags(&runConfig{})))
+	b.WriteString("\n## CLI commands\n\nSee [cli.md](cli.md) for what each command shows.\n")
+	cmds := docCommands(t)
+	names := make([]string, 0, len(cmds))
+	for name := range cmds {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		b.WriteString("\n### nodecache " + name + "\n\n```\n" + commandHelp(t, cmds[name]...) + "```\n")
+	}
+	gendocs.Golden(t, "../../docs/flags.md", []byte(b.String()), *updateDocs)
+}
+
+func TestMetricsDoc(t *testing.T) {
+	up := startUpstream(t)
+	port := freePort(t)
+	ta := startAgent(t, testAgentConfig(t, up.addr, t.TempDir(), port))
+	// The Go and process collectors are the client library's own.
+	ms, err := gendocs.Describe(ta.agent().reg, "go_", "process_")
+	if err != nil {
+		t.Fatal(err)
+	}
+	types, err := gendocs.SourceTypes("../../cmd", "../../pkg", "../../internal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gendocs.FillTypes(ms, types)
+	for _, m := range ms {
+		if m.Type == "" {
+			t.Errorf("%s: no sample in a fresh agent and no literal name in a prometheus.*Opts, so its type is unknown", m.Name)
+		}
+	}
+	var b strings.Builder
+	b.WriteString(gendocs.Header)
+	b.WriteString(`# Metrics
+
+Every metric the agent exports on ` + "`--metrics-addr`" + ` (` + "`/metrics`" + `), read from the registry of an
+agent built in-process: its own ` + "`nodecache_*`" + ` series and the ` + "`coredns_*`" + ` series that CoreDNS and
+NodeLocal DNSCache dashboards and alerts query ([observability.md](observability.md)). No label carries a
+query name or a client IP: label values come from small fixed sets (an upstream ` + "`server`" + ` is one of the
+configured ` + "`IP:port`" + `s). The Go runtime (` + "`go_*`" + `) and process (` + "`process_*`" + `) collectors are exported too.
+
+` + "`deploy/grafana-dashboard.json`" + ` and ` + "`deploy/monitoring`" + ` chart and alert on them; a unit test checks that every series they select is one the agent exports.
+
+`)
+	b.WriteString(gendocs.MetricTable(ms))
+	gendocs.Golden(t, "../../docs/metrics.md", []byte(b.String()), *updateDocs)
+}
