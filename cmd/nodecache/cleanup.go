@@ -45,7 +45,7 @@ func cmdCleanup(args []string) error {
 		case "--force=false", "-force=false":
 			force = false
 		case "-h", "--help", "-help":
-			fmt.Print(cleanupUsage)
+			fmt.Fprint(os.Stderr, cleanupUsage) // where the flag sets print their -h
 			return flag.ErrHelp
 		default:
 			rest = append(rest, a)

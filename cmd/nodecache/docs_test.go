@@ -52,7 +52,7 @@ func commandHelp(t testing.TB, args ...string) string {
 // dispatches itself.
 func docCommands(t testing.TB) map[string][]string {
 	t.Helper()
-	cmds := map[string][]string{"probe": {"probe", "live", "-h"}}
+	cmds := map[string][]string{"probe": {"probe", "live", "-h"}, "cleanup": {"cleanup", "-h"}}
 	for name := range cliTable() {
 		cmds[name] = []string{name, "-h"}
 	}
