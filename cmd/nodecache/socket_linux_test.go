@@ -157,7 +157,7 @@ func TestRootSocketChecksPeerCredentials(t *testing.T) {
 	}
 	dir := t.TempDir()
 	for _, d := range []string{filepath.Dir(dir), dir} { // the peer must reach the socket
-		if err := os.Chmod(d, 0o755); err != nil {
+		if err := os.Chmod(d, 0o755); err != nil { //nolint:gosec // G302: on purpose, for the other uid
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +166,7 @@ func TestRootSocketChecksPeerCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(path, 0o666); err != nil {
+	if err := os.Chmod(path, 0o666); err != nil { //nolint:gosec // G302: on purpose: only the credentials check stands in the way
 		t.Fatal(err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "served") }),

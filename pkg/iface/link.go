@@ -274,7 +274,7 @@ func (m *Manager) removeTempLink() error {
 		return fmt.Errorf("listing addresses of %s: %w", tmp, err)
 	}
 	for _, a := range addrs {
-		if p, ok := addrPrefix(a); ok && !(p.Addr().Is6() && p.Addr().IsLinkLocalUnicast()) {
+		if p, ok := addrPrefix(a); ok && (!p.Addr().Is6() || !p.Addr().IsLinkLocalUnicast()) {
 			return fmt.Errorf("link %s, the name nodecache creates its link under, carries %s: %w", tmp, p, ErrForeignLink)
 		}
 	}
