@@ -59,14 +59,8 @@ for t in dnsperf nsd unbound taskset dig ss; do command -v "$t" >/dev/null || di
 # --- tools ----------------------------------------------------------------
 BENCHTOOL=$WORK/benchtool
 (cd "$ROOT" && go build -o "$BENCHTOOL" ./bench/benchtool) || die "building benchtool"
-COREDNS=$CACHE_DIR/bin/coredns-$COREDNS_VERSION
-if [ ! -x "$COREDNS" ]; then
-  log "building CoreDNS $COREDNS_VERSION from the module proxy into $CACHE_DIR (once, a few minutes)"
-  mkdir -p "$CACHE_DIR/bin"
-  (cd "$CACHE_DIR" && GOBIN=$CACHE_DIR/bin GOFLAGS=-mod=mod CGO_ENABLED=0 \
-    go install "github.com/coredns/coredns@$COREDNS_VERSION" && mv "$CACHE_DIR/bin/coredns" "$COREDNS") ||
-    die "building CoreDNS"
-fi
+COREDNS=$(NODECACHE_BENCH_CACHE=$CACHE_DIR COREDNS_VERSION=$COREDNS_VERSION "$ROOT/bench/build-coredns.sh") ||
+  die "building CoreDNS"
 
 # --- data -----------------------------------------------------------------
 log "generating the upstream zone ($NAMES names) and query files"

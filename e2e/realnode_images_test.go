@@ -141,15 +141,15 @@ func hostFilesWithLibs(bins ...string) ([]imageFile, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", b, err)
 		}
-		real, err := filepath.EvalSymlinks(p)
+		resolved, err := filepath.EvalSymlinks(p)
 		if err != nil {
 			return nil, err
 		}
-		add(real)
-		if real != p {
-			files = append(files, imageFile{Dst: p, Link: real})
+		add(resolved)
+		if resolved != p {
+			files = append(files, imageFile{Dst: p, Link: resolved})
 		}
-		out, err := exec.Command("ldd", real).Output()
+		out, err := exec.Command("ldd", resolved).Output()
 		if err != nil {
 			continue // static
 		}

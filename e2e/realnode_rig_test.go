@@ -18,7 +18,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 )
@@ -152,7 +151,7 @@ func startRealNode(t *testing.T) *realNode {
 	stage("containerd ready")
 	n.importImages(ctx)
 	stage("images imported")
-	n.startKubelet(ctx, kubeletToken)
+	n.startKubelet(kubeletToken)
 	n.waitNodeReady(ctx)
 	stage("node Ready")
 	return n
@@ -303,7 +302,7 @@ func (n *realNode) importImages(ctx context.Context) {
 	}
 }
 
-func (n *realNode) startKubelet(ctx context.Context, token string) {
+func (n *realNode) startKubelet(token string) {
 	t := n.t
 	kd := mkdir(t, n.dir, "kubelet")
 	kubeconfig := filepath.Join(kd, "kubelet.kubeconfig")
@@ -514,7 +513,7 @@ func cgroupPIDs(name string) []int {
 			if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
 				return nil
 			}
-			b, _ := os.ReadFile(p)
+			b, _ := os.ReadFile(p) //nolint:gosec // cgroupfs: only the kernel writes it
 			for _, f := range strings.Fields(string(b)) {
 				if pid, err := strconv.Atoi(f); err == nil {
 					seen[pid] = true
@@ -680,25 +679,6 @@ var execSeq int
 func (n *realNode) exec(ctx context.Context, p *corev1.Pod, argv ...string) (string, error) {
 	execSeq++
 	return n.ctr(ctx, append([]string{"tasks", "exec", "--exec-id", fmt.Sprintf("e2e%d", execSeq), containerID(p)}, argv...)...)
-}
-
-// deletePodAndWait deletes a pod and waits until it is gone.
-func (n *realNode) deletePodAndWait(ctx context.Context, ns, name string) {
-	err := n.admin.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		n.t.Fatalf("deleting pod %s/%s: %v", ns, name, err)
-	}
-	wctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := poll(wctx, 500*time.Millisecond, nil, func(ctx context.Context) error {
-		_, err := n.admin.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("pod %s/%s still there (%v)", ns, name, err)
-	}); err != nil {
-		n.t.Fatal(err)
-	}
 }
 
 // execOutput runs a command and returns its combined output.

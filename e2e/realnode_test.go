@@ -208,7 +208,7 @@ func (n *realNode) eventually(d time.Duration, what string, check func() error) 
 func (n *realNode) hostStateProblems() error {
 	out, err := ipCmd("-n", n.ns.Name, "addr", "show", "dev", "nodelocaldns")
 	if err != nil {
-		return fmt.Errorf("link nodelocaldns: %v", err)
+		return fmt.Errorf("link nodelocaldns: %w", err)
 	}
 	if !strings.Contains(out, linkLocalIP+"/") {
 		return fmt.Errorf("link nodelocaldns lacks %s:\n%s", linkLocalIP, out)

@@ -28,16 +28,28 @@ func (a zoneAdapter) Lookup(qname string, qtype uint16) server.ZoneAnswer {
 }
 
 // resolverAdapter lets the server call the cache, mapping its sources and the
-// upstream's overload sentinel to the server's.
-type resolverAdapter struct{ c *cache.Cache }
+// upstream's overload sentinel to the server's. Static records and rewrites
+// (local, nil without them) come first.
+type resolverAdapter struct {
+	c     *cache.Cache
+	local *localAnswers
+}
 
 var _ server.Resolver = resolverAdapter{}
 
 func (a resolverAdapter) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
+	if p, rewritten := a.local.lookup(q); p != nil || rewritten {
+		return p, wire.TTLMode{}, p != nil
+	}
 	return a.c.Lookup(q, now)
 }
 
 func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, by time.Time) (server.Resolution, error) {
+	if a.local != nil {
+		if res, ok, err := a.local.resolveRewritten(ctx, resolverAdapter{c: a.c}, key, by); ok {
+			return res, err
+		}
+	}
 	res, err := a.c.ResolveBy(ctx, key, by)
 	if err != nil {
 		if errors.Is(err, upstream.ErrOverloaded) {

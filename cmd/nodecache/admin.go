@@ -33,6 +33,17 @@ type statusReply struct {
 	Upstreams []upstreamRow     `json:"upstreams"`
 	Totals    totals            `json:"totals"`
 	Config    map[string]string `json:"config"`
+	// ConfigGeneration is 1 at start and grows with each reload applied;
+	// ConfigError is why the last reload was refused (empty after one
+	// that applied).
+	ConfigGeneration uint64 `json:"config_generation"`
+	ConfigError      string `json:"config_error,omitempty"`
+}
+
+// reloadReply is POST /v1/reload's answer.
+type reloadReply struct {
+	Generation uint64 `json:"generation"`
+	Error      string `json:"error,omitempty"`
 }
 
 type upstreamRow struct {
@@ -61,6 +72,14 @@ func (a *agent) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.status()) })
 	mux.HandleFunc("GET /v1/query", a.adminQuery)
+	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, _ *http.Request) {
+		gen, err := a.reload("nodecache reload")
+		rep := reloadReply{Generation: gen}
+		if err != nil {
+			rep.Error = err.Error()
+		}
+		writeJSON(w, rep)
+	})
 	mux.HandleFunc("GET /v1/upstreams", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.upstreamRows()) })
 	mux.HandleFunc("GET /v1/cache/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.cache.Stats()) })
 	mux.HandleFunc("GET /v1/cache/dump", func(w http.ResponseWriter, r *http.Request) {
@@ -195,7 +214,7 @@ func (a *agent) status() statusReply {
 		Cache: a.cache.Stats(), Upstreams: a.upstreamRows(),
 		Config: map[string]string{
 			"local-ip": joinAddrs(a.addrs), "cluster-domain": a.cfg.ClusterDomain,
-			"upstream": a.cfg.Upstream, "cache-size": a.cfg.CacheSize.String(),
+			"upstream": a.liveConfig().Upstream, "cache-size": a.cfg.CacheSize.String(),
 			"health-addr": a.healthAddr(), "metrics-addr": a.metricsAddr(),
 		},
 	}
@@ -207,6 +226,10 @@ func (a *agent) status() statusReply {
 		st.Zone = &zs
 	}
 	_, st.Totals = a.clients.snapshot(0, nil)
+	st.ConfigGeneration = a.live.gen.Load()
+	if e := a.live.lastErr.Load(); e != nil {
+		st.ConfigError = *e
+	}
 	return st
 }
 

@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,29 +14,6 @@ import (
 	"testing"
 	"time"
 )
-
-// dispatchEnv, when set in a child's environment, makes this test binary run
-// `nodecache` with the arguments it holds (separated by \x1f) instead of
-// the tests: a real agent process that a test can SIGKILL.
-const dispatchEnv = "NODECACHE_TEST_DISPATCH"
-
-// dialEnv, when set, makes this test binary send one HTTP request over the
-// unix socket it names and print the reply (for a peer of another uid).
-const dialEnv = "NODECACHE_TEST_DIAL"
-
-func TestMain(m *testing.M) {
-	if path := os.Getenv(dialEnv); path != "" {
-		os.Exit(dialOnce(path))
-	}
-	if args := os.Getenv(dispatchEnv); args != "" {
-		if err := dispatch(strings.Split(args, "\x1f")); err != nil {
-			fmt.Fprintln(os.Stderr, "nodecache:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
-	}
-	os.Exit(m.Run())
-}
 
 // nodeNS is a network namespace standing in for a node.
 type nodeNS struct {
@@ -241,21 +216,4 @@ func TestCleanupAfterSIGKILL(t *testing.T) {
 	if st := n.state(t); !st.link {
 		t.Error("foreign link after cleanup: got deleted, want left alone")
 	}
-}
-
-// dialOnce sends GET / over the unix socket path and prints what comes back.
-func dialOnce(path string) int {
-	c, err := net.Dial("unix", path) //nolint:gosec // G704: the socket the parent test made
-	if err != nil {
-		fmt.Println("dial:", err)
-		return 1
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	if _, err := io.WriteString(c, "GET / HTTP/1.0\r\n\r\n"); err != nil {
-		fmt.Println("write:", err)
-	}
-	b, err := io.ReadAll(c)
-	fmt.Printf("reply: %q err: %v\n", b, err)
-	return 0
 }

@@ -35,6 +35,7 @@ func cliTable() map[string]cliFunc {
 		"zone":      cmdZone,
 		"top":       cmdTop,
 		"doctor":    cmdDoctor,
+		"reload":    cmdReload,
 		"tail":      cmdTail,
 	}
 }
@@ -84,9 +85,12 @@ const (
 // exitCode maps a command's error to the process exit status.
 func exitCode(err error) int {
 	var ue *usageError
+	var se *statusError
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return exitOK
+	case errors.As(err, &se):
+		return se.code
 	case errors.As(err, &ue):
 		return exitUsage
 	case errors.Is(err, ErrAgentUnreachable):

@@ -67,6 +67,11 @@ func printStatus(w io.Writer, st statusView) {
 	fmt.Fprintf(w, "queries\t%d total, %.1f%% NXDOMAIN, avg %s; by source %s\n",
 		t.Queries, pct(float64(t.NXDomain), float64(t.Queries)), fmtMicros(t.AvgMicros), countsLine(t.Sources))
 	fmt.Fprintf(w, "upstream\t%s\n", st.Config["upstream"])
+	cfgLine := fmt.Sprintf("generation %d", st.ConfigGeneration)
+	if st.ConfigError != "" {
+		cfgLine += "; the last reload was REFUSED: " + st.ConfigError
+	}
+	fmt.Fprintf(w, "config\t%s\n", cfgLine)
 	fmt.Fprintln(w)
 	printUpstreams(w, st.Upstreams)
 }

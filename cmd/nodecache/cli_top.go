@@ -149,7 +149,7 @@ func cmdTop(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	clear := !once && o.output == "text" && isTerminal(out)
+	clearScreen := !once && o.output == "text" && isTerminal(out)
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
@@ -169,7 +169,7 @@ func cmdTop(ctx context.Context, out io.Writer, args []string) error {
 			return fmt.Errorf("top: %w", err)
 		}
 		prev = cur
-		if clear {
+		if clearScreen {
 			fmt.Fprint(out, "\033[H\033[2J")
 		}
 		if err := emit(out, &o, v, func(w io.Writer) { printTop(w, v) }); err != nil || once {

@@ -34,8 +34,8 @@ type clientCounter struct {
 
 var _ server.Observer = (*clientStats)(nil)
 
-func newClientStats(max int) *clientStats {
-	return &clientStats{max: max, clients: make(map[netip.Addr]*clientCounter)}
+func newClientStats(limit int) *clientStats {
+	return &clientStats{max: limit, clients: make(map[netip.Addr]*clientCounter)}
 }
 
 // Observe implements server.Observer.

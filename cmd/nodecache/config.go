@@ -46,8 +46,10 @@ type runConfig struct {
 	MaxTTL         time.Duration
 	MaxNegativeTTL time.Duration
 	StaleMaxAge    time.Duration
+	Prefetch       bool
 
 	UpstreamPolicy       string
+	UpstreamTLSCA        string
 	UpstreamTimeout      time.Duration
 	UpstreamDeadline     time.Duration
 	MaxUpstreamInFlight  int
@@ -55,6 +57,12 @@ type runConfig struct {
 	MaxTCPConnsPerClient int
 	MaxInFlightPerClient int
 	TCPIdleTimeout       time.Duration
+
+	StaticRecords   listFlag
+	StaticFiles     listFlag
+	StaticTTL       time.Duration
+	StaticNoReverse bool
+	RewriteNames    listFlag
 
 	Autopath       bool
 	ClientQPSLimit float64
@@ -76,6 +84,9 @@ type runConfig struct {
 	LogLevel       string
 	LogFormat      string
 	ConfigFile     string
+
+	ConfigCheckInterval time.Duration
+	args                []string // the command line, parsed again by a reload
 }
 
 // listFlag is a repeatable string flag.
@@ -151,8 +162,8 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	c.CacheSize = 64 << 20
 	fs.Var(ipListFlag{&c.LocalIPs}, "local-ip", "comma list of IPs to serve on; add the kube-dns ClusterIP to intercept it")
 	fs.UintVar(&c.Port, "port", 53, "DNS port")
-	fs.StringVar(&c.Upstream, "upstream", "/etc/resolv.conf", "comma list of upstream IP[:port], or a resolv.conf path")
-	fs.Var(&c.StubDomains, "stub-domain", "DOMAIN=IP[:port],... send DOMAIN to its own resolvers (repeatable)")
+	fs.StringVar(&c.Upstream, "upstream", "/etc/resolv.conf", "comma list of upstream IP[:port] and tls://IP[:853][#SERVER-NAME] (DNS over TLS), or a resolv.conf path")
+	fs.Var(&c.StubDomains, "stub-domain", "DOMAIN=IP[:port],... [policy=P] [force-tcp] [timeout=D] [max-concurrent=N] [max-ttl=D] [max-negative-ttl=D]: send DOMAIN to its own resolvers, with its own settings (repeatable)")
 	fs.StringVar(&c.KubeDNSConfig, "kube-dns-config-dir", "", "directory of a mounted kube-dns ConfigMap (stubDomains, upstreamNameservers)")
 	fs.BoolVar(&c.SetupInterface, "setup-interface", true, "create the interface and its addresses")
 	fs.BoolVar(&c.SetupIPTables, "setup-iptables", true, "install NOTRACK and ACCEPT rules")
@@ -174,8 +185,10 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.Var(&c.CacheSize, "cache-size", "cache budget in bytes (units: KiB, MiB, GiB)")
 	durationVar(fs, &c.MaxTTL, "max-ttl", time.Hour, "cap on cached positive TTLs")
 	durationVar(fs, &c.MaxNegativeTTL, "max-negative-ttl", time.Hour, "cap on cached negative TTLs")
+	fs.BoolVar(&c.Prefetch, "prefetch", true, "refresh names asked often before they expire (CoreDNS's cache prefetch; false: only on a miss)")
 	durationVar(fs, &c.StaleMaxAge, "stale-max-age", time.Hour, "serve expired entries up to this long when upstreams fail (0 disables)")
 
+	fs.StringVar(&c.UpstreamTLSCA, "upstream-tls-ca", "", "PEM file of the CAs that verify DNS over TLS upstreams (tls://IP[:853][#NAME] in --upstream and --stub-domain); default the system's")
 	fs.StringVar(&c.UpstreamPolicy, "upstream-policy", "random", "upstream choice: random, sequential or round_robin")
 	durationVar(fs, &c.UpstreamTimeout, "upstream-timeout", 2*time.Second, "timeout of one upstream try")
 	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", 5*time.Second, "overall deadline of a forwarded query")
@@ -185,6 +198,11 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.IntVar(&c.MaxInFlightPerClient, "max-inflight-per-client", 100, "cap on one client IP's queries waiting for an upstream answer; beyond it REFUSED")
 	durationVar(fs, &c.TCPIdleTimeout, "tcp-idle-timeout", 10*time.Second, "close idle client TCP connections after this")
 
+	fs.Var(&c.StaticRecords, "static-record", "\"IP NAME [NAME...]\": answer NAME with IP before the cache, as a hosts file line (repeatable)")
+	fs.Var(&c.StaticFiles, "static-file", "hosts file whose lines are static records; re-read when it changes (repeatable)")
+	durationVar(fs, &c.StaticTTL, "static-ttl", time.Hour, "TTL of static record answers")
+	fs.BoolVar(&c.StaticNoReverse, "static-no-reverse", false, "do not answer PTR queries for the IPs of static records")
+	fs.Var(&c.RewriteNames, "rewrite-name", "\"[exact|suffix] FROM TO [answer auto]\": answer FROM with what TO resolves to (repeatable)")
 	fs.BoolVar(&c.Autopath, "autopath", false, "answer a pod's first search-path query for its whole search path (ends the ndots:5 storm)")
 	fs.Float64Var(&c.ClientQPSLimit, "client-qps-limit", 0, "per-client-IP query rate limit; beyond it REFUSED (0: no limit)")
 	fs.IntVar(&c.ClientBurst, "client-burst", 0, "burst of --client-qps-limit (default: the limit, at least 1)")
@@ -203,6 +221,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with the same settings (keys are flag names); flags win")
+	durationVar(fs, &c.ConfigCheckInterval, "config-check-interval", 5*time.Second, "how often --config and the kube-dns ConfigMap are checked for changes, applied live (0: only on SIGHUP and nodecache reload)")
 	return fs
 }
 
@@ -235,7 +254,7 @@ func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Durat
 
 // parseRunConfig parses args, then the --config file, then validates.
 func parseRunConfig(args []string) (*runConfig, error) {
-	c := &runConfig{}
+	c := &runConfig{args: args}
 	fs := newRunFlags(c)
 	fs.SetOutput(io.Discard) // errors are returned as one line; -h prints below
 	if err := fs.Parse(args); err != nil {
@@ -287,7 +306,7 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 		}
 		vals := []any{m[k]}
 		if list, ok := m[k].([]any); ok {
-			if k == "stub-domain" {
+			if _, repeatable := fs.Lookup(k).Value.(*listFlag); repeatable {
 				vals = list
 			} else {
 				var parts []string

@@ -22,22 +22,24 @@ var updateDocs = flag.Bool("update-docs", false, "rewrite docs/flags.md and docs
 // to dispatch.
 const helpEnv = "NODECACHE_DOCS_HELP"
 
-// TestPrintCommandHelp is the helper process of TestFlagsDoc: commands
-// print their -h text to the process's stderr, so each runs in a process
-// of its own.
-func TestPrintCommandHelp(t *testing.T) {
-	args := os.Getenv(helpEnv)
-	if args == "" {
-		t.Skip("helper process for TestFlagsDoc; runs only when " + helpEnv + " is set")
+// TestMain doubles as the helper process of TestFlagsDoc: commands print
+// their -h text to the process's stderr, so each runs in a process of its
+// own, the test binary re-run with helpEnv set.
+func TestMain(m *testing.M) {
+	if args := os.Getenv(helpEnv); args != "" {
+		_ = dispatch(strings.Fields(args)) // flag.ErrHelp
+		os.Exit(0)
 	}
-	_ = dispatch(strings.Fields(args)) // flag.ErrHelp
-	os.Exit(0)
+	if code, ok := helperProcess(); ok { // an agent or a peer for the tests in cleanup_linux_test.go
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
 }
 
 // commandHelp returns what `nodecache ARGS` prints on stderr.
 func commandHelp(t testing.TB, args ...string) string {
 	t.Helper()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestPrintCommandHelp$")
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), helpEnv+"="+strings.Join(args, " "))
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -52,7 +54,7 @@ func commandHelp(t testing.TB, args ...string) string {
 // dispatches itself.
 func docCommands(t testing.TB) map[string][]string {
 	t.Helper()
-	cmds := map[string][]string{"probe": {"probe", "live", "-h"}, "cleanup": {"cleanup", "-h"}}
+	cmds := map[string][]string{"probe": {"probe", "live", "-h"}, "migrate": {"migrate", "-h"}, "cleanup": {"cleanup", "-h"}}
 	for name := range cliTable() {
 		cmds[name] = []string{name, "-h"}
 	}

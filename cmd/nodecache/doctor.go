@@ -28,6 +28,7 @@ const (
 	sevOK   = "OK"
 	sevWarn = "WARN"
 	sevFail = "FAIL"
+	sevSkip = "SKIP" // not checked; the detail says why
 )
 
 // finding is one line of the doctor's report.
@@ -55,6 +56,8 @@ type doctorEnv struct {
 	run func(ctx context.Context, name string, args ...string) (string, error)
 	// inspect looks at the link and rules directly; nil skips it.
 	inspect func(ctx context.Context, cfg iface.Config) (iface.Status, error)
+	// coreDNS returns the coredns ConfigMap's Corefile; nil skips the check.
+	coreDNS func(ctx context.Context) (string, error)
 
 	// filled by the agent check
 	st  *statusView // nil when the agent is unreachable
@@ -75,6 +78,7 @@ func cmdDoctor(ctx context.Context, out io.Writer, args []string) error {
 	fs.UintVar(&port, "port", 53, "DNS port to check when the agent cannot say")
 	fs.StringVar(&env.ifaceName, "interface-name", iface.DefaultInterfaceName, "link to check when the agent cannot say")
 	fs.StringVar(&inspect, "inspect", "auto", "inspect link and rules directly with pkg/iface: auto (when root), always or never")
+	kubeconfig := fs.String("kubeconfig", "", "kubeconfig to read the coredns ConfigMap (default: in-cluster, $KUBECONFIG, ~/.kube/config)")
 	if _, err := parseCLI(fs, &o, args, 0, 0); err != nil {
 		return err
 	}
@@ -92,6 +96,9 @@ func cmdDoctor(ctx context.Context, out io.Writer, args []string) error {
 		return usageErrorf("doctor: --inspect %q: want auto, always or never", inspect)
 	}
 	env.client = newAdminClient(o.socket)
+	if canReachAPI(*kubeconfig) {
+		env.coreDNS = readCoreDNSCorefile(*kubeconfig)
+	}
 	fs2 := env.diagnose(ctx)
 	err := emit(out, &o, fs2, func(w io.Writer) { printFindings(w, fs2) })
 	if err != nil {
@@ -111,7 +118,7 @@ func (e *doctorEnv) diagnose(ctx context.Context) []finding {
 	var all []finding
 	for _, check := range []func(context.Context) []finding{
 		e.checkAgent, e.checkInterface, e.checkBackend, e.checkKubelet,
-		e.checkConntrack, e.checkUpstreams, e.checkListeners,
+		e.checkConntrack, e.checkUpstreams, e.checkListeners, e.checkCoreDNS,
 	} {
 		all = append(all, check(ctx)...)
 	}
@@ -135,7 +142,11 @@ func printFindings(w io.Writer, fs []finding) {
 			fmt.Fprintf(w, "\t\tfix: %s\n", f.Fix)
 		}
 	}
-	fmt.Fprintf(w, "%d OK, %d WARN, %d FAIL\n", countSeverity(fs, sevOK), countSeverity(fs, sevWarn), countSeverity(fs, sevFail))
+	fmt.Fprintf(w, "%d OK, %d WARN, %d FAIL", countSeverity(fs, sevOK), countSeverity(fs, sevWarn), countSeverity(fs, sevFail))
+	if n := countSeverity(fs, sevSkip); n > 0 {
+		fmt.Fprintf(w, ", %d not checked", n)
+	}
+	fmt.Fprintln(w)
 }
 
 // runCommand runs name with args and returns its standard output.

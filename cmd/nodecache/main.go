@@ -26,6 +26,10 @@ Usage:
   nodecache tail [--pod P] [--namespace NS] [--suffix S] [--rcode R] [--min-latency D]
                                         the node's queries as they are answered
   nodecache doctor                      check this node and say what to fix
+  nodecache reload                      apply the config files now (the agent also watches them)
+  nodecache migrate --corefile FILE [--kube-dns-config DIR] [--from-cluster] [-o FILE]
+                                        write a config that reproduces a CoreDNS or
+                                        node-local-dns Corefile; exit 3 lists what it cannot
   nodecache probe live|ready            the kubelet's exec probe: asks this pod's agent over its probe socket
   nodecache cleanup [--force] [run flags]
                                         remove the rules and the link a crashed agent left
@@ -54,6 +58,8 @@ func dispatch(args []string) error {
 	switch cmd {
 	case "run":
 		return cmdRun(rest)
+	case "migrate":
+		return cmdMigrate(rest)
 	case "probe":
 		return cmdProbe(rest)
 	case "cleanup":

@@ -72,7 +72,7 @@ func (c *queryLogConfig) filters() (queryLogFilters, error) {
 	for _, s := range splitList(c.rcodes) {
 		rc, ok := dns.StringToRcode[strings.ToUpper(s)]
 		if !ok {
-			return f, fmt.Errorf("--query-log-rcode %q: want NOERROR, NXDOMAIN, SERVFAIL, REFUSED, ...", s)
+			return f, fmt.Errorf("--query-log-rcode %q: want an rcode name such as NOERROR, NXDOMAIN, SERVFAIL or REFUSED", s)
 		}
 		f.rcodes[rc] = true
 	}

@@ -38,9 +38,13 @@ type agent struct {
 	reg       *prometheus.Registry
 	started   time.Time
 	addrs     []netip.AddrPort
-	forwarder *upstream.Forwarder
+	forwarder *liveUpstream   // the upstream forwarder; a config reload replaces it
+	fcfg      upstream.Config // the live forwarder's config; guarded by live.mu after build
+	live      *liveState      // config generation and reloads
+	hup       chan os.Signal  // SIGHUP: reload the config; nil in tests
 	cache     *cache.Cache
 	zone      *kubezone.Zone // nil without a zone source
+	local     *localAnswers  // static records and rewrites; never nil after build
 	server    *server.Server
 	iface     *iface.Manager
 	clients   *clientStats
@@ -86,12 +90,11 @@ func cmdRun(args []string) error {
 	applyGCDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	return run(ctx, cfg, log)
-}
-
-// run wires the agent and serves until ctx ends or a component fails.
-func run(ctx context.Context, cfg *runConfig, log *slog.Logger) error {
-	return newAgent(cfg, log).run(ctx)
+	a := newAgent(cfg, log)
+	a.hup = make(chan os.Signal, 1)
+	signal.Notify(a.hup, syscall.SIGHUP)
+	defer signal.Stop(a.hup)
+	return a.run(ctx)
 }
 
 func newAgent(cfg *runConfig, log *slog.Logger) *agent {
@@ -107,6 +110,7 @@ func (a *agent) run(ctx context.Context) error {
 	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.m = newAgentMetrics(a.reg, cfg.NodeName)
+	a.live = newLiveState(cfg, a.reg)
 	if err := a.build(); err != nil {
 		if a.tap != nil {
 			_ = a.tap.Close()
@@ -174,6 +178,8 @@ func (a *agent) run(ctx context.Context) error {
 		log.Warn("listeners do not answer on their addresses yet", "err", err)
 	}
 	g.Go(func() error { return a.iface.Run(gctx) })
+	g.Go(func() error { return a.local.static.Run(gctx) })
+	g.Go(func() error { return a.watchConfig(gctx, a.hup) })
 	g.Go(func() error { return a.serveHTTP(gctx) })
 	// The admin API and the handover socket are conveniences: if their
 	// directory is not writable, say so once and keep serving DNS.
@@ -264,46 +270,19 @@ func (a *agent) build() error {
 	if err != nil {
 		return err
 	}
-	ups, err := upstream.ParseServers(cfg.Upstream)
+	fcfg, stubs, err := a.forwarderConfig(cfg)
 	if err != nil {
-		return fmt.Errorf("--upstream: %w", err)
+		return err
 	}
-	stubs := map[string][]netip.AddrPort{}
-	if cfg.KubeDNSConfig != "" {
-		s, u, err := upstream.LoadKubeDNSConfig(cfg.KubeDNSConfig)
-		if err != nil {
-			return fmt.Errorf("--kube-dns-config-dir: %w", err)
-		}
-		stubs = s
-		if len(u) > 0 {
-			ups = u
-		}
-	}
-	for _, spec := range cfg.StubDomains {
-		d, servers, err := upstream.ParseStubDomain(spec)
-		if err != nil {
-			return fmt.Errorf("--stub-domain %q: %w", spec, err)
-		}
-		stubs[d] = servers
-	}
-	a.forwarder, err = upstream.New(upstream.Config{
-		Servers: ups, StubDomains: stubs, Policy: cfg.UpstreamPolicy,
-		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
-		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs, Tap: a.upstreamTap(),
-	}, a.reg, log.With("component", "upstream"))
+	fwd, err := upstream.New(fcfg, replacingRegisterer{a.reg}, log.With("component", "upstream"))
 	if err != nil {
 		return fmt.Errorf("upstreams: %w", err)
 	}
-	stale := cfg.StaleMaxAge
-	if stale == 0 {
-		stale = -1
-	}
-	a.cache, err = cache.New(cache.Config{
-		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
-		StaleMaxAge: stale, Overloaded: upstream.ErrOverloaded,
-	}, a.forwarder, a.reg, log.With("component", "cache"))
+	a.fcfg = fcfg
+	a.forwarder = newLiveUpstream(fwd)
+	a.cache, err = cache.New(cacheConfig(cfg, stubs.limits), a.forwarder, a.reg, log.With("component", "cache"))
 	if err != nil {
-		a.forwarder.Close()
+		_ = a.forwarder.Close()
 		return fmt.Errorf("cache: %w", err)
 	}
 	var zone server.Zone
@@ -318,19 +297,23 @@ func (a *agent) build() error {
 		}
 		zone = zoneAdapter{a.zone}
 	}
+	a.local, err = a.buildLocal()
+	if err != nil {
+		return err
+	}
 	obs := observers{a.clients, a.tail}
 	if ql != nil {
 		obs = append(obs, ql)
 	}
-	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache}, Observer: obs}
+	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache, a.local}, Observer: obs}
 	if a.tap != nil {
 		deps.Tap = a.tap
 	}
 	if a.zone != nil {
 		deps.Pods = podsAdapter{a.zone}
 	}
-	stubNames := make([]string, 0, len(stubs))
-	for d := range stubs {
+	stubNames := make([]string, 0, len(stubs.servers))
+	for d := range stubs.servers {
 		stubNames = append(stubNames, d)
 	}
 	a.reg.MustRegister(newCorednsCacheCollector(a.cache, corednsServers(a.addrs), a.pluginZones(stubNames)))
@@ -410,6 +393,22 @@ func (a *agent) upstreamTap() upstream.Tap {
 		return nil
 	}
 	return a.tap
+}
+
+// cacheConfig is the cache's config from the agent's: 0 (off) becomes
+// the cache's "disabled" for serve-stale, and --prefetch=false likewise.
+func cacheConfig(cfg *runConfig, zoneLimits map[string]cache.ZoneLimit) cache.Config {
+	c := cache.Config{
+		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
+		StaleMaxAge: cfg.StaleMaxAge, Overloaded: upstream.ErrOverloaded, ZoneLimits: zoneLimits,
+	}
+	if c.StaleMaxAge == 0 {
+		c.StaleMaxAge = -1
+	}
+	if !cfg.Prefetch {
+		c.PrefetchPercent = -1
+	}
+	return c
 }
 
 // localHTTPPorts are the health and metrics ports that listen on a local IP

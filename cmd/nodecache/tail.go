@@ -119,7 +119,7 @@ func parseTailFilter(r *http.Request) (tailFilter, error) {
 	if s := q.Get("rcode"); s != "" {
 		rc, ok := dns.StringToRcode[strings.ToUpper(s)]
 		if !ok {
-			return f, fmt.Errorf("rcode %q: want NOERROR, NXDOMAIN, SERVFAIL, REFUSED, ...", s)
+			return f, fmt.Errorf("rcode %q: want an rcode name such as NOERROR, NXDOMAIN, SERVFAIL or REFUSED", s)
 		}
 		f.rcode = rc
 	}

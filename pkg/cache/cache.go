@@ -65,16 +65,18 @@ type Result struct {
 // Cache is a byte-bounded, sharded LRU of upstream replies in front of an
 // Exchanger. All methods are safe for concurrent use.
 type Cache struct {
-	cfg    Config // defaults filled in; immutable
-	lim    limits
-	up     Exchanger
-	log    *slog.Logger
-	seed   maphash.Seed
-	shards []*shard // len a power of two; immutable
-	mask   uint64
-	met    *metrics
-	sem    chan struct{} // one token per running background refresh
-	runner *workers.Pool // runs the flights
+	cfg Config // defaults filled in; immutable
+	lim limits
+	// zoneLim are the per-zone caps over lim; never nil after New.
+	zoneLim zoneLimitsPtr
+	up      Exchanger
+	log     *slog.Logger
+	seed    maphash.Seed
+	shards  []*shard // len a power of two; immutable
+	mask    uint64
+	met     *metrics
+	sem     chan struct{} // one token per running background refresh
+	runner  *workers.Pool // runs the flights
 
 	ctx    context.Context // cancelled by Close; parent of every upstream query
 	cancel context.CancelFunc
@@ -109,6 +111,9 @@ func New(cfg Config, up Exchanger, reg prometheus.Registerer, log *slog.Logger) 
 		mask:    uint64(cfg.Shards - 1),
 		sem:     make(chan struct{}, cfg.MaxPrefetches),
 		flights: make(map[wire.Key]*flight),
+	}
+	if err := c.SetZoneLimits(cfg.ZoneLimits); err != nil {
+		return nil, err
 	}
 	for i := range c.shards {
 		c.shards[i] = newShard(cfg.MaxBytes / int64(cfg.Shards))

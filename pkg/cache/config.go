@@ -44,6 +44,10 @@ type Config struct {
 	// MaxNegativeTTL caps how long NXDOMAIN and NODATA replies are kept.
 	// Zero means DefaultMaxNegativeTTL (1h).
 	MaxNegativeTTL time.Duration
+	// ZoneLimits caps TTLs under some zones ("corp.example.") apart from
+	// MaxTTL and MaxNegativeTTL: the longest zone a name is under wins.
+	// Nil means none. Cache.SetZoneLimits replaces them while running.
+	ZoneLimits map[string]ZoneLimit
 	// ServfailTTL is how long a SERVFAIL reply is kept (RFC 2308 7.1).
 	// Zero means DefaultServfailTTL (5s).
 	ServfailTTL time.Duration
@@ -117,6 +121,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("cache config: MaxPrefetches is %d, want >= 0", c.MaxPrefetches)
 	case c.Shards < 0 || c.Shards > maxShards || bits.OnesCount(uint(c.Shards)) > 1:
 		return fmt.Errorf("cache config: Shards is %d, want 0 or a power of two up to %d", c.Shards, maxShards)
+	}
+	if _, err := buildZoneLimits(c.ZoneLimits, limits{}); err != nil {
+		return err
 	}
 	d := c.withDefaults()
 	if d.MaxBytes/int64(d.Shards) < minShardBytes {

@@ -42,7 +42,10 @@
 // MaxNegativeTTL 1h, ServfailTTL 5s, StaleMaxAge 1h (negative disables),
 // StaleTTL 30s, FlightMaxAge 2s, RefreshTimeout 5s, PrefetchPercent 10
 // (negative disables), PrefetchMinHits 2, MaxPrefetches 16, Shards
-// automatic, Overloaded nil, Now time.Now.
+// automatic, Overloaded nil, Now time.Now. ZoneLimits caps the TTLs of
+// names under some zones apart from MaxTTL and MaxNegativeTTL (the longest
+// zone wins whole; a zero cap is the cache-wide one); SetZoneLimits
+// replaces them while running, for entries stored from then on.
 //
 // Stats.Denials counts the negative and SERVFAIL entries held, and
 // Stats.EvictedDenials those evicted for space (the agent serves

@@ -244,7 +244,7 @@ func (c *Cache) storeRaw(key wire.Key, h uint64, raw []byte, now time.Time) (*wi
 		}
 		return c.store(key, h, m, now)
 	}
-	ttl, k, why := decideScanned(c.lim, &key, &u)
+	ttl, k, why := decideScanned(c.limitsFor(key.Name), &key, &u)
 	if why != reasonNone {
 		c.met.uncacheable[why].Add(1)
 		p := wire.PackUpstream(raw, &u, 0)
@@ -258,7 +258,7 @@ func (c *Cache) storeRaw(key wire.Key, h uint64, raw []byte, now time.Time) (*wi
 // store caches reply for key when the policy allows, and returns the reply
 // packed either way.
 func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*wire.Packed, error) {
-	ttl, k, why := decide(c.lim, &key, reply)
+	ttl, k, why := decide(c.limitsFor(key.Name), &key, reply)
 	if why != reasonNone {
 		c.met.uncacheable[why].Add(1)
 		return packReply(reply)

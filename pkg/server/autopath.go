@@ -38,7 +38,7 @@ func (s *Server) autopathBase(client netip.Addr, qname string) (base, ns string,
 
 // searchPath is the list of names a ClusterFirst pod in ns tries for base,
 // after the first: the rest of its search list, then base itself.
-func (s *Server) searchPath(base, ns string) []string {
+func (s *Server) searchPath(base, _ string) []string {
 	names := make([]string, 0, 3+len(s.cfg.AutopathSearch))
 	names = append(names, base+".svc."+s.cfg.Domain, base+"."+s.cfg.Domain)
 	for _, d := range s.cfg.AutopathSearch {

@@ -20,8 +20,8 @@ type perClient struct {
 	held map[netip.Addr]int
 }
 
-func newPerClient(max int) *perClient {
-	return &perClient{max: max, held: make(map[netip.Addr]int)}
+func newPerClient(limit int) *perClient {
+	return &perClient{max: limit, held: make(map[netip.Addr]int)}
 }
 
 // acquire takes one for client unless it holds max already.

@@ -187,8 +187,8 @@ type memoEntry struct {
 	p   *wire.Packed
 }
 
-func newZoneMemo(max int) *zoneMemo {
-	return &zoneMemo{seed: maphash.MakeSeed(), max: max, m: make(map[uint64]memoEntry)}
+func newZoneMemo(limit int) *zoneMemo {
+	return &zoneMemo{seed: maphash.MakeSeed(), max: limit, m: make(map[uint64]memoEntry)}
 }
 
 func (z *zoneMemo) get(q *wire.Query, gen uint64) (*wire.Packed, bool) {

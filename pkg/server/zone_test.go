@@ -20,7 +20,7 @@ func (z *fakeZone) InZone(qname string) bool {
 
 func (z *fakeZone) Generation() uint64 { return z.gen.Load() }
 
-func (z *fakeZone) Lookup(qname string, qtype uint16) ZoneAnswer {
+func (z *fakeZone) Lookup(qname string, _ uint16) ZoneAnswer {
 	z.lookups.Add(1)
 	soa := &dns.SOA{Hdr: dns.RR_Header{Name: "cluster.local.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 5},
 		Ns: "ns.dns.cluster.local.", Mbox: "hostmaster.cluster.local.", Serial: 1, Minttl: 5}

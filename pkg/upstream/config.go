@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -50,6 +51,10 @@ type Config struct {
 	// resolvers. A query goes to the stub whose domain is the longest suffix
 	// of its name (on label boundaries). Nil means no stub domains.
 	StubDomains map[string][]netip.AddrPort
+	// StubOptions are per stub domain settings (policy, TCP only, try
+	// timeout, in-flight cap), keyed like StubDomains; every key must be a
+	// stub domain. Nil means none.
+	StubOptions map[string]StubOptions
 	// Policy orders the servers of a set: PolicySequential, PolicyRandom
 	// ("" selects it) or PolicyRoundRobin.
 	Policy string
@@ -76,6 +81,12 @@ type Config struct {
 	// TCPMaxIdle bounds the idle TCP connections kept per server. Zero
 	// means DefaultTCPMaxIdle.
 	TCPMaxIdle int
+	// TLS lists the servers (of Servers or of stub domains) reached over
+	// DNS over TLS (RFC 7858) instead of UDP and TCP, with the TLS config
+	// to verify each: ServerName must be set; RootCAs nil means the
+	// system's. Queries go over pooled TLS connections, reused like TCP
+	// ones; health probes use TLS too. Nil means none.
+	TLS map[netip.AddrPort]*tls.Config
 	// LocalAddrs are the agent's own listeners (for example
 	// 169.254.20.10:53). An upstream equal to one of them, or a loopback
 	// upstream on the port of an unspecified listener (0.0.0.0:53), is
@@ -105,6 +116,19 @@ func (c *Config) Validate() error {
 		}
 		if err := c.checkServers("stub domain "+domain+" server", servers); err != nil {
 			return err
+		}
+	}
+	for domain, o := range c.StubOptions {
+		if _, ok := c.StubDomains[domain]; !ok {
+			return fmt.Errorf("options for %s, which is not a stub domain", domain)
+		}
+		if err := o.validate(domain); err != nil {
+			return err
+		}
+	}
+	for addr, t := range c.TLS {
+		if t == nil || t.ServerName == "" {
+			return fmt.Errorf("DNS over TLS server %v has no server name to verify", addr)
 		}
 	}
 	switch c.Policy {

@@ -49,6 +49,13 @@
 // REFUSED. When no server answers before the deadline it returns
 // ErrNoAnswer wrapping the last *AttemptError (SERVFAIL at the edge).
 //
+// A stub domain may carry its own settings (Config.StubOptions, parsed by
+// ParseStubOptions): a policy, TCP only (force-tcp), a per-try timeout and
+// an in-flight cap of its own, within the Forwarder's. Servers listed in
+// Config.TLS are reached over DNS over TLS (RFC 7858): the same pooled
+// connections as TCP, verified against the server name given, probed
+// over TLS when down; their attempts count as proto "tcp".
+//
 // # Configuration
 //
 // Config lists the servers (ParseServers parses "IP[:port],..." or a

@@ -3,6 +3,7 @@ package upstream
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -129,10 +130,15 @@ type reply struct {
 }
 
 // tryServer makes one attempt at s: UDP on a pooled or new socket, then
-// TCP if the reply is truncated. wire is the packed request; its ID is
-// rewritten.
-func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time) (reply, error) {
+// TCP if the reply is truncated; TCP alone when forceTCP and for a DNS
+// over TLS server. wire is the packed request; its ID is rewritten.
+func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time, forceTCP bool) (reply, error) {
 	sent := time.Now()
+	if forceTCP || s.tls != nil {
+		r, err := f.tryTCP(ctx, s, q, wire, deadline)
+		f.tap(s, true, wire, r.raw, sent)
+		return r, err
+	}
 	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline, false)
 	if err != nil || !truncated {
 		f.tap(s, false, wire, r.raw, sent)
@@ -234,8 +240,7 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 	for {
 		conn, reused := s.tcp.get(time.Now())
 		if !reused {
-			d := net.Dialer{Deadline: deadline}
-			c, err := d.DialContext(ctx, "tcp", s.addr.String())
+			c, err := s.dial(ctx, deadline)
 			if err != nil {
 				return reply{}, classify(ctx, s.addr, protoTCP, err)
 			}
@@ -255,6 +260,16 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 			return reply{}, classify(ctx, s.addr, protoTCP, err)
 		}
 	}
+}
+
+// dial opens a TCP connection to s, with a TLS handshake for a DNS over
+// TLS server.
+func (s *server) dial(ctx context.Context, deadline time.Time) (net.Conn, error) {
+	d := &net.Dialer{Deadline: deadline}
+	if s.tls == nil {
+		return d.DialContext(ctx, "tcp", s.addr.String())
+	}
+	return (&tls.Dialer{NetDialer: d, Config: s.tls}).DialContext(ctx, "tcp", s.addr.String())
 }
 
 // watchedTCP is roundTripTCP under conn's deadline and a watch on ctx.

@@ -91,6 +91,7 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 	f.def = newSet(cfg.Servers)
 	for _, domain := range sortedDomains(cfg.StubDomains) {
 		f.stubs[domain] = newSet(cfg.StubDomains[domain])
+		f.stubs[domain].setOptions(cfg.StubOptions[domain])
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Add(1)
@@ -141,6 +142,14 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 		return nil, netip.AddrPort{}, ErrOverloaded
 	}
 	defer f.sem.Release(1)
+	set := f.route(req.Question[0].Name)
+	if set.sem != nil {
+		if !set.sem.TryAcquire(1) {
+			f.m.overloaded.Inc()
+			return nil, netip.AddrPort{}, ErrOverloaded
+		}
+		defer set.sem.Release(1)
+	}
 
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
@@ -157,7 +166,8 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 	}
 	q := &req.Question[0]
 	var stack [8]*server
-	servers := f.route(q.Name).order(stack[:0], f.cfg.Policy)
+	servers := set.order(stack[:0], set.policy(f.cfg.Policy))
+	tryTimeout := set.tryTimeout(f.cfg.TryTimeout)
 
 	var lastErr error
 	var refused []byte
@@ -169,11 +179,11 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 				break
 			}
 			from = s.addr
-			tryDeadline := start.Add(f.cfg.TryTimeout)
+			tryDeadline := start.Add(tryTimeout)
 			if deadline.Before(tryDeadline) {
 				tryDeadline = deadline
 			}
-			r, tryErr := f.tryServer(ctx, s, q, wire, readSize, tryDeadline)
+			r, tryErr := f.tryServer(ctx, s, q, wire, readSize, tryDeadline, set.opts.ForceTCP)
 			if tryErr != nil {
 				lastErr = tryErr
 				f.recordFailure(s, errorKind(tryErr))

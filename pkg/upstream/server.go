@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"cmp"
+	"crypto/tls"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/semaphore"
 )
 
 // maxProbeBackoff is how many times ProbeInterval the wait between probes
@@ -20,6 +22,7 @@ const maxProbeBackoff = 30
 // server is one upstream resolver, shared by every set that lists it.
 type server struct {
 	addr    netip.AddrPort // always valid
+	tls     *tls.Config    // DNS over TLS; nil for UDP and TCP
 	udpAddr *net.UDPAddr   // addr, converted once
 	tcp     *tcpPool       // always non-nil
 	udp     *udpPool       // always non-nil
@@ -47,7 +50,17 @@ func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
 		maxUses: cmp.Or(cfg.udpMaxUses, udpMaxUses),
 		m:       m.forServer(addr.String()),
 		cm:      m.coredns.forServer(addr.String()),
+		tls:     tlsFor(cfg, addr),
 	}
+}
+
+func tlsFor(cfg *Config, addr netip.AddrPort) *tls.Config {
+	if t := cfg.TLS[addr]; t != nil {
+		t = t.Clone()
+		t.ClientSessionCache = tls.NewLRUClientSessionCache(8) // resumption on reconnect
+		return t
+	}
+	return nil
 }
 
 // countRequest counts an attempt on proto; health probes are not counted.
@@ -92,8 +105,10 @@ func (s *server) status() ServerStatus {
 
 // serverSet is the ordered servers of the default set or of a stub domain.
 type serverSet struct {
-	servers []*server     // non-empty, in configured order
-	next    atomic.Uint64 // round_robin rotation
+	servers []*server           // non-empty, in configured order
+	next    atomic.Uint64       // round_robin rotation
+	opts    StubOptions         // a stub domain's own settings; zero for the default set
+	sem     *semaphore.Weighted // opts.MaxInFlight; nil without one
 }
 
 // order appends the servers to dst in the order policy gives, then moves
@@ -221,7 +236,11 @@ func (f *Forwarder) probe(s *server) error {
 		return err
 	}
 	start := time.Now()
-	_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout), true)
+	if s.tls != nil { // a DNS over TLS server answers no UDP
+		_, err = f.tryTCP(f.ctx, s, &q, wire, start.Add(f.cfg.TryTimeout))
+	} else {
+		_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout), true)
+	}
 	s.cm.probed(err == nil)
 	if err != nil {
 		f.log.Debug("upstream probe failed", "server", s.addr, "err", err)

@@ -66,7 +66,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "dnsload:", err)
 			os.Exit(1)
 		}
-		os.Stdout.Write(b)
+		_, _ = os.Stdout.Write(b)
 		return
 	}
 	var names []name

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/nodecache/nodecache/pkg/corefile"
+	"github.com/nodecache/nodecache/pkg/upstream"
+)
+
+// forwardTargets are the TO arguments of a forward directive, by kind.
+type forwardTargets struct {
+	servers []string // IP[:port] and tls://IP[:port]#NAME, in order, validated
+	paths   []string // resolv.conf files
+	cluster bool     // node-local-dns's __PILLAR__CLUSTER__DNS__
+}
+
+// parseForwardTargets sorts the TO arguments; serverName is the
+// forward's tls_servername ("" verifies the IP).
+func parseForwardTargets(args []string, serverName string) (forwardTargets, error) {
+	var t forwardTargets
+	dot := &upstreamTLS{servers: map[netip.AddrPort]*tls.Config{}}
+	for _, to := range args {
+		lower := strings.ToLower(to)
+		switch {
+		case to == clusterDNSPillar:
+			t.cluster = true
+		case strings.HasPrefix(lower, "tls://"):
+			spec := to[len("tls://"):]
+			if serverName != "" {
+				spec += "#" + serverName
+			}
+			if _, err := dot.parseTLS(spec); err != nil {
+				return t, fmt.Errorf("%q: %w", to, err)
+			}
+			t.servers = append(t.servers, "tls://"+spec)
+		case strings.Contains(lower, "://") && !strings.HasPrefix(lower, "dns://"):
+			return t, fmt.Errorf("%q: forward takes dns:// and tls:// servers", to)
+		case strings.Contains(strings.TrimPrefix(lower, "dns://"), "/"):
+			t.paths = append(t.paths, to)
+		default:
+			ip := to[len(to)-len(strings.TrimPrefix(lower, "dns://")):]
+			if _, err := upstream.ParseServers(ip); err != nil {
+				return t, err
+			}
+			t.servers = append(t.servers, ip)
+		}
+	}
+	return t, nil
+}
+
+// forward translates `forward FROM TO... { options }`.
+func (t *translator) forward(b *blockCtx, d *corefile.Directive) error {
+	if len(d.Args) < 2 {
+		return errors.New("want forward FROM TO [TO...]")
+	}
+	w := where(t.file, d)
+	zones := b.zones
+	if d.Args[0] != "." {
+		k, err := parseServerKey(d.Args[0])
+		if err != nil {
+			return err
+		}
+		zones = []string{k.zone}
+	}
+	serverName := ""
+	if o := d.Option("tls_servername"); o != nil && len(o.Args) == 1 {
+		serverName = o.Args[0]
+	}
+	to, err := parseForwardTargets(d.Args[1:], serverName)
+	if err != nil {
+		return err
+	}
+	for _, z := range zones {
+		switch {
+		case to.cluster || z == t.clusterDomain || (isReverseZone(z) && b.hasK8):
+			t.m.note(w, "nodecache answers the cluster zone itself from the API server, and sends the names it does not own to the default upstreams; this forward's options do not apply")
+			continue
+		case z == ".":
+			t.rootForward(w, to)
+		default:
+			t.stubForward(b, z, w, to)
+		}
+		t.forwardOptions(z, d)
+	}
+	return nil
+}
+
+func (t *translator) rootForward(w string, to forwardTargets) {
+	if len(to.paths) > 0 && len(to.servers) > 0 || len(to.paths) > 1 {
+		t.m.unsupport(w, "nodecache takes either a resolv.conf or a list of servers as its upstream: only the first resolv.conf is used")
+	}
+	switch {
+	case len(to.paths) > 0:
+		t.m.set("upstream", to.paths[0], w)
+	case len(to.servers) > 0:
+		t.m.set("upstream", strings.Join(to.servers, ","), w)
+	}
+}
+
+func (t *translator) stubForward(b *blockCtx, zone, w string, to forwardTargets) {
+	if len(to.paths) > 0 {
+		t.m.unsupport(w, fmt.Sprintf("a stub domain takes servers, not a resolv.conf: names under %s go to the default upstreams", zone))
+	}
+	if len(to.servers) == 0 {
+		return
+	}
+	t.stubs[zone] = &stubOut{block: b, servers: strings.Join(to.servers, ","), from: []string{w}}
+	t.stubOrder = append(t.stubOrder, zone)
+}
+
+// stubOut is a --stub-domain being written: servers, options, and the
+// directives they came from.
+type stubOut struct {
+	block   *blockCtx
+	servers string
+	opts    []string
+	from    []string
+}
+
+func (s *stubOut) option(opt, from string) {
+	s.opts = append(s.opts, opt)
+	s.from = append(s.from, from)
+}
+
+// forwardOptions translates the options of a forward for zone.
+func (t *translator) forwardOptions(zone string, d *corefile.Directive) {
+	root := zone == "."
+	stub := t.stubs[zone]
+	for _, o := range d.Options {
+		w := where(t.file, o)
+		switch o.Name {
+		case "policy", "max_concurrent":
+			key := map[string]string{"policy": "upstream-policy", "max_concurrent": "max-upstream-inflight"}[o.Name]
+			opt := map[string]string{"policy": "policy", "max_concurrent": "max-concurrent"}[o.Name]
+			switch {
+			case len(o.Args) != 1:
+				t.m.unsupport(w, fmt.Sprintf("%s wants one value", o.Name))
+			case root && o.Name == "max_concurrent":
+				t.m.set(key, o.Args[0], w+" (nodecache's cap covers stub domains too)")
+			case root:
+				t.m.set(key, o.Args[0], w)
+			case stub != nil:
+				stub.option(opt+"="+o.Args[0], w)
+			}
+		case "force_tcp":
+			if root {
+				t.m.unsupport(w, "queries to the default upstreams go over UDP first, and over TCP only after a truncated reply")
+			} else if stub != nil {
+				stub.option("force-tcp", w)
+			}
+		case "prefer_udp":
+			t.m.note(w, "nodecache always sends UDP first and retries over TCP after a truncated reply")
+		case "expire":
+			t.m.note(w, "nodecache closes idle upstream TCP connections after 10s")
+		case "max_fails", "health_check":
+			t.m.note(w, "nodecache marks a server down after 3 failed tries in a row and probes it (from 1s, backing off); down servers are still tried last")
+		case "tls_servername":
+			t.m.note(w, "written as #NAME after each tls:// server")
+		case "tls":
+			t.forwardTLS(w, o.Args)
+		case "except":
+			t.m.unsupport(w, fmt.Sprintf("names under %s go to this forward's servers too", strings.Join(o.Args, " ")))
+		default:
+			t.m.unsupport(w, fmt.Sprintf("forward option %s has no nodecache equivalent", o.Name))
+		}
+	}
+}
+
+// forwardTLS translates `tls [CERT KEY] [CA]`: the CA verifies the
+// servers (--upstream-tls-ca, for every DNS over TLS upstream); a client
+// certificate is not reproduced.
+func (t *translator) forwardTLS(w string, args []string) {
+	switch len(args) {
+	case 0:
+		t.m.note(w, "the system's CAs verify DNS over TLS servers")
+	case 1, 3:
+		t.m.set("upstream-tls-ca", args[len(args)-1], w+" (mount it into the nodecache pod at this path)")
+	}
+	if len(args) >= 2 {
+		t.m.unsupport(w, "nodecache presents no client certificate to DNS over TLS servers: one that requires it refuses the connection")
+	}
+}

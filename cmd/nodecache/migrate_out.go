@@ -1,0 +1,179 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/nodecache/nodecache/pkg/corefile"
+)
+
+// A migration is what `nodecache migrate` made of a Corefile: settings of
+// the --config file, each with the directive it reproduces, notes on what
+// behaves the same without a setting, and what cannot be reproduced.
+type migration struct {
+	source      string              // "Corefile" or "node-local-dns ConfigMap", for the header
+	settings    map[string]*setting // by flag name
+	notes       []string            // comment lines: same behaviour, no setting needed
+	unsupported []string            // one line each: what changes for pods
+}
+
+// setting is one key of the config file. A list key has items; a scalar
+// one has a value. from names the directive it came from.
+type setting struct {
+	value string
+	from  string
+	items []item
+}
+
+type item struct{ value, from string }
+
+func newMigration(source string) *migration {
+	return &migration{source: source, settings: map[string]*setting{}}
+}
+
+// where names a directive for comments and messages: "Corefile:12 cache 30".
+func where(file string, d *corefile.Directive) string {
+	return fmt.Sprintf("%s:%d %s", file, d.Line, d.String())
+}
+
+// set records a scalar setting. A second directive asking for the same
+// value adds itself to the comment; one asking for another value is
+// reported, and the first one stays.
+func (m *migration) set(key, value, from string) {
+	if s, ok := m.settings[key]; ok {
+		if s.value != value {
+			m.unsupport(from, fmt.Sprintf("asks for %s %s, but %s already set it to %s; nodecache has one %s for every zone",
+				key, value, strings.SplitN(s.from, ";", 2)[0], s.value, key))
+			return
+		}
+		if !strings.Contains(s.from, from) {
+			s.from += "; " + from
+		}
+		return
+	}
+	m.settings[key] = &setting{value: value, from: from}
+}
+
+// add appends an item to a list setting.
+func (m *migration) add(key, value, from string) {
+	s, ok := m.settings[key]
+	if !ok {
+		s = &setting{}
+		m.settings[key] = s
+	}
+	s.items = append(s.items, item{value, from})
+}
+
+func (m *migration) note(from, msg string) { m.notes = append(m.notes, from+": "+msg) }
+
+func (m *migration) unsupport(from, msg string) {
+	m.unsupported = append(m.unsupported, from+": "+msg)
+}
+
+// writeYAML writes the config file: every line a setting or a comment,
+// every setting with the directive it came from.
+func (m *migration) writeYAML(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# nodecache config written by `nodecache migrate` from %s.\n", m.source)
+	b.WriteString("# Use it with `nodecache run --config FILE`; each setting names the directive it reproduces.\n")
+	keys := make([]string, 0, len(m.settings))
+	for k := range m.settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s := m.settings[k]
+		if s.items == nil {
+			fmt.Fprintf(&b, "%s: %s  # %s\n", k, yamlScalar(s.value), s.from)
+			continue
+		}
+		fmt.Fprintf(&b, "%s:  # one entry per line below\n", k)
+		for _, it := range s.items {
+			fmt.Fprintf(&b, "  - %s  # %s\n", yamlScalar(it.value), it.from)
+		}
+	}
+	if len(m.notes) > 0 {
+		b.WriteString("# Reproduced without a setting, or changed in a way pods do not see:\n")
+		for _, n := range groupNotes(m.notes) {
+			b.WriteString("#   " + n + "\n")
+		}
+	}
+	if len(m.unsupported) > 0 {
+		b.WriteString("# NOT reproduced (also listed on stderr):\n")
+		for _, u := range m.unsupported {
+			b.WriteString("#   " + u + "\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// yamlScalar quotes v when YAML would read it as something other than
+// the string (a number, a bool, a map key, a comment).
+func yamlScalar(v string) string {
+	plain := v != "" && !strings.ContainsAny(v, ":#{}[]&*!|>'\"%@`,") && !strings.HasPrefix(v, "-") &&
+		!strings.HasPrefix(v, " ") && !strings.HasSuffix(v, " ")
+	if v == "true" || v == "false" {
+		return v // a flag's boolean; the config reader prints it back the same
+	}
+	switch strings.ToLower(v) {
+	case "true", "false", "yes", "no", "on", "off", "null", "~", "y", "n":
+		plain = false
+	}
+	if plain {
+		isNum := true
+		for _, r := range v {
+			if (r < '0' || r > '9') && r != '.' {
+				isNum = false
+				break
+			}
+		}
+		if !isNum {
+			return v
+		}
+	}
+	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+// lineRE finds the line number of a "file:N directive" prefix.
+var lineRE = regexp.MustCompile(`^[^ ]*:(\d+) `)
+
+// groupNotes folds notes that say the same about the same directive on
+// other lines into the first: "Corefile:2 errors (also lines 17, 28): ...".
+func groupNotes(notes []string) []string {
+	type group struct {
+		first string
+		also  []string
+	}
+	var order []string
+	groups := map[string]*group{}
+	for _, n := range notes {
+		from, msg, _ := strings.Cut(n, ": ")
+		key := n // a note without a line stays alone
+		if m := lineRE.FindStringSubmatch(from); m != nil {
+			key = strings.TrimPrefix(from, m[0][:len(m[0])-1]) + "\x00" + msg // directive text and message
+		}
+		if g, ok := groups[key]; ok {
+			if m := lineRE.FindStringSubmatch(from); m != nil {
+				g.also = append(g.also, m[1])
+			}
+			continue
+		}
+		groups[key] = &group{first: n}
+		order = append(order, key)
+	}
+	out := make([]string, 0, len(order))
+	for _, k := range order {
+		g := groups[k]
+		if len(g.also) == 0 {
+			out = append(out, g.first)
+			continue
+		}
+		from, msg, _ := strings.Cut(g.first, ": ")
+		out = append(out, fmt.Sprintf("%s (also lines %s): %s", from, strings.Join(g.also, ", "), msg))
+	}
+	return out
+}

@@ -1,0 +1,186 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/nodecache/nodecache/pkg/corefile"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files of TestMigrateGolden")
+
+// TestMigrateGolden translates every Corefile under testdata/migrate and
+// compares the config written, the lines on stderr and the exit status
+// with the golden files want.yaml and want.stderr.
+func TestMigrateGolden(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/migrate/*/Corefile")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no test Corefiles: %v", err)
+	}
+	for _, cf := range dirs {
+		dir := filepath.Dir(cf)
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			args := []string{"--corefile", cf}
+			if data, err := os.ReadFile(filepath.Join(dir, "args")); err == nil {
+				args = append(args, strings.Fields(string(data))...)
+			}
+			var stdout, stderr bytes.Buffer
+			err := runMigrate(context.Background(), args, migrateEnv{stdout: &stdout, stderr: &stderr, client: noCluster})
+			fmt.Fprintf(&stderr, "exit %d\n", exitCode(err))
+			if err != nil {
+				fmt.Fprintln(&stderr, err)
+			}
+			golden(t, filepath.Join(dir, "want.yaml"), stdout.String())
+			golden(t, filepath.Join(dir, "want.stderr"), stderr.String())
+			if exitCode(err) == 0 || exitCode(err) == exitUnsupported {
+				if err := checkRunConfig(stdout.Bytes()); err != nil {
+					t.Errorf("the config written does not load: %v", err)
+				}
+			}
+		})
+	}
+}
+
+func noCluster(string) (kubernetes.Interface, error) {
+	return nil, errors.New("no cluster in this test")
+}
+
+func golden(t *testing.T, path, got string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("reading golden file (go test -run TestMigrateGolden -update writes it): %v", err)
+	}
+	if got != string(want) {
+		t.Errorf("%s: got\n%s\nwant\n%s", path, got, want)
+	}
+}
+
+// TestMigrateFromCluster reads the ConfigMaps from an API (a fake
+// clientset): node-local-dns's Corefile wins over coredns's, and the
+// kube-dns ConfigMap's stub domains are checked and named.
+func TestMigrateFromCluster(t *testing.T) {
+	nodeLocal, err := os.ReadFile("testdata/migrate/nodelocaldns/Corefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := func(name string, data map[string]string) *corev1.ConfigMap {
+		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "kube-system"}, Data: data}
+	}
+	tests := []struct {
+		name    string
+		objects []runtime.Object
+		code    int
+		want    []string // lines the config must hold
+	}{
+		{"node-local-dns and kube-dns", []runtime.Object{
+			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
+			cm("node-local-dns", map[string]string{"Corefile": string(nodeLocal)}),
+			cm("kube-dns", map[string]string{"stubDomains": `{"acme.local": ["10.150.0.1"]}`}),
+		}, 0, []string{"from kube-system/node-local-dns.", "kube-dns ConfigMap: stubDomains acme.local=10.150.0.1:53;"}},
+		{"coredns only", []runtime.Object{
+			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
+		}, 0, []string{"upstream: '192.0.2.1'  # kube-system/coredns:2 forward . 192.0.2.1"}},
+		{"bad kube-dns", []runtime.Object{
+			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
+			cm("kube-dns", map[string]string{"stubDomains": `{"acme.local": "10.150.0.1"}`}),
+		}, exitBadInput, nil},
+		{"no Corefile", nil, exitBadInput, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := fake.NewClientset(tt.objects...)
+			var stdout, stderr bytes.Buffer
+			args := []string{"--from-cluster"}
+			if tt.name == "node-local-dns and kube-dns" {
+				args = append(args, "--var=__PILLAR__DNS__DOMAIN__=cluster.local", "--var=__PILLAR__LOCAL__DNS__=169.254.20.10", "--var=__PILLAR__DNS__SERVER__=10.96.0.10")
+			}
+			err := runMigrate(context.Background(), args, migrateEnv{stdout: &stdout, stderr: &stderr,
+				client: func(string) (kubernetes.Interface, error) { return client, nil }})
+			if got := exitCode(err); got != tt.code {
+				t.Fatalf("got exit %d (%v), want %d; stderr:\n%s", got, err, tt.code, stderr.String())
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(stdout.String(), w) {
+					t.Errorf("config lacks %q; got\n%s", w, stdout.String())
+				}
+			}
+			for _, a := range client.Actions() {
+				if a.GetVerb() != "get" {
+					t.Errorf("got a %s on the API, want reads only", a.GetVerb())
+				}
+			}
+		})
+	}
+}
+
+// TestMigrateAcceptAndOutput checks --accept-unsupported (exit 0, the
+// lines still on stderr) and -o FILE.
+func TestMigrateAcceptAndOutput(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "config.yaml")
+	var stdout, stderr bytes.Buffer
+	err := runMigrate(context.Background(), []string{"--corefile", "testdata/migrate/kubeadm/Corefile", "-o", out, "--accept-unsupported"},
+		migrateEnv{stdout: &stdout, stderr: &stderr, client: noCluster})
+	if err != nil {
+		t.Fatalf("got %v, want exit 0 with --accept-unsupported", err)
+	}
+	if !strings.Contains(stderr.String(), "not reproduced: Corefile:22 loadbalance") {
+		t.Errorf("got stderr %q, want the loadbalance line", stderr.String())
+	}
+	want, _ := os.ReadFile("testdata/migrate/kubeadm/want.yaml")
+	got, err := os.ReadFile(out)
+	if err != nil || string(got) != string(want) || stdout.Len() != 0 {
+		t.Errorf("got file %q (%v) and stdout %q, want the golden config in the file only", got, err, stdout.String())
+	}
+	for _, args := range [][]string{{}, {"--corefile", "nope/Corefile"}, {"--corefile", out, "extra"}, {"--var", "novalue", "--corefile", out}} {
+		if err := runMigrate(context.Background(), args, migrateEnv{stdout: &stdout, stderr: &stderr, client: noCluster}); exitCode(err) != exitBadInput {
+			t.Errorf("args %q: got %v, want exit %d", args, err, exitBadInput)
+		}
+	}
+}
+
+// FuzzMigrate feeds Corefiles to the translation: it must never panic,
+// and whatever config it writes must load in `nodecache run`.
+func FuzzMigrate(f *testing.F) {
+	seeds, _ := filepath.Glob("testdata/migrate/*/Corefile")
+	for _, s := range seeds {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(data))
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		in := &migrateInput{name: "Corefile", text: text, cleanup: func() {}}
+		m, err := migrateFrom(in, corefile.Vars{upstreamPillar: "/etc/resolv.conf"}, migrateOpts{clusterDomain: "cluster.local"})
+		if err != nil {
+			return // bad input: an error, as wanted
+		}
+		var buf bytes.Buffer
+		if err := m.writeYAML(&buf); err != nil {
+			t.Fatal(err)
+		}
+		if err := checkRunConfig(buf.Bytes()); err != nil {
+			t.Fatalf("the config written does not load: %v\n%s", err, buf.String())
+		}
+	})
+}

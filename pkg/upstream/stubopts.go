@@ -1,0 +1,97 @@
+package upstream
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// StubOptions are a stub domain's own forwarding settings, for the
+// per-zone options of a Corefile's forward plugin. A zero field takes the
+// Forwarder's setting.
+type StubOptions struct {
+	// Policy orders the stub's servers; "" takes Config.Policy.
+	Policy string
+	// ForceTCP sends every query to the stub's servers over TCP (pooled
+	// connections), never UDP.
+	ForceTCP bool
+	// TryTimeout bounds one attempt at one of the stub's servers; zero
+	// takes Config.TryTimeout.
+	TryTimeout time.Duration
+	// MaxInFlight caps the queries in flight to the stub's servers,
+	// within Config.MaxInFlight; beyond it Exchange returns ErrOverloaded.
+	// Zero means only the Forwarder's cap.
+	MaxInFlight int
+}
+
+func (o *StubOptions) validate(domain string) error {
+	switch o.Policy {
+	case "", PolicySequential, PolicyRandom, PolicyRoundRobin:
+	default:
+		return fmt.Errorf("stub domain %s: unknown policy %q (want %s, %s or %s)",
+			domain, o.Policy, PolicySequential, PolicyRandom, PolicyRoundRobin)
+	}
+	if o.TryTimeout < 0 || o.MaxInFlight < 0 {
+		return fmt.Errorf("stub domain %s: timeout and max in flight must not be negative", domain)
+	}
+	return nil
+}
+
+// ParseStubOptions parses the options that may follow a stub domain's
+// servers: policy=P, force-tcp, prefer-udp (the default, accepted for
+// clarity), timeout=DURATION and max-concurrent=N. Unknown words are
+// errors; keys it does not know are returned in rest for the caller.
+func ParseStubOptions(words []string) (o StubOptions, rest []string, err error) {
+	for _, w := range words {
+		k, v, hasValue := strings.Cut(w, "=")
+		switch {
+		case k == "force-tcp" && !hasValue:
+			o.ForceTCP = true
+		case k == "prefer-udp" && !hasValue:
+		case k == "policy" && hasValue:
+			o.Policy = v
+		case k == "timeout" && hasValue:
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return o, nil, fmt.Errorf("timeout=%s: want a positive duration such as 2s", v)
+			}
+			o.TryTimeout = d
+		case k == "max-concurrent" && hasValue:
+			n, err := strconv.Atoi(v)
+			if err != nil || n <= 0 {
+				return o, nil, fmt.Errorf("max-concurrent=%s: want a positive number", v)
+			}
+			o.MaxInFlight = n
+		default:
+			rest = append(rest, w)
+		}
+	}
+	return o, rest, nil
+}
+
+// setOptions gives ss the options of its stub domain.
+func (ss *serverSet) setOptions(o StubOptions) {
+	ss.opts = o
+	if o.MaxInFlight > 0 {
+		ss.sem = semaphore.NewWeighted(int64(o.MaxInFlight))
+	}
+}
+
+// policy is the set's policy, else def.
+func (ss *serverSet) policy(def string) string {
+	if ss.opts.Policy != "" {
+		return ss.opts.Policy
+	}
+	return def
+}
+
+// tryTimeout is the set's per-try timeout, else def.
+func (ss *serverSet) tryTimeout(def time.Duration) time.Duration {
+	if ss.opts.TryTimeout > 0 {
+		return ss.opts.TryTimeout
+	}
+	return def
+}
