@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -313,13 +311,14 @@ func (a *agent) serveAdmin(ctx context.Context) error {
 		<-ctx.Done()
 		return nil
 	}
-	ln, err := listenRootSocket(path)
+	ln, err := listenRootSocket(ctx, path, a.socketWait(), a.log)
 	if err != nil {
 		return fmt.Errorf("admin socket: %w", err)
 	}
-	// Requests live under ctx, so that a `tail` stream ends with the agent.
-	h := &http.Server{Handler: a.adminMux(), ReadHeaderTimeout: 5 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return ctx }}
+	// Requests live under ctx, so that a `tail` stream ends with the agent;
+	// no write timeout, which would cut that stream (the peers are root).
+	h := httpServer(a.adminMux(), 0)
+	h.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
 	go func() { errc <- h.Serve(ln) }()
 	select {
@@ -348,25 +347,4 @@ func atoiDefault(s string, def int) int {
 		return n
 	}
 	return def
-}
-
-// listenRootSocket listens on the unix socket path, readable and writable by
-// root only (0600, in a 0700 directory it creates if needed). A file already
-// there is a predecessor's or a crashed agent's and is replaced. The path is
-// not removed on close: a successor may already have replaced it.
-func listenRootSocket(path string) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return nil, fmt.Errorf("creating directory for %s: %w", path, err)
-	}
-	_ = os.Remove(path)
-	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: path, Net: "unix"})
-	if err != nil {
-		return nil, fmt.Errorf("listening on %s: %w", path, err)
-	}
-	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o600); err != nil {
-		_ = ln.Close()
-		return nil, fmt.Errorf("restricting %s to root: %w", path, err)
-	}
-	return ln, nil
 }

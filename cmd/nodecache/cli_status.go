@@ -105,7 +105,7 @@ func rulesLine(r iface.RulesStatus) string {
 			bad = append(bad, fmt.Sprintf("%s %s/%s absent", c.Family, c.Table, c.Chain))
 		case c.Missing > 0 || c.Extra > 0:
 			bad = append(bad, fmt.Sprintf("%s %s/%s %d missing %d extra", c.Family, c.Table, c.Chain, c.Missing, c.Extra))
-		case c.Jumps != 1 || !c.JumpFirst:
+		case c.Jumps != 1 || !c.JumpFirst && !c.Yielded:
 			bad = append(bad, fmt.Sprintf("%s %s jump to %s: %d copies, first=%t", c.Family, c.Parent, c.Chain, c.Jumps, c.JumpFirst))
 		}
 	}

@@ -30,6 +30,9 @@ func TestMain(m *testing.M) {
 		_ = dispatch(strings.Fields(args)) // flag.ErrHelp
 		os.Exit(0)
 	}
+	if code, ok := helperProcess(); ok { // an agent or a peer for the tests in cleanup_linux_test.go
+		os.Exit(code)
+	}
 	os.Exit(m.Run())
 }
 
@@ -51,7 +54,7 @@ func commandHelp(t testing.TB, args ...string) string {
 // dispatches itself.
 func docCommands(t testing.TB) map[string][]string {
 	t.Helper()
-	cmds := map[string][]string{"probe": {"probe", "live", "-h"}, "migrate": {"migrate", "-h"}}
+	cmds := map[string][]string{"probe": {"probe", "live", "-h"}, "migrate": {"migrate", "-h"}, "cleanup": {"cleanup", "-h"}}
 	for name := range cliTable() {
 		cmds[name] = []string{name, "-h"}
 	}

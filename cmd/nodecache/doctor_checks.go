@@ -59,6 +59,9 @@ func (e *doctorEnv) checkInterface(ctx context.Context) []finding {
 		s, err := e.inspect(ctx, cfg)
 		if err == nil {
 			st, source, direct = s, "inspected now", true
+			if e.st != nil {
+				carryYield(&st.Rules, e.st.Interface.Rules)
+			}
 		} else if e.st == nil {
 			return []finding{{Check: "interface", Severity: sevWarn, Detail: "cannot inspect the link and rules: " + err.Error(),
 				Fix: "run as root with iptables installed, or start the agent"}}
@@ -125,6 +128,18 @@ func linkFindings(s iface.InterfaceStatus, source string) []finding {
 	return []finding{f}
 }
 
+// carryYield marks the inspected chains whose jump the agent yields to a
+// foreign rule at position 1: only the agent knows it moved it once already.
+func carryYield(inspected *iface.RulesStatus, agent iface.RulesStatus) {
+	for i, c := range inspected.Chains {
+		for _, a := range agent.Chains {
+			if a.Yielded && a.Family == c.Family && a.Table == c.Table && a.Chain == c.Chain && c.Jumps == 1 && !c.JumpFirst {
+				inspected.Chains[i].Yielded = true
+			}
+		}
+	}
+}
+
 func ruleFindings(r iface.RulesStatus, source string) []finding {
 	if r.State == iface.StateDisabled {
 		return []finding{{Check: "rules", Severity: sevWarn, Detail: "the agent does not manage iptables rules (--setup-iptables=false)",
@@ -141,10 +156,14 @@ func ruleFindings(r iface.RulesStatus, source string) []finding {
 			out = append(out, finding{Check: "rules", Severity: sevFail,
 				Detail: fmt.Sprintf("%s: chain %s has %d of %d rules, %d extra (%s)", where, c.Chain, c.Present, c.Want, c.Extra, source),
 				Fix:    "the agent rewrites the chain within --sync-interval; something else edits it"})
-		case c.Jumps != 1 || !c.JumpFirst:
+		case c.Jumps != 1 || !c.JumpFirst && !c.Yielded:
 			out = append(out, finding{Check: "rules", Severity: sevFail,
 				Detail: fmt.Sprintf("%s: jump to %s in %s: %d copies, first=%t (%s)", where, c.Chain, c.Parent, c.Jumps, c.JumpFirst, source),
 				Fix:    "another rule is inserted ahead of ours (kube-proxy, a CNI, a firewall): DNS may be conntracked or DNATed before NOTRACK"})
+		case !c.JumpFirst && c.Yielded:
+			out = append(out, finding{Check: "rules", Severity: sevWarn,
+				Detail: fmt.Sprintf("%s: jump to %s in %s is not first: another rule keeps taking position 1 and the agent stopped fighting for it (%s)", where, c.Chain, c.Parent, source),
+				Fix:    "check that the rule ahead of ours (iptables -S " + c.Parent + ") does not DROP, DNAT or conntrack DNS to the local IPs"})
 		}
 	}
 	if len(out) == 0 {

@@ -161,11 +161,27 @@ func TestDoctorConntrack(t *testing.T) {
 	}
 }
 
+// TestDoctorCarriesTheAgentsYield: a direct inspection sees a jump that is
+// not first; the agent's status says it yielded that position on purpose.
+func TestDoctorCarriesTheAgentsYield(t *testing.T) {
+	c := iface.ChainStatus{Family: "ipv4", Table: "raw", Chain: "NODECACHE-PREROUTING", Exists: true, Jumps: 1}
+	inspected := iface.RulesStatus{Chains: []iface.ChainStatus{c, c}}
+	inspected.Chains[1].Chain = "NODECACHE-OUTPUT"
+	agent := c
+	agent.Yielded = true
+	carryYield(&inspected, iface.RulesStatus{Chains: []iface.ChainStatus{agent}})
+	if !inspected.Chains[0].Yielded || inspected.Chains[1].Yielded {
+		t.Errorf("yielded after carrying: got %v, %v; want true for the agent's chain only", inspected.Chains[0].Yielded, inspected.Chains[1].Yielded)
+	}
+}
+
 func TestDoctorRules(t *testing.T) {
 	good := iface.ChainStatus{Family: "ipv4", Table: "raw", Chain: "NODECACHE-PREROUTING", Parent: "PREROUTING",
 		Exists: true, Want: 2, Present: 2, Jumps: 1, JumpFirst: true}
 	notFirst := good
 	notFirst.JumpFirst = false
+	yielded := notFirst
+	yielded.Yielded = true
 	missing := good
 	missing.Present, missing.Missing = 1, 1
 	tests := []struct {
@@ -175,6 +191,7 @@ func TestDoctorRules(t *testing.T) {
 	}{
 		{"converged", iface.RulesStatus{State: iface.StateOK, Backend: "nft", Chains: []iface.ChainStatus{good, good}}, []string{sevOK}},
 		{"jump not first", iface.RulesStatus{State: iface.StateDrift, Backend: "nft", Chains: []iface.ChainStatus{good, notFirst}}, []string{sevFail}},
+		{"jump yielded to a foreign rule", iface.RulesStatus{State: iface.StateOK, Backend: "nft", Chains: []iface.ChainStatus{good, yielded}}, []string{sevWarn}},
 		{"rule missing", iface.RulesStatus{State: iface.StateDrift, Backend: "nft", Chains: []iface.ChainStatus{missing}}, []string{sevFail}},
 		{"disabled", iface.RulesStatus{State: iface.StateDisabled, Backend: "disabled"}, []string{sevWarn}},
 	}

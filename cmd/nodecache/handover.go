@@ -2,13 +2,13 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"slices"
@@ -24,7 +24,7 @@ import (
 //
 //	successor   → predecessor  hello{version}
 //	predecessor → successor    offer{addrs, udp, tcp} + SCM_RIGHTS(listener fds)
-//	predecessor → successor    the warm cache (cache.Export), length-prefixed
+//	predecessor → successor    the warm cache: 0xFFFFFFFF, then cache.Export's stream
 //	successor   → predecessor  ready       (it now reads the shared sockets)
 //	predecessor → successor    done        (it stopped reading; in-flight finished)
 //
@@ -125,7 +125,11 @@ func (a *agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 	r := bufio.NewReader(conn)
 	var size uint32
 	if err := binary.Read(r, binary.BigEndian, &size); err == nil && size > 0 {
-		n, err := a.cache.Import(io.LimitReader(r, int64(size)), time.Now().Add(a.cfg.HandoverWait))
+		var dump io.Reader = r // streamed: it ends at its own end marker
+		if size != streamedCache {
+			dump = io.LimitReader(r, int64(size)) // a predecessor that sends the length first
+		}
+		n, err := a.cache.Import(dump, time.Now().Add(a.cfg.HandoverWait))
 		if err != nil {
 			a.log.Warn("importing the predecessor's cache", "err", err, "imported", n)
 		} else {
@@ -162,25 +166,30 @@ func (a *agent) serveHandover(ctx context.Context) error {
 		return nil
 	}
 	// Root only: whoever connects receives the DNS sockets and stops us.
-	ln, err := listenRootSocket(path)
+	ln, err := listenRootSocket(ctx, path, a.socketWait(), a.log)
 	if err != nil {
 		return fmt.Errorf("handover socket: %w", err)
 	}
 	go func() { <-ctx.Done(); _ = ln.Close() }()
 	for {
-		conn, err := ln.AcceptUnix()
+		c, err := ln.Accept()
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
 			return fmt.Errorf("accepting successor: %w", err)
 		}
-		if a.handOver(ctx, conn, ln) {
+		if a.handOver(ctx, c.(*net.UnixConn), ln.UnixListener) {
 			close(a.handedOff)
 			return errHandedOver
 		}
 	}
 }
+
+// socketWait is how long a new agent waits for its predecessor to release
+// the admin and handover socket paths: the predecessor exits once it has
+// handed over, within the bound finishHandover gives it.
+func (a *agent) socketWait() time.Duration { return a.cfg.HandoverWait + 10*time.Second }
 
 // errHandedOver ends the agent's errgroup after a successful handover.
 var errHandedOver = errors.New("handed over to a successor")
@@ -189,7 +198,11 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixLi
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
 	var hello handoverMsg
-	if _, err := readFrame(conn, &hello); err != nil || hello.Op != "hello" || hello.Version != handoverVersion {
+	_, err := readFrame(conn, &hello)
+	if errors.Is(err, io.EOF) { // a probe whether we listen (listenRootSocket), not a successor
+		return false
+	}
+	if err != nil || hello.Op != "hello" || hello.Version != handoverVersion {
 		a.log.Warn("refusing a successor's handover", "op", hello.Op, "version", hello.Version, "err", err)
 		return false
 	}
@@ -216,16 +229,8 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixLi
 		a.log.Warn("sending listeners to the successor", "err", err)
 		return false
 	}
-	var warm bytes.Buffer
-	n, err := a.cache.Export(&warm, min(int64(a.cfg.CacheSize), 256<<20), time.Now().Add(2*time.Second))
-	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) { // past the deadline the dump is short but whole
-		a.log.Warn("exporting the cache to the successor", "err", err)
-		warm.Reset()
-	}
-	if err := binary.Write(conn, binary.BigEndian, uint32(warm.Len())); err != nil {
-		return false
-	}
-	if _, err := warm.WriteTo(conn); err != nil {
+	n, err := a.sendCache(conn)
+	if err != nil {
 		a.log.Warn("sending the cache to the successor", "err", err)
 		return false
 	}
@@ -248,6 +253,29 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixLi
 	a.m.handovers.WithLabelValues("sent").Inc()
 	a.log.Info("handed over to a successor", "cache_entries", n)
 	return true
+}
+
+// streamedCache in place of the cache dump's length says that the dump is
+// streamed and ends at its own end marker (cache.Export). A successor of an
+// earlier version reads it as a length of 4 GiB and still stops at the end
+// marker, so the handover version stays the same.
+const streamedCache = math.MaxUint32
+
+// sendCache streams the warm cache to w, never holding it whole: the
+// streamedCache marker, then cache.Export's dump, cut short (but whole) at
+// the export deadline. It returns the number of entries sent.
+func (a *agent) sendCache(w io.Writer) (int, error) {
+	if err := binary.Write(w, binary.BigEndian, uint32(streamedCache)); err != nil {
+		return 0, err
+	}
+	// Export stops between records at its deadline. Hidden behind a plain
+	// io.Writer, the connection keeps the handover's own deadline, so that
+	// the cut never falls inside a record.
+	n, err := a.cache.Export(struct{ io.Writer }{w}, min(int64(a.cfg.CacheSize), 256<<20), time.Now().Add(2*time.Second))
+	if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) { // past the deadline the dump is short but whole
+		return n, err
+	}
+	return n, nil
 }
 
 // writeFrame sends a length-prefixed JSON message, with files as SCM_RIGHTS.

@@ -62,9 +62,10 @@ func (a *agent) udpProbe(ctx context.Context, addr string, m *dns.Msg) error {
 }
 
 // zoneAnswers reports whether the zone can answer: synced from the API
-// server, or loaded from a snapshot while it is unreachable.
+// server, or loaded from a snapshot, not past its maximum age, while it is
+// unreachable.
 func (a *agent) zoneAnswers() bool {
-	return a.zone.Synced() || a.zone.Source() == "snapshot"
+	return a.zone.Synced() || a.zone.Source() == "snapshot" && a.zone.SnapshotProblem() == ""
 }
 
 // readiness lists the checks that fail; empty means ready.
@@ -74,7 +75,11 @@ func (a *agent) readiness() []string {
 		failing = append(failing, "listeners: not serving")
 	}
 	if a.zone != nil && !a.zoneAnswers() {
-		failing = append(failing, "zone: not synced and no snapshot loaded (source "+a.zone.Source()+")")
+		why := "no snapshot loaded (source " + a.zone.Source() + ")"
+		if p := a.zone.SnapshotProblem(); p != "" {
+			why = p
+		}
+		failing = append(failing, "zone: not synced and "+why)
 	}
 	if !a.forwarder.Healthy() {
 		failing = append(failing, "upstreams: every upstream is marked down")
@@ -111,6 +116,13 @@ func (a *agent) healthMux() *http.ServeMux {
 	return mux
 }
 
+// httpGuardOpen is the number of health and metrics connections held.
+func (a *agent) httpGuardOpen() int {
+	n := 0
+	a.httpGuards.Range(func(_, g any) bool { n += g.(*connGuard).open(); return true })
+	return n
+}
+
 // serveHTTP runs the health and metrics listeners (one when they share an
 // address) until ctx ends.
 func (a *agent) serveHTTP(ctx context.Context) error {
@@ -138,7 +150,14 @@ func (a *agent) serveHTTP(ctx context.Context) error {
 			}
 			return fmt.Errorf("listening for http on %s: %w", addr, err)
 		}
-		h := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		write := httpWriteTimeout
+		if a.cfg.Pprof && mux == metricsMux {
+			write = 65 * time.Second // /debug/pprof/profile?seconds=60
+		}
+		h := httpServer(mux, write)
+		g := newConnGuard(httpMaxConns, httpMaxConnsPerClient, a.m.httpRefused)
+		a.httpGuards.Store(addr, g)
+		ln = g.guard(ln, h)
 		hs = append(hs, h)
 		go func() { errc <- h.Serve(ln) }()
 	}

@@ -31,6 +31,8 @@ Usage:
                                         write a config that reproduces a CoreDNS or
                                         node-local-dns Corefile; exit 3 lists what it cannot
   nodecache probe live|ready            the kubelet's exec probe: asks this pod's agent over its probe socket
+  nodecache cleanup [--force] [run flags]
+                                        remove the rules and the link a crashed agent left
   nodecache version
 
 The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json|yaml.
@@ -60,6 +62,8 @@ func dispatch(args []string) error {
 		return cmdMigrate(rest)
 	case "probe":
 		return cmdProbe(rest)
+	case "cleanup":
+		return cmdCleanup(rest)
 	case "version", "--version":
 		fmt.Println(version)
 		return nil

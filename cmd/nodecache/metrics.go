@@ -16,6 +16,8 @@ import (
 // agentMetrics are the agent's own: handovers and build information.
 type agentMetrics struct {
 	handovers *prometheus.CounterVec
+	// httpRefused counts health/metrics connections closed by the guard.
+	httpRefused *prometheus.CounterVec
 }
 
 // newAgentMetrics registers the agent's own series. node is the node's name
@@ -26,6 +28,10 @@ func newAgentMetrics(reg prometheus.Registerer, node string) *agentMetrics {
 		handovers: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodecache_handovers_total", Help: "Socket handovers, by direction (sent to a successor, received from a predecessor).",
 		}, []string{"direction"}),
+		httpRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "nodecache_http_connections_refused_total",
+			Help: "Health and metrics connections closed by the connection caps: per_client (over the per-IP cap), evicted (the longest-idle one, at the total cap), total (at the total cap with none idle).",
+		}, []string{"reason"}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nodecache_build_info", Help: "Always 1; the version label says which build runs.",
@@ -50,7 +56,7 @@ func newAgentMetrics(reg prometheus.Registerer, node string) *agentMetrics {
 	if n := debug.SetMemoryLimit(-1); n != math.MaxInt64 {
 		memLimit.WithLabelValues("gomemlimit").Set(float64(n))
 	}
-	reg.MustRegister(m.handovers, info, coreInfo, panics, memLimit)
+	reg.MustRegister(m.handovers, m.httpRefused, info, coreInfo, panics, memLimit)
 	return m
 }
 

@@ -103,7 +103,7 @@ func (a *agent) serveProbes(ctx context.Context, mux http.Handler) error {
 		<-ctx.Done()
 		return nil
 	}
-	ln, err := listenRootSocket(a.pod.path(probeSocketFile))
+	ln, err := listenRootSocket(ctx, a.pod.path(probeSocketFile), 0, a.log) // pod-private: no other agent there
 	if err != nil {
 		return fmt.Errorf("probe socket: %w", err)
 	}

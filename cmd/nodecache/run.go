@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -60,6 +61,7 @@ type agent struct {
 	pod          podState
 	probes       swapHandler          // the probe socket's handler
 	kube         kubernetes.Interface // nil without a zone from an API server
+	httpGuards   sync.Map             // health/metrics address -> *connGuard
 }
 
 func newLogger(c *runConfig) (*slog.Logger, error) {
@@ -288,6 +290,7 @@ func (a *agent) build() error {
 		a.zone, err = kubezone.New(kubezone.Config{
 			Domain: cfg.ClusterDomain, TTL: cfg.TTL, NegativeTTL: cfg.NegativeTTL, Pods: cfg.Pods,
 			NodeName: cfg.NodeName, LocalIPs: cfg.LocalIPs, SnapshotPath: cfg.ZoneSnapshot,
+			SnapshotMaxAge: cfg.SnapshotAge,
 		}, a.reg, log) // kubezone names itself in its log lines
 		if err != nil {
 			return fmt.Errorf("cluster zone: %w", err)

@@ -56,5 +56,6 @@
 // nodecache_cache_evictions_total, nodecache_cache_prefetches_total,
 // nodecache_cache_stale_answers_total, nodecache_cache_inserts_total{kind}
 // (positive|negative|servfail) and nodecache_cache_uncacheable_total{reason}
-// (truncated|question_mismatch|no_soa|rcode|zero_ttl|too_large|bad_reply).
+// (truncated|question_mismatch|no_soa|rcode|zero_ttl|too_large|bad_reply|import_rejected;
+// the last: an entry imported from a predecessor that a fetch would not have stored as claimed).
 package cache

@@ -137,7 +137,10 @@ func encodeRecord(e *entry) ([]byte, error) {
 }
 
 // Import reads a stream written by Export and stores its entries that are
-// still fresh, subject to this cache's TTL caps and byte budget. It stops at
+// still fresh, subject to this cache's TTL caps and byte budget. Each reply
+// is judged again as if fetched (decide): one this cache would not store as
+// the record claims it (kind, lifetime, flags, shape) is skipped and counted
+// in uncacheable_total, never trusted. It stops at
 // deadline (by the cache clock; also set on r when it has SetReadDeadline)
 // and at the first malformed record, returning an error wrapping ErrBadDump
 // then; entries read before stay. It returns the number of entries stored.
@@ -225,13 +228,25 @@ func (c *Cache) decodeRecord(b []byte, now time.Time) (*entry, error) {
 	if !questionMatches(&key, m) {
 		return nil, fmt.Errorf("reply does not answer %s", pres)
 	}
+	// The predecessor's word on kind, lifetime and flags is not trusted:
+	// the reply is judged again as if it had just been fetched, and kept
+	// only when that verdict agrees, for no longer than either allows.
+	fttl, fk, why := judgeImported(c.lim, &key, m)
+	if why == reasonNone && fk != k {
+		why = reasonImport
+	}
+	if why != reasonNone {
+		c.met.uncacheable[why].Add(1)
+		return nil, nil
+	}
 	if stored.After(now) { // a clock stepped back: trust no more than now
 		stored = now
 	}
-	ttl = min(ttl, c.capFor(k)).Truncate(time.Second)
+	ttl = min(ttl, fttl).Truncate(time.Second)
 	if ttl <= 0 || !now.Before(stored.Add(ttl)) {
 		return nil, nil
 	}
+	m.AuthenticatedData = false                 // nothing here validated it
 	p, err := wire.PackOwned(clampTTLs(m, ttl)) // m is ours: unpacked from the stream
 	if err != nil {
 		return nil, fmt.Errorf("packing reply for %s: %w", pres, err)
@@ -239,13 +254,12 @@ func (c *Cache) decodeRecord(b []byte, now time.Time) (*entry, error) {
 	return newEntry(&key, p, k, stored, ttl), nil
 }
 
-// capFor is the longest this cache keeps an entry of kind k.
-func (c *Cache) capFor(k kind) time.Duration {
-	switch k {
-	case kindNegative:
-		return c.lim.maxNegativeTTL
-	case kindServfail:
-		return c.lim.servfailTTL
+// judgeImported is decide for an imported reply, which must also have the
+// shape of one a fetch stores: a response to a standard query asked with
+// recursion desired (as the cache asks), not truncated.
+func judgeImported(l limits, key *wire.Key, m *dns.Msg) (time.Duration, kind, reason) {
+	if !m.Response || m.Opcode != dns.OpcodeQuery || !m.RecursionDesired {
+		return 0, 0, reasonImport
 	}
-	return c.lim.maxTTL
+	return decide(l, key, m)
 }

@@ -34,10 +34,11 @@ const (
 	reasonZeroTTL          // TTL 0 means "use once" (RFC 1035 3.2.1)
 	reasonTooLarge         // larger than a shard's whole byte budget
 	reasonBadReply         // the reply could not be packed
+	reasonImport           // a predecessor's entry a fetch would not have stored as it claims (Import)
 	numReasons
 )
 
-var reasonNames = [numReasons]string{"", "truncated", "question_mismatch", "no_soa", "rcode", "zero_ttl", "too_large", "bad_reply"}
+var reasonNames = [numReasons]string{"", "truncated", "question_mismatch", "no_soa", "rcode", "zero_ttl", "too_large", "bad_reply", "import_rejected"}
 
 func (r reason) String() string { return reasonNames[r] }
 

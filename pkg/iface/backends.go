@@ -42,6 +42,10 @@ type LinkHandle interface {
 	// LinkAdd creates link; an unknown kind gives an error wrapping ErrLinkKindUnsupported.
 	LinkAdd(link netlink.Link) error
 	LinkSetUp(link netlink.Link) error
+	// LinkSetAlias sets the link's alias (IFLA_IFALIAS).
+	LinkSetAlias(link netlink.Link, alias string) error
+	// LinkSetName renames a link that is down.
+	LinkSetName(link netlink.Link, name string) error
 	LinkDel(link netlink.Link) error
 	// AddrList returns the addresses of link in both families.
 	AddrList(link netlink.Link) ([]netlink.Addr, error)
@@ -62,10 +66,26 @@ type RuleHandle interface {
 	ListRules(fam Family, table, chain string) (rules []string, exists bool, err error)
 	// ReplaceChain creates chain if absent, flushes it and appends rules in order.
 	ReplaceChain(fam Family, table, chain string, rules [][]string) error
-	// InsertRule inserts spec at 1-based position pos of chain.
-	InsertRule(fam Family, table, chain string, pos int, spec []string) error
-	// DeleteRuleAt deletes the rule at 1-based position pos of chain.
-	DeleteRuleAt(fam Family, table, chain string, pos int) error
+	// EditChain applies edits to chain in order as one atomic commit: all of them or, when one
+	// fails (a rule to delete is gone), none. Rules are named by spec, never by position, so
+	// another writer changing the chain meanwhile cannot make it delete a rule that is not ours.
+	EditChain(fam Family, table, chain string, edits []RuleEdit) error
 	// DeleteChain flushes and deletes chain; an absent chain is not an error.
 	DeleteChain(fam Family, table, chain string) error
+}
+
+// RuleEdit is one change EditChain makes: with At zero, delete the first rule equal to Spec
+// (iptables -D chain spec); with At n > 0, insert Spec at position n (iptables -I chain n spec).
+type RuleEdit struct {
+	At   int
+	Spec []string
+}
+
+// deleteEdits returns n deletions of spec.
+func deleteEdits(spec []string, n int) []RuleEdit {
+	out := make([]RuleEdit, n)
+	for i := range out {
+		out[i] = RuleEdit{Spec: spec}
+	}
+	return out
 }

@@ -10,9 +10,14 @@
 //
 // # Link
 //
-// A dummy link, or an empty bridge when the kernel has no dummy driver (one warning is logged). An
-// existing link of either kind with the configured name is adopted; a link of another kind is an
-// error (ErrForeignLink) and is never touched. Addresses are host prefixes (/32, /128 with
+// A dummy link, or an empty bridge when the kernel has no dummy driver (one warning is logged),
+// created with the alias "nodecache" that marks it as ours. The kernel ignores an alias given when a
+// link is created, so the link is created as "nct-<name>", marked, then renamed: the configured name
+// never shows an unmarked link; an empty link left under the temporary name by a crash is deleted. An existing link with the configured
+// name is adopted only when it is ours: a dummy or bridge with our alias, or one without an alias
+// whose only addresses are host prefixes including a local IP (made by a version before the alias;
+// it is marked on adoption). Any other link (a CNI bridge such as cni0, a veth, a link with another
+// alias) is an error (ErrForeignLink) and is never changed or deleted, by Setup or Teardown. Addresses are host prefixes (/32, /128 with
 // IFA_F_NODAD) added with AddrReplace; other addresses on our link, except IPv6 link-local ones, are
 // removed as stale.
 //
@@ -28,7 +33,10 @@
 // for every local IP, for udp and tcp on Config.Port and tcp on each Config.ExtraTCPPorts, in iptables
 // (v4) and ip6tables (v6) for the families that have local IPs. Every rule and jump carries
 // "-m comment --comment nodecache". A chain whose content differs from the desired set is flushed and
-// rewritten; the jump is kept exactly once and first. The iptables flavour is Config.IPTablesMode
+// rewritten. The jump is kept exactly once and first: copies are deleted by rule spec in the same
+// atomic iptables-restore commit that inserts the one at position 1, never by a listed position.
+// A jump moved back to position 1 once and pushed down again has a foreign rule that wants position
+// 1 too; it is then left below it (ChainStatus.Yielded, one warning) rather than fought over. The iptables flavour is Config.IPTablesMode
 // ("auto" picks nft or legacy with kube-proxy's heuristic over iptables-{legacy,nft}-save).
 //
 // # Config

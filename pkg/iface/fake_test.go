@@ -66,7 +66,7 @@ func (f *fakeLinks) LinkAdd(link netlink.Link) error {
 		return fmt.Errorf("%w: operation not supported", ErrLinkKindUnsupported)
 	}
 	f.index++
-	attrs := netlink.LinkAttrs{Name: name, Index: f.index}
+	attrs := netlink.LinkAttrs{Name: name, Index: f.index} // like the kernel, ignoring an alias given here
 	switch link.Type() {
 	case "dummy":
 		f.links[name] = &netlink.Dummy{LinkAttrs: attrs}
@@ -89,6 +89,49 @@ func (f *fakeLinks) LinkSetUp(link netlink.Link) error {
 	l.Attrs().Flags |= net.FlagUp
 	f.ops.add("link:up %s", link.Attrs().Name)
 	return nil
+}
+
+func (f *fakeLinks) LinkSetAlias(link netlink.Link, alias string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.links[link.Attrs().Name]
+	if !ok {
+		return errors.New("no such device")
+	}
+	l.Attrs().Alias = alias
+	f.ops.add("link:alias %s %s", link.Attrs().Name, alias)
+	return nil
+}
+
+func (f *fakeLinks) LinkSetName(link netlink.Link, name string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	old := link.Attrs().Name
+	l, ok := f.links[old]
+	switch {
+	case !ok:
+		return errors.New("no such device")
+	case f.links[name] != nil:
+		return fmt.Errorf("link %s: file exists", name)
+	case l.Attrs().Flags&net.FlagUp != 0:
+		return errors.New("device or resource busy")
+	}
+	delete(f.links, old)
+	l.Attrs().Name = name
+	f.links[name] = l
+	f.addrs[name] = f.addrs[old]
+	delete(f.addrs, old)
+	f.ops.add("link:rename %s %s", old, name)
+	return nil
+}
+
+// addExisting puts link there as it is (alias included), as someone else or an earlier run left it.
+func (f *fakeLinks) addExisting(link netlink.Link) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.index++
+	link.Attrs().Index = f.index
+	f.links[link.Attrs().Name] = link
 }
 
 func (f *fakeLinks) LinkDel(link netlink.Link) error {
@@ -241,8 +284,13 @@ func (f *fakeLinks) addrFlags(name, cidr string) int {
 
 func joinLines(lines []string) string { return strings.Join(lines, "\n") }
 
+// newLinkOfKind returns a link as nodecache creates it (with our alias), or, for the other kinds,
+// as someone else does.
 func newLinkOfKind(kind, name string) netlink.Link {
 	attrs := netlink.LinkAttrs{Name: name}
+	if adoptable(kind) {
+		attrs.Alias = linkAlias
+	}
 	switch kind {
 	case "dummy":
 		return &netlink.Dummy{LinkAttrs: attrs}

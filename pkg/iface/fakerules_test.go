@@ -16,6 +16,9 @@ type fakeRules struct {
 	mu     sync.Mutex                                // guards following
 	chains map[Family]map[string]map[string][]string // family -> table -> chain -> rule specs
 	fail   error                                     // returned by every mutating call when set
+	// afterList, when set, runs after every ListRules (without f.mu): another writer acting
+	// between the Manager's listing and its next call.
+	afterList func(fam Family, table, chain string)
 }
 
 var _ RuleHandle = (*fakeRules)(nil)
@@ -44,9 +47,21 @@ func (f *fakeRules) Backend() string { return "fake" }
 
 func (f *fakeRules) ListRules(fam Family, table, chain string) ([]string, bool, error) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	rules, ok := f.chains[fam][table][chain]
-	return slices.Clone(rules), ok, nil
+	rules = slices.Clone(rules)
+	hook := f.afterList
+	f.mu.Unlock()
+	if hook != nil {
+		hook(fam, table, chain)
+	}
+	return rules, ok, nil
+}
+
+// insertForeign inserts spec at position 1, as another writer does.
+func (f *fakeRules) insertForeign(fam Family, table, chain, spec string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.chains[fam][table][chain] = slices.Insert(f.chains[fam][table][chain], 0, spec)
 }
 
 // targetOKLocked reports whether the -j target of spec exists (built-in
@@ -75,39 +90,39 @@ func (f *fakeRules) ReplaceChain(fam Family, table, chain string, rules [][]stri
 	return nil
 }
 
-func (f *fakeRules) InsertRule(fam Family, table, chain string, pos int, spec []string) error {
+// EditChain applies edits to a copy of the chain and commits it only when all succeed, like one
+// iptables-restore --noflush.
+func (f *fakeRules) EditChain(fam Family, table, chain string, edits []RuleEdit) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.fail != nil {
 		return f.fail
 	}
 	rules, ok := f.chains[fam][table][chain]
-	s := joinSpec(spec)
-	switch {
-	case !ok:
+	if !ok {
 		return errors.New("no chain/target/match by that name")
-	case pos < 1 || pos > len(rules)+1:
-		return errors.New("index of insertion too big")
-	case !f.targetOKLocked(fam, table, s):
-		return errors.New("couldn't load target")
 	}
-	f.chains[fam][table][chain] = slices.Insert(rules, pos-1, s)
-	f.ops.add("rules:insert %s %s/%s %d", fam, table, chain, pos)
-	return nil
-}
-
-func (f *fakeRules) DeleteRuleAt(fam Family, table, chain string, pos int) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.fail != nil {
-		return f.fail
+	rules = slices.Clone(rules)
+	for _, e := range edits {
+		s := joinSpec(e.Spec)
+		if e.At > 0 {
+			switch {
+			case e.At > len(rules)+1:
+				return errors.New("index of insertion too big")
+			case !f.targetOKLocked(fam, table, s):
+				return errors.New("couldn't load target")
+			}
+			rules = slices.Insert(rules, e.At-1, s)
+			continue
+		}
+		i := slices.Index(rules, s)
+		if i < 0 {
+			return errors.New("bad rule (does a matching rule exist in that chain?)")
+		}
+		rules = slices.Delete(rules, i, i+1)
 	}
-	rules, ok := f.chains[fam][table][chain]
-	if !ok || pos < 1 || pos > len(rules) {
-		return errors.New("index of deletion too big")
-	}
-	f.chains[fam][table][chain] = slices.Delete(rules, pos-1, pos)
-	f.ops.add("rules:delete-at %s %s/%s %d", fam, table, chain, pos)
+	f.chains[fam][table][chain] = rules
+	f.ops.add("rules:edit %s %s/%s %d", fam, table, chain, len(edits))
 	return nil
 }
 

@@ -116,40 +116,48 @@ func (r *xtablesRules) ListRules(fam Family, table, chain string) ([]string, boo
 // ReplaceChain writes the chain with one iptables-restore --noflush run: declaring a user chain flushes
 // it, and the table is committed atomically, so packets never see the chain half written.
 func (r *xtablesRules) ReplaceChain(fam Family, table, chain string, rules [][]string) error {
-	if _, err := r.get(fam); err != nil {
-		return err
-	}
 	var in bytes.Buffer
 	fmt.Fprintf(&in, "*%s\n:%s - [0:0]\n", table, chain)
 	for _, spec := range rules {
 		fmt.Fprintf(&in, "-A %s %s\n", chain, joinSpec(spec))
 	}
 	in.WriteString("COMMIT\n")
+	return r.restore(fam, &in)
+}
+
+// EditChain runs the edits as -D and -I lines of one iptables-restore --noflush: the commit is
+// atomic, and a -D of a rule that is no longer there fails it as a whole.
+func (r *xtablesRules) EditChain(fam Family, table, chain string, edits []RuleEdit) error {
+	if len(edits) == 0 {
+		return nil
+	}
+	var in bytes.Buffer
+	fmt.Fprintf(&in, "*%s\n", table)
+	for _, e := range edits {
+		if e.At > 0 {
+			fmt.Fprintf(&in, "-I %s %d %s\n", chain, e.At, joinSpec(e.Spec))
+		} else {
+			fmt.Fprintf(&in, "-D %s %s\n", chain, joinSpec(e.Spec))
+		}
+	}
+	in.WriteString("COMMIT\n")
+	return r.restore(fam, &in)
+}
+
+// restore feeds in to the family's iptables-restore --noflush.
+func (r *xtablesRules) restore(fam Family, in *bytes.Buffer) error {
+	if _, err := r.get(fam); err != nil {
+		return err
+	}
 	bin := binary(fam, r.mode, "-restore")
 	cmd := exec.Command(bin, "--noflush", "--wait", strconv.Itoa(lockWaitSeconds))
-	cmd.Stdin = &in
+	cmd.Stdin = in
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
 		return fmt.Errorf("running %s: %w: %s", bin, err, strings.TrimSpace(stderr.String()))
 	}
 	return nil
-}
-
-func (r *xtablesRules) InsertRule(fam Family, table, chain string, pos int, spec []string) error {
-	ipt, err := r.get(fam)
-	if err != nil {
-		return err
-	}
-	return ipt.Insert(table, chain, pos, spec...)
-}
-
-func (r *xtablesRules) DeleteRuleAt(fam Family, table, chain string, pos int) error {
-	ipt, err := r.get(fam)
-	if err != nil {
-		return err
-	}
-	return ipt.DeleteById(table, chain, pos)
 }
 
 func (r *xtablesRules) DeleteChain(fam Family, table, chain string) error {

@@ -10,9 +10,14 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// ErrForeignLink is returned (wrapped) when a link of the configured name exists with a kind the
-// Manager does not own (anything but dummy or bridge); it is neither adopted nor deleted.
-var ErrForeignLink = errors.New("link of another kind has the interface name")
+// ErrForeignLink is returned (wrapped) when a link of the configured name exists that nodecache did
+// not create (see ownLink); it is neither adopted, changed nor deleted.
+var ErrForeignLink = errors.New("a link nodecache did not create has the interface name")
+
+// linkAlias marks the links nodecache creates (IFLA_IFALIAS, `ip link` shows "alias nodecache").
+// An alias survives the agent (a successor or `nodecache cleanup` sees it after a SIGKILL), any link
+// kind carries one, and CNI plugins and other agents leave it unset or set their own.
+const linkAlias = "nodecache"
 
 // ifaFNoDAD is IFA_F_NODAD: skip duplicate address detection for our v6 addresses.
 const ifaFNoDAD = 0x02
@@ -22,9 +27,37 @@ type linkView struct {
 	link  netlink.Link // nil when absent
 	st    InterfaceStatus
 	stale []netlink.Addr // non-link-local addresses on our link that are not desired
+	mark  bool           // ours but not marked yet (made by a version before the alias): set it
 }
 
 func adoptable(kind string) bool { return kind == "dummy" || kind == "bridge" }
+
+// ownLink decides whether l, of kind dummy or bridge, is nodecache's: it carries our alias, or,
+// made by a version that set none, it has no alias and its only addresses (link-local v6 aside)
+// are host prefixes, at least one of them a local IP. A CNI bridge (cni0, a /24 gateway), a link
+// with someone else's alias, or an empty unmarked link is not ours. mark reports an unmarked one.
+func ownLink(l netlink.Link, addrs []netlink.Addr, want map[netip.Addr]bool) (ours, mark bool) {
+	switch l.Attrs().Alias {
+	case linkAlias:
+		return true, false
+	case "":
+	default:
+		return false, false
+	}
+	desired := false
+	for _, a := range addrs {
+		p, ok := addrPrefix(a)
+		switch {
+		case !ok:
+		case p.Addr().Is6() && p.Addr().IsLinkLocalUnicast():
+		case p.Bits() != p.Addr().BitLen():
+			return false, false
+		case want[p.Addr()]:
+			desired = true
+		}
+	}
+	return desired, desired
+}
 
 // addrPrefix returns the address of a as a netip.Prefix, unmapped.
 func addrPrefix(a netlink.Addr) (netip.Prefix, bool) {
@@ -66,7 +99,6 @@ func (m *Manager) inspectLink() (linkView, error) {
 	if !adoptable(v.st.Kind) {
 		return v, fmt.Errorf("link %s has kind %s, want dummy or bridge: %w", name, v.st.Kind, ErrForeignLink)
 	}
-	v.link = l
 	addrs, err := m.links.AddrList(l)
 	if err != nil {
 		return v, fmt.Errorf("listing addresses of %s: %w", name, err)
@@ -75,6 +107,13 @@ func (m *Manager) inspectLink() (linkView, error) {
 	for _, ip := range m.cfg.LocalIPs {
 		want[ip] = true
 	}
+	ours, mark := ownLink(l, addrs, want)
+	if !ours {
+		return v, fmt.Errorf("link %s (kind %s, alias %q) was not created by nodecache: refusing to adopt, "+
+			"change or delete it; give another --interface-name, or delete the link if it is a leftover: %w",
+			name, v.st.Kind, l.Attrs().Alias, ErrForeignLink)
+	}
+	v.link, v.mark = l, mark
 	have := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
 		p, ok := addrPrefix(a)
@@ -95,7 +134,7 @@ func (m *Manager) inspectLink() (linkView, error) {
 		}
 	}
 	v.st.State = StateOK
-	if !v.st.Up || len(v.st.Missing) > 0 || len(v.stale) > 0 {
+	if !v.st.Up || len(v.st.Missing) > 0 || len(v.stale) > 0 || v.mark {
 		v.st.State = StateDrift
 	}
 	return v, nil
@@ -117,6 +156,13 @@ func (m *Manager) syncLink() (InterfaceStatus, error) {
 			return v.st, err
 		}
 		m.countReadd(kindLink, 1)
+	}
+	if v.mark {
+		if err := m.links.LinkSetAlias(v.link, linkAlias); err != nil {
+			m.countErr(kindLink)
+			return v.st, fmt.Errorf("marking link %s as nodecache's: %w", m.cfg.InterfaceName, err)
+		}
+		m.log.Info("marked a link left by an earlier version as nodecache's", "interface", m.cfg.InterfaceName)
 	}
 	if v.link.Attrs().Flags&net.FlagUp == 0 {
 		if err := m.links.LinkSetUp(v.link); err != nil {
@@ -148,18 +194,31 @@ func (m *Manager) syncLink() (InterfaceStatus, error) {
 	return after.st, errors.Join(errs...)
 }
 
-// createLink adds a dummy link, or an empty bridge when the kernel has no dummy driver (warning once).
+// tempLinkName is the name a new link is created under. The kernel ignores
+// an alias given with the request that creates a link, so the link is
+// marked under this name first and renamed after: the configured name never
+// shows an unmarked link, even to a successor after a crash in between.
+func tempLinkName(name string) string {
+	t := "nct-" + name
+	return t[:min(len(t), maxIfNameLen)]
+}
+
+// createLink adds a dummy link, or an empty bridge when the kernel has no dummy driver (warning
+// once), under tempLinkName, marks it and gives it the configured name.
 func (m *Manager) createLink() (netlink.Link, error) {
-	name := m.cfg.InterfaceName
+	name, tmp := m.cfg.InterfaceName, tempLinkName(m.cfg.InterfaceName)
+	if err := m.removeTempLink(); err != nil {
+		return nil, err
+	}
 	attrs := netlink.NewLinkAttrs()
-	attrs.Name = name
+	attrs.Name = tmp
 	if !m.dummyUnsupported {
 		err := m.links.LinkAdd(&netlink.Dummy{LinkAttrs: attrs})
 		switch {
 		case err == nil:
-			return m.lookupCreated()
+			return m.finishCreated(tmp)
 		case !errors.Is(err, ErrLinkKindUnsupported):
-			return nil, fmt.Errorf("adding dummy link %s: %w", name, err)
+			return nil, fmt.Errorf("adding dummy link %s: %w", tmp, err)
 		}
 		m.dummyUnsupported = true
 		m.log.Warn("kernel has no dummy link driver, using an empty bridge instead",
@@ -170,24 +229,71 @@ func (m *Manager) createLink() (netlink.Link, error) {
 	// would show up as conntrack entries); a dummy link sends none either.
 	snooping := false
 	if err := m.links.LinkAdd(&netlink.Bridge{LinkAttrs: attrs, MulticastSnooping: &snooping}); err != nil {
-		return nil, fmt.Errorf("adding bridge link %s: %w", name, err)
+		return nil, fmt.Errorf("adding bridge link %s: %w", tmp, err)
 	}
-	return m.lookupCreated()
+	return m.finishCreated(tmp)
 }
 
-func (m *Manager) lookupCreated() (netlink.Link, error) {
-	l, err := m.links.LinkByName(m.cfg.InterfaceName)
+// finishCreated marks the link just added as tmp and renames it to the configured name; on failure
+// it deletes it again.
+func (m *Manager) finishCreated(tmp string) (netlink.Link, error) {
+	name := m.cfg.InterfaceName
+	l, err := m.links.LinkByName(tmp)
 	if err == nil && l == nil {
 		err = errors.New("not found after adding it")
 	}
 	if err != nil {
-		return nil, fmt.Errorf("looking up new link %s: %w", m.cfg.InterfaceName, err)
+		return nil, fmt.Errorf("looking up new link %s: %w", tmp, err)
+	}
+	if err = m.links.LinkSetAlias(l, linkAlias); err == nil {
+		err = m.links.LinkSetName(l, name)
+	}
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("marking new link %s and naming it %s: %w", tmp, name, err), m.links.LinkDel(l))
+	}
+	l, err = m.links.LinkByName(name)
+	if err == nil && l == nil {
+		err = errors.New("not found after renaming it")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("looking up new link %s: %w", name, err)
 	}
 	return l, nil
 }
 
+// removeTempLink deletes a link left under tempLinkName by a crash during createLink: a dummy or
+// bridge without addresses (link-local v6 aside). Anything else there is not ours to delete.
+func (m *Manager) removeTempLink() error {
+	tmp := tempLinkName(m.cfg.InterfaceName)
+	l, err := m.links.LinkByName(tmp)
+	if err != nil || l == nil {
+		return err
+	}
+	addrs, err := m.links.AddrList(l)
+	if err != nil {
+		return fmt.Errorf("listing addresses of %s: %w", tmp, err)
+	}
+	for _, a := range addrs {
+		if p, ok := addrPrefix(a); ok && (!p.Addr().Is6() || !p.Addr().IsLinkLocalUnicast()) {
+			return fmt.Errorf("link %s, the name nodecache creates its link under, carries %s: %w", tmp, p, ErrForeignLink)
+		}
+	}
+	if !adoptable(l.Type()) || l.Attrs().Alias != "" && l.Attrs().Alias != linkAlias {
+		return fmt.Errorf("link %s, the name nodecache creates its link under, has kind %s and alias %q: %w",
+			tmp, l.Type(), l.Attrs().Alias, ErrForeignLink)
+	}
+	m.log.Info("removing a link left half-created by a crash", "interface", tmp)
+	if err := m.links.LinkDel(l); err != nil {
+		return fmt.Errorf("deleting leftover link %s: %w", tmp, err)
+	}
+	return nil
+}
+
 // teardownLink removes our addresses, then the link. A foreign link is left alone.
 func (m *Manager) teardownLink(ctx context.Context) error {
+	if err := m.removeTempLink(); err != nil {
+		return err
+	}
 	v, err := m.inspectLink()
 	if err != nil || v.link == nil {
 		return err

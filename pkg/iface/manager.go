@@ -31,9 +31,11 @@ type Manager struct {
 
 	applyMu sync.Mutex // serialises kernel access; taken before mu
 	// guarded by applyMu:
-	dummyUnsupported bool // LinkAdd(dummy) failed with ErrLinkKindUnsupported once
-	initialized      bool // a reconcile succeeded; later additions count as re-adds
-	tornDown         bool // Teardown ran; reconciles are no-ops until the next Setup
+	dummyUnsupported bool             // LinkAdd(dummy) failed with ErrLinkKindUnsupported once
+	initialized      bool             // a reconcile succeeded; later additions count as re-adds
+	tornDown         bool             // Teardown ran; reconciles are no-ops until the next Setup
+	moved            map[jumpKey]int  // times a jump was moved back to position 1
+	yieldLogged      map[jumpKey]bool // the warning about yielding position 1 was logged
 
 	mu     sync.Mutex // guards following
 	status Status
@@ -59,7 +61,8 @@ func NewWithBackends(cfg Config, links LinkHandle, rules RuleHandle, reg prometh
 		return nil, fmt.Errorf("iface: registering metrics: %w", err)
 	}
 	cfg = cfg.withDefaults()
-	m := &Manager{cfg: cfg, log: log, met: met, now: time.Now}
+	m := &Manager{cfg: cfg, log: log, met: met, now: time.Now,
+		moved: map[jumpKey]int{}, yieldLogged: map[jumpKey]bool{}}
 	if cfg.SetupInterface {
 		m.links = links
 	}

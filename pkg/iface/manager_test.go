@@ -222,7 +222,7 @@ func TestTeardownOrder(t *testing.T) {
 	ops := e.ops.snapshot()[start:]
 	rank := func(op string) int {
 		switch {
-		case strings.HasPrefix(op, "rules:delete-at"):
+		case strings.HasPrefix(op, "rules:edit"):
 			return 0
 		case strings.HasPrefix(op, "rules:delete-chain"):
 			return 1

@@ -44,7 +44,14 @@ func (n *netlinkLinks) LinkAdd(link netlink.Link) error {
 }
 
 func (n *netlinkLinks) LinkSetUp(link netlink.Link) error { return n.h.LinkSetUp(link) }
-func (n *netlinkLinks) LinkDel(link netlink.Link) error   { return n.h.LinkDel(link) }
+func (n *netlinkLinks) LinkSetAlias(link netlink.Link, alias string) error {
+	return n.h.LinkSetAlias(link, alias)
+}
+func (n *netlinkLinks) LinkSetName(link netlink.Link, name string) error {
+	return n.h.LinkSetName(link, name)
+}
+
+func (n *netlinkLinks) LinkDel(link netlink.Link) error { return n.h.LinkDel(link) }
 
 func (n *netlinkLinks) AddrList(link netlink.Link) ([]netlink.Addr, error) {
 	return n.h.AddrList(link, netlink.FAMILY_ALL)

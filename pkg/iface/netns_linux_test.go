@@ -39,8 +39,15 @@ func netnsInode(t testing.TB, path string) uint64 {
 }
 
 func TestRealKernelInNetns(t *testing.T) {
+	inNetns(t, "TestRealKernelInNetns", realKernelScenario)
+}
+
+// inNetns runs scenario once per iptables flavour, each in a child process (this test binary,
+// -test.run=^name$) inside a network namespace of its own; name must be the calling test.
+func inNetns(t *testing.T, name string, scenario func(t *testing.T, mode string)) {
+	t.Helper()
 	if mode := os.Getenv(childModeEnv); mode != "" {
-		realKernelScenario(t, mode)
+		scenario(t, mode)
 		return
 	}
 	if os.Geteuid() != 0 {
@@ -67,7 +74,7 @@ func TestRealKernelInNetns(t *testing.T) {
 				}
 			})
 			cmd := exec.Command(ipCmd, "netns", "exec", ns, os.Args[0],
-				"-test.run=^TestRealKernelInNetns$", "-test.v", "-test.count=1")
+				"-test.run=^"+name+"$", "-test.v", "-test.count=1")
 			cmd.Env = append(os.Environ(), childModeEnv+"="+mode,
 				fmt.Sprintf("%s=%d", parentNSEnv, netnsInode(t, "/proc/self/ns/net")))
 			out, err := cmd.CombinedOutput()
@@ -75,19 +82,25 @@ func TestRealKernelInNetns(t *testing.T) {
 			if err != nil {
 				t.Fatalf("child: got %v, want success", err)
 			}
-			if !strings.Contains(string(out), "--- PASS: TestRealKernelInNetns") {
+			if !strings.Contains(string(out), "--- PASS: "+name) {
 				t.Fatal("child: got no PASS line, want the scenario to have run")
 			}
 		})
 	}
 }
 
-// realKernelScenario runs in the child, inside the fresh namespace.
-func realKernelScenario(t *testing.T, mode string) {
+// requireOwnNetns stops a child scenario that is not inside a namespace of its own.
+func requireOwnNetns(t *testing.T) {
+	t.Helper()
 	self := netnsInode(t, "/proc/self/ns/net")
 	if parent := os.Getenv(parentNSEnv); parent == "" || fmt.Sprint(self) == parent {
 		t.Fatal("refusing to run: not inside a namespace of our own")
 	}
+}
+
+// realKernelScenario runs in the child, inside the fresh namespace.
+func realKernelScenario(t *testing.T, mode string) {
+	requireOwnNetns(t)
 	cfg := Config{
 		LocalIPs: []netip.Addr{netip.MustParseAddr("169.254.20.10"), netip.MustParseAddr("10.96.0.10"),
 			netip.MustParseAddr("fd00:20::10")},

@@ -8,25 +8,34 @@ import (
 
 // chainView is what inspectChain saw of one of our chains and its jump.
 type chainView struct {
-	fam  Family
-	ref  chainRef
-	want [][]string
-	st   ChainStatus
-	len  int // rules in the chain as listed
+	fam       Family
+	ref       chainRef
+	want      [][]string
+	st        ChainStatus
+	len       int    // rules in the chain as listed
+	first     string // the first rule of ref.Parent as listed
+	parentLen int    // rules in ref.Parent as listed
 }
 
 // rewrite reports whether the chain content differs from the desired set (order is not significant:
 // our rules are independent of each other).
 func (v chainView) rewrite() bool { return !v.st.Exists || v.st.Missing > 0 || v.st.Extra > 0 }
 
-// fixJump reports whether the jump is not exactly once and first.
-func (v chainView) fixJump() bool { return v.st.Jumps != 1 || !v.st.JumpFirst }
+// fixJump reports whether the jump is not exactly once and first (or, having yielded position 1
+// to a foreign rule, not exactly once).
+func (v chainView) fixJump() bool { return v.st.Jumps != 1 || !v.st.JumpFirst && !v.st.Yielded }
 
-// jumpPositions returns the 1-based positions of ref's jump in ref.Parent.
-func (m *Manager) jumpPositions(fam Family, ref chainRef) ([]int, error) {
+// jumpKey names one jump of one family, for the Manager's record of moves.
+type jumpKey struct {
+	fam Family
+	ref chainRef
+}
+
+// jumpPositions returns the 1-based positions of ref's jump in ref.Parent, and ref.Parent's rules.
+func (m *Manager) jumpPositions(fam Family, ref chainRef) ([]int, []string, error) {
 	rules, _, err := m.rules.ListRules(fam, ref.Table, ref.Parent)
 	if err != nil {
-		return nil, fmt.Errorf("listing %s %s/%s: %w", fam, ref.Table, ref.Parent, err)
+		return nil, nil, fmt.Errorf("listing %s %s/%s: %w", fam, ref.Table, ref.Parent, err)
 	}
 	jump := joinSpec(jumpSpec(ref))
 	var pos []int
@@ -35,7 +44,7 @@ func (m *Manager) jumpPositions(fam Family, ref chainRef) ([]int, error) {
 			pos = append(pos, i+1)
 		}
 	}
-	return pos, nil
+	return pos, rules, nil
 }
 
 // inspectChain compares one chain and its jump with the desired state, read-only.
@@ -61,12 +70,17 @@ func (m *Manager) inspectChain(fam Family, ref chainRef, want [][]string) (chain
 		}
 	}
 	v.st.Extra = len(rules) - v.st.Present
-	pos, err := m.jumpPositions(fam, ref)
+	pos, parent, err := m.jumpPositions(fam, ref)
 	if err != nil {
 		return v, err
 	}
 	v.st.Jumps = len(pos)
 	v.st.JumpFirst = len(pos) > 0 && pos[0] == 1
+	v.st.Yielded = len(pos) > 0 && !v.st.JumpFirst && m.moved[jumpKey{fam, ref}] > 0
+	v.parentLen = len(parent)
+	if len(parent) > 0 {
+		v.first = parent[0]
+	}
 	return v, nil
 }
 
@@ -129,6 +143,7 @@ func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 		m.countReadd(kindRule, v.st.Missing)
 	}
 	for _, v := range views {
+		m.warnYieldedLocked(v)
 		if !v.fixJump() {
 			continue
 		}
@@ -153,36 +168,64 @@ func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 	return st, errors.Join(errs...)
 }
 
-// ensureJump leaves exactly one jump to v.ref.Chain, at position 1 of v.ref.Parent.
+// ensureJump leaves exactly one jump to v.ref.Chain, at position 1 of v.ref.Parent. Copies are
+// deleted by spec in the same atomic commit that inserts the one at position 1, never by a position
+// read in an earlier call. A jump moved back to position 1 once and pushed down again has a foreign
+// rule that also wants position 1 (Calico in insert mode, say): from then on it is left where it
+// is (Yielded) rather than fought over every sync; extra copies are still removed, the one kept
+// put at position 2, right below that rule.
 func (m *Manager) ensureJump(v chainView) error {
-	ref := v.ref
-	if !v.st.JumpFirst {
-		if err := m.rules.InsertRule(v.fam, ref.Table, ref.Parent, 1, jumpSpec(ref)); err != nil {
-			return fmt.Errorf("inserting jump %s %s/%s -> %s: %w", v.fam, ref.Table, ref.Parent, ref.Chain, err)
-		}
+	ref, key := v.ref, jumpKey{v.fam, v.ref}
+	spec := jumpSpec(ref)
+	at := 1
+	if v.st.Yielded {
+		// Right below the rule that wants position 1. Not "where the first copy
+		// was": that position is read before other writers move rules, and the
+		// jump would drift down the chain with every fix.
+		at = min(2, v.parentLen-v.st.Jumps+1)
+	}
+	edits := append(deleteEdits(spec, v.st.Jumps), RuleEdit{At: at, Spec: spec})
+	if err := m.rules.EditChain(v.fam, ref.Table, ref.Parent, edits); err != nil {
+		return fmt.Errorf("fixing jump %s %s/%s -> %s: %w", v.fam, ref.Table, ref.Parent, ref.Chain, err)
+	}
+	switch {
+	case v.st.Jumps == 0:
 		m.log.Info("inserted jump", "family", v.fam.String(), "table", ref.Table, "chain", ref.Parent,
 			"target", ref.Chain)
-		if v.st.Jumps == 0 {
-			m.countReadd(kindJump, 1)
-		}
+		m.countReadd(kindJump, 1)
+	case !v.st.JumpFirst && !v.st.Yielded:
+		m.moved[key]++
+		m.log.Info("moved jump back to position 1", "family", v.fam.String(), "table", ref.Table,
+			"chain", ref.Parent, "target", ref.Chain, "was_first", v.first)
 	}
-	return m.deleteJumps(v.fam, ref, 1)
+	return nil
 }
 
-// deleteJumps deletes copies of ref's jump beyond the first keep, last first. It re-lists before each
-// deletion so that a position is never stale by more than one iptables call.
-func (m *Manager) deleteJumps(fam Family, ref chainRef, keep int) error {
-	for range 64 { // bound: a chain holding more copies than this is not ours to fix in one pass
-		pos, err := m.jumpPositions(fam, ref)
-		if err != nil || len(pos) <= keep {
+// warnYieldedLocked logs, once per jump, that it was left below a foreign rule. Caller holds applyMu.
+func (m *Manager) warnYieldedLocked(v chainView) {
+	key := jumpKey{v.fam, v.ref}
+	if !v.st.Yielded || m.yieldLogged[key] {
+		return
+	}
+	m.yieldLogged[key] = true
+	m.log.Warn("another rule keeps taking position 1; leaving our jump below it instead of fighting",
+		"family", v.fam.String(), "table", v.ref.Table, "chain", v.ref.Parent, "target", v.ref.Chain, "first", v.first)
+}
+
+// deleteJumps deletes every copy of ref's jump, by spec. A copy that vanishes meanwhile (another
+// agent or `nodecache cleanup` deleting it too) fails the commit; it is retried on a fresh count.
+func (m *Manager) deleteJumps(fam Family, ref chainRef) error {
+	var err error
+	for range 5 {
+		var pos []int
+		if pos, _, err = m.jumpPositions(fam, ref); err != nil || len(pos) == 0 {
 			return err
 		}
-		last := pos[len(pos)-1]
-		if err := m.rules.DeleteRuleAt(fam, ref.Table, ref.Parent, last); err != nil {
-			return fmt.Errorf("deleting jump %s %s/%s #%d: %w", fam, ref.Table, ref.Parent, last, err)
+		if err = m.rules.EditChain(fam, ref.Table, ref.Parent, deleteEdits(jumpSpec(ref), len(pos))); err == nil {
+			return nil
 		}
 	}
-	return fmt.Errorf("deleting jumps %s %s/%s: too many copies", fam, ref.Table, ref.Parent)
+	return fmt.Errorf("deleting jumps %s %s/%s: %w", fam, ref.Table, ref.Parent, err)
 }
 
 // teardownRules removes all jumps first, then our chains, in every family that has local IPs, and
@@ -203,7 +246,7 @@ func (m *Manager) removeRules(ctx context.Context, fams []Family) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			errs = append(errs, m.deleteJumps(fam, ref, 0))
+			errs = append(errs, m.deleteJumps(fam, ref))
 		}
 	}
 	for _, fam := range fams {

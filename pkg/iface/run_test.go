@@ -116,7 +116,7 @@ func TestDummyUnsupportedFallsBackToBridge(t *testing.T) {
 		t.Errorf("warnings in all: got %d, want 1", got)
 	}
 	adds := slices.DeleteFunc(e.ops.snapshot(), func(op string) bool { return !strings.HasPrefix(op, "link:add ") })
-	if want := []string{"link:add bridge nodelocaldns", "link:add bridge nodelocaldns"}; !slices.Equal(adds, want) {
+	if want := []string{"link:add bridge nct-nodelocaldn", "link:add bridge nct-nodelocaldn"}; !slices.Equal(adds, want) {
 		t.Errorf("link adds: got %v, want %v (no second dummy attempt)", adds, want)
 	}
 }
@@ -126,9 +126,7 @@ func TestAdoptExistingLink(t *testing.T) {
 		t.Run(kind, func(t *testing.T) {
 			e := newEnv(t, baseConfig("169.254.20.10"), func(e *env) {
 				e.links.noDummy = kind == "bridge"
-				if err := e.links.LinkAdd(newLinkOfKind(kind, DefaultInterfaceName)); err != nil {
-					t.Fatal(err)
-				}
+				e.links.addExisting(newLinkOfKind(kind, DefaultInterfaceName))
 			})
 			e.setup(t)
 			e.assertConverged(t)
@@ -144,9 +142,7 @@ func TestAdoptExistingLink(t *testing.T) {
 
 func TestForeignLinkIsLeftAlone(t *testing.T) {
 	e := newEnv(t, baseConfig("169.254.20.10"), func(e *env) {
-		if err := e.links.LinkAdd(newLinkOfKind("veth", DefaultInterfaceName)); err != nil {
-			t.Fatal(err)
-		}
+		e.links.addExisting(newLinkOfKind("veth", DefaultInterfaceName))
 	})
 	if err := e.m.Setup(context.Background()); !errors.Is(err, ErrForeignLink) {
 		t.Errorf("Setup: got %v, want ErrForeignLink", err)

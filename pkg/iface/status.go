@@ -61,11 +61,14 @@ type ChainStatus struct {
 	Extra     int // duplicates, stale rules, or rules out of order
 	Jumps     int // copies of the jump in Parent
 	JumpFirst bool
+	// Yielded: the jump is not first because a foreign rule keeps taking position 1; the Manager
+	// moved it back once and now leaves it there instead of fighting.
+	Yielded bool
 }
 
 // ok reports whether the chain matches the desired state exactly.
 func (c ChainStatus) ok() bool {
-	return c.Exists && c.Missing == 0 && c.Extra == 0 && c.Jumps == 1 && c.JumpFirst
+	return c.Exists && c.Missing == 0 && c.Extra == 0 && c.Jumps == 1 && (c.JumpFirst || c.Yielded)
 }
 
 // Counts are running totals since the Manager was created (mirrors of the metrics).

@@ -35,6 +35,7 @@ const (
 	DefaultTTL              = 5 * time.Second
 	DefaultNegativeTTL      = 5 * time.Second
 	DefaultSnapshotInterval = 10 * time.Second
+	DefaultSnapshotMaxAge   = time.Hour
 )
 
 // Config configures a Zone. The zero value is usable after Validate, which
@@ -64,6 +65,11 @@ type Config struct {
 	// SnapshotInterval is the minimum time between two snapshot writes.
 	// Zero means 10s.
 	SnapshotInterval time.Duration
+	// SnapshotMaxAge is how old a snapshot may be and still answer: an
+	// older one is not loaded, and one that grows older while the API server
+	// stays away stops answering (SERVFAIL for cluster names, rather than
+	// NXDOMAIN for services created since). Zero means 1h.
+	SnapshotMaxAge time.Duration
 }
 
 // Validate fills in defaults and checks the configuration.
@@ -84,6 +90,9 @@ func (c *Config) Validate() error {
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = DefaultSnapshotInterval
 	}
+	if c.SnapshotMaxAge == 0 {
+		c.SnapshotMaxAge = DefaultSnapshotMaxAge
+	}
 	var errs []error
 	for _, d := range []struct {
 		name string
@@ -95,6 +104,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SnapshotInterval < 0 {
 		errs = append(errs, fmt.Errorf("validating snapshot interval %s: negative", c.SnapshotInterval))
+	}
+	if c.SnapshotMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("validating snapshot maximum age %s: negative", c.SnapshotMaxAge))
 	}
 	switch c.Pods {
 	case "":

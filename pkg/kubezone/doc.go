@@ -67,13 +67,18 @@
 // With Config.SnapshotPath set, the zone's source objects are written at
 // most once per Config.SnapshotInterval (atomically, checksummed, tagged
 // with the domain); LoadSnapshot serves them at start until the informers
-// sync. A corrupt or foreign snapshot is refused whole.
+// sync. A corrupt or foreign snapshot, one holding a model the informers
+// could not have built, or one larger than 64 MiB is refused whole. A
+// snapshot older than Config.SnapshotMaxAge is not loaded, and one that
+// ages past it before the informers sync stops answering: every cluster
+// name gets SERVFAIL (rather than NXDOMAIN for services created since), and
+// SnapshotProblem says why, for readiness.
 //
 // # Config
 //
 // Domain (cluster.local.), TTL (5s), NegativeTTL (5s: SOA minimum and TTL),
 // Pods (insecure | verified | disabled), NodeName, LocalIPs (NS glue),
-// SnapshotPath (none), SnapshotInterval (10s). See Config.
+// SnapshotPath (none), SnapshotInterval (10s), SnapshotMaxAge (1h). See Config.
 //
 // # Metrics
 //

@@ -63,7 +63,13 @@ func (z *Zone) Lookup(qname string, qtype uint16) Answer {
 		if !ok || len(owners) == 0 {
 			return Answer{Rcode: dns.RcodeRefused} // no service has the address: upstream's
 		}
+		if z.snapshotStale() {
+			return Answer{Rcode: dns.RcodeServerFailure}
+		}
 		return z.ptrAnswer(qname, k, owners, qtype, m)
+	}
+	if z.snapshotStale() && !z.impossible(qname) {
+		return Answer{Rcode: dns.RcodeServerFailure} // see SnapshotProblem
 	}
 	ans, target := z.lookupName(qname, qtype, m)
 	if target == "" {

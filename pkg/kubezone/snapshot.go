@@ -22,12 +22,20 @@ const (
 	snapMagic   = "NCZONE\x00\x01"
 	snapVersion = 1
 	snapHeader  = 8 + 4 + 8 + sha256.Size
-	maxSnapSize = 1 << 30
+	// maxSnapFile caps the file read, maxSnapSize the JSON decompressed from
+	// it (a gzip bomb stops there): both far above a large cluster's zone
+	// (10,000 services and their slices: a few MiB compressed).
+	maxSnapFile = 64 << 20
+	maxSnapSize = 256 << 20
 )
 
 // ErrSnapshotInvalid is wrapped by LoadSnapshot for a corrupt, truncated,
 // foreign (other domain or format) snapshot. Nothing of it is loaded.
 var ErrSnapshotInvalid = errors.New("invalid zone snapshot")
+
+// ErrSnapshotTooOld is wrapped by LoadSnapshot for a snapshot written longer
+// than Config.SnapshotMaxAge ago. Nothing of it is loaded.
+var ErrSnapshotTooOld = errors.New("zone snapshot too old")
 
 // snapshotData is the persisted source of the zone.
 type snapshotData struct {
@@ -48,12 +56,25 @@ func (z *Zone) LoadSnapshot() error {
 	if z.cfg.SnapshotPath == "" {
 		return errors.New("loading snapshot: no snapshot path configured")
 	}
-	raw, err := os.ReadFile(z.cfg.SnapshotPath)
+	raw, err := readBounded(z.cfg.SnapshotPath, maxSnapFile)
 	if err != nil {
 		return fmt.Errorf("loading snapshot: %w", err)
 	}
 	data, err := decodeSnapshot(raw, z.cfg.Domain)
+	if err == nil {
+		err = checkSnapshot(data)
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrSnapshotInvalid, err)
+		}
+	}
+	if err == nil {
+		if age := snapshotAge(data.Written, z.now()); age > z.cfg.SnapshotMaxAge {
+			err = fmt.Errorf("%w: written %s ago (at %s), more than the maximum age %s", ErrSnapshotTooOld,
+				age.Round(time.Second), data.Written.Format(time.RFC3339), z.cfg.SnapshotMaxAge)
+		}
+	}
 	if err != nil {
+		z.snapRefused.Store(&snapRefusal{err: err.Error()})
 		z.log.Warn("refusing zone snapshot", "path", z.cfg.SnapshotPath, "err", err)
 		return fmt.Errorf("loading snapshot %s: %w", z.cfg.SnapshotPath, err)
 	}
@@ -78,11 +99,63 @@ func (z *Zone) LoadSnapshot() error {
 		p.snap = true
 		z.applyEventLocked(event{kind: objPod, key: p.key(), obj: p}, b)
 	}
+	z.snapWritten.Store(data.Written.UnixNano())
 	z.publishLocked(b)
 	z.setSource(SourceSnapshot)
 	z.log.Info("serving zone from snapshot", "path", z.cfg.SnapshotPath, "written", data.Written,
 		"services", len(data.Services))
 	return nil
+}
+
+// readBounded reads the file at path, refusing one larger than limit.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) > limit {
+		return nil, fmt.Errorf("%w: %s is larger than %d MiB", ErrSnapshotInvalid, path, limit>>20)
+	}
+	return raw, nil
+}
+
+// snapRefusal records why the snapshot was not loaded, for readiness.
+type snapRefusal struct{ err string }
+
+// SnapshotProblem says why the zone does not answer from its snapshot
+// although it has not synced: the snapshot was refused (too old, corrupt),
+// or it was loaded but is older than Config.SnapshotMaxAge now. It is ""
+// once synced, while the snapshot is young enough, or without a snapshot.
+func (z *Zone) SnapshotProblem() string {
+	if z.synced.Load() {
+		return ""
+	}
+	if w := z.snapWritten.Load(); w != 0 {
+		if age := snapshotAge(time.Unix(0, w), z.now()); age > z.cfg.SnapshotMaxAge {
+			return fmt.Sprintf("snapshot written %s ago is past the maximum age %s: cluster names get SERVFAIL until the API server answers",
+				age.Round(time.Second), z.cfg.SnapshotMaxAge)
+		}
+		return ""
+	}
+	if r := z.snapRefused.Load(); r != nil {
+		return "snapshot refused: " + r.err
+	}
+	return ""
+}
+
+// snapshotStale reports an unsynced zone serving a snapshot past its
+// maximum age: it then answers SERVFAIL for every cluster name.
+func (z *Zone) snapshotStale() bool {
+	if z.synced.Load() {
+		return false
+	}
+	w := z.snapWritten.Load()
+	return w != 0 && snapshotAge(time.Unix(0, w), z.now()) > z.cfg.SnapshotMaxAge
 }
 
 func decodeSnapshot(raw []byte, domain string) (*snapshotData, error) {
@@ -143,13 +216,19 @@ func encodeSnapshot(data *snapshotData) ([]byte, error) {
 	if err := gz.Close(); err != nil {
 		return nil, fmt.Errorf("compressing snapshot: %w", err)
 	}
-	out := make([]byte, snapHeader, snapHeader+payload.Len())
+	return framePayload(payload.Bytes()), nil
+}
+
+// framePayload puts the header (magic, version, length, checksum) before a
+// compressed payload.
+func framePayload(payload []byte) []byte {
+	out := make([]byte, snapHeader, snapHeader+len(payload))
 	copy(out, snapMagic)
 	binary.BigEndian.PutUint32(out[8:], snapVersion)
-	binary.BigEndian.PutUint64(out[12:], uint64(payload.Len()))
-	sum := sha256.Sum256(payload.Bytes())
+	binary.BigEndian.PutUint64(out[12:], uint64(len(payload)))
+	sum := sha256.Sum256(payload)
 	copy(out[20:], sum[:])
-	return append(out, payload.Bytes()...), nil
+	return append(out, payload...)
 }
 
 // writeFileAtomic writes data to path through a temporary file in the same

@@ -32,6 +32,10 @@ type Zone struct {
 	serial0   uint32                                 // SOA serial at generation 0
 	podSuffix string                                 // ".pod.<zone>"
 	svcSuffix string                                 // ".svc.<zone>"
+	// snapWritten is the write time (Unix ns) of the snapshot loaded, 0
+	// without one; snapRefused why the snapshot was refused, nil if it was not.
+	snapWritten atomic.Int64
+	snapRefused atomic.Pointer[snapRefusal]
 
 	qmu   sync.Mutex // guards queue
 	queue []event
@@ -136,7 +140,15 @@ func (z *Zone) staticNodes() map[string]*node {
 
 // Generation increments on every change of the zone. Read it before
 // Lookup: an answer is then at least as new as the generation.
-func (z *Zone) Generation() uint64 { return z.meta.Load().gen }
+// A snapshot past its maximum age flips the top bit, so that answers kept
+// by generation (the server's memo) are not served from it.
+func (z *Zone) Generation() uint64 {
+	g := z.meta.Load().gen
+	if z.snapshotStale() {
+		g |= 1 << 63
+	}
+	return g
+}
 
 // Synced reports whether the informers have synced once and their initial
 // objects are in the zone.
@@ -151,9 +163,10 @@ func (z *Zone) setSource(s string) {
 }
 
 // authoritative reports whether negative answers may be given: the zone
-// holds a complete view, from the API server or from a snapshot.
+// holds a complete view, from the API server or from a snapshot not past
+// its maximum age.
 func (z *Zone) authoritative() bool {
-	return z.synced.Load() || z.Source() == SourceSnapshot
+	return z.synced.Load() || z.Source() == SourceSnapshot && !z.snapshotStale()
 }
 
 // Stats are counts for status pages and metrics.
