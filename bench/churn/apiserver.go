@@ -127,7 +127,7 @@ func (s *apiServer) waitReady(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("waiting for kube-apiserver: %w (last error: %v)", ctx.Err(), err)
+			return fmt.Errorf("waiting for kube-apiserver: %w (last error: %w)", ctx.Err(), err)
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
@@ -168,7 +168,7 @@ func freePorts(n int) ([]int, error) {
 	var ls []net.Listener
 	defer func() {
 		for _, l := range ls {
-			l.Close()
+			_ = l.Close() // only held to keep the ports distinct
 		}
 	}()
 	var ports []int

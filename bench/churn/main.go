@@ -75,7 +75,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	case c.rate <= 0 || c.duration <= 0 || c.poll <= 0:
 		return errors.New("-rate, -duration and -poll must be positive")
 	}
-	if err := os.MkdirAll(c.dir, 0o755); err != nil {
+	if err := os.MkdirAll(c.dir, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", c.dir, err)
 	}
 	return measure(ctx, c, out)

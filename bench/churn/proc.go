@@ -34,13 +34,13 @@ func startProc(name, dir, bin string, args ...string) (*proc, error) {
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		f.Close()
+		_ = f.Close() // nothing was written
 		return nil, fmt.Errorf("starting %s: %w", name, err)
 	}
 	p := &proc{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
 	go func() {
-		_ = cmd.Wait()
-		f.Close()
+		_ = cmd.Wait() // the exit status shows in the log tail when it matters
+		_ = f.Close()
 		close(p.done)
 	}()
 	return p, nil

@@ -23,7 +23,7 @@ type watcher struct {
 func startNodecache(bin, dir, kubeconfig string, i, port int, extra []string) (*watcher, error) {
 	ip := fmt.Sprintf("127.0.1.%d", i+1)
 	d := filepath.Join(dir, fmt.Sprintf("nodecache-%d", i))
-	if err := os.MkdirAll(d, 0o755); err != nil {
+	if err := os.MkdirAll(d, 0o750); err != nil {
 		return nil, fmt.Errorf("creating %s: %w", d, err)
 	}
 	args := append([]string{"run", "--local-ip", ip, "--port", fmt.Sprint(port),
@@ -59,7 +59,7 @@ func startCoreDNS(bin, dir, kubeconfig string, i, port int, pprof bool) (*watche
     %s
 }
 `, port, ip, kubeconfig, extra)
-	if err := os.WriteFile(conf, []byte(corefile), 0o644); err != nil {
+	if err := os.WriteFile(conf, []byte(corefile), 0o600); err != nil {
 		return nil, fmt.Errorf("writing %s: %w", conf, err)
 	}
 	p, err := startProc(fmt.Sprintf("coredns-%d", i), dir, bin, "-conf", conf)

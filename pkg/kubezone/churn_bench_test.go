@@ -3,6 +3,7 @@ package kubezone
 import (
 	"bytes"
 	"fmt"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -29,11 +30,11 @@ func controllerSlice(i int, notReady bool) *discoveryv1.EndpointSlice {
 	es.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: name, UID: "0a1b2c3d"}}
 	es.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate,
 		APIVersion: "discovery.k8s.io/v1", Time: &now, FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: bytes.Repeat([]byte(`{"f:endpoints":{}}`), 20)}}}
+		FieldsV1: metav1.NewFieldsV1(strings.Repeat(`{"f:endpoints":{}}`, 20))}}
 	zone := "zone-a"
 	for j := range 10 {
 		x := i*10 + j + 1
-		ready := !(notReady && j == 0)
+		ready := !notReady || j != 0
 		node := fmt.Sprintf("node-%d", x%5000)
 		es.Endpoints = append(es.Endpoints, discoveryv1.Endpoint{
 			Addresses:  []string{fmt.Sprintf("10.%d.%d.%d", byte(x>>16), byte(x>>8), byte(x))},
