@@ -2,8 +2,10 @@
 # EndpointSlice churn: N nodecache agents and N CoreDNS processes (kubernetes
 # plugin) watching one etcd + kube-apiserver on loopback, a fixed rate of
 # slice updates, and per process kind: CPU per update, RSS, and the time from
-# an update to the changed answer. `make bench-churn` runs it; the driver is
-# bench/churn (its doc comment says what each phase measures).
+# an update to the changed answer; then a kube-apiserver restart and the time
+# until every watcher answers an update written after it. `make bench-churn`
+# runs it; the driver is bench/churn (its doc comment says what each phase
+# measures).
 #
 #   CHURN_SERVICES   default "1000 10000" (one run per size)
 #   CHURN_WATCHERS   default 10 (agents, and as many CoreDNS)
@@ -51,6 +53,6 @@ for n in $SERVICES; do
   echo
   echo "### $n services x 10 endpoints"
   echo
-  "$WORK/churn" -bin-dir "$BIN_DIR" -nodecache "$ROOT/bin/nodecache" "${COREDNS_ARGS[@]}" -dir "$WORK/$n" \
+  "$WORK/churn" -bin-dir "$BIN_DIR" -nodecache "$ROOT/bin/nodecache" "${COREDNS_ARGS[@]}" -dir "$WORK/$n" -restart \
     -services "$n" -watchers "$WATCHERS" -rate "$RATE" -duration "$DURATION"
 done

@@ -30,6 +30,8 @@ import (
 // the API server's self-signed one; the kubeconfig skips its check).
 type apiServer struct {
 	etcd, apiserver *proc
+	apiBin, dir     string
+	apiArgs         []string // to start kube-apiserver again (restart)
 	kubeconfig      string
 	admin           kubernetes.Interface
 	restConfig      *rest.Config
@@ -60,15 +62,15 @@ func startAPIServer(ctx context.Context, binDir, dir string) (*apiServer, error)
 		s.stop()
 		return nil, fmt.Errorf("writing token file: %w", err)
 	}
-	s.apiserver, err = startProc("kube-apiserver", dir, filepath.Join(binDir, "kube-apiserver"),
-		"--etcd-servers="+etcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[2]),
+	s.apiBin, s.dir = filepath.Join(binDir, "kube-apiserver"), dir
+	s.apiArgs = []string{"--etcd-servers=" + etcdURL, "--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", ports[2]),
 		"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
-		"--cert-dir="+filepath.Join(dir, "certs"), "--token-auth-file="+tokens,
+		"--cert-dir=" + filepath.Join(dir, "certs"), "--token-auth-file=" + tokens,
 		"--authorization-mode=RBAC", "--service-cluster-ip-range=10.96.0.0/16",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+saKey, "--service-account-signing-key-file="+saKey,
-		"--disable-admission-plugins=ServiceAccount", "--profiling=false", "--v=0")
-	if err != nil {
+		"--service-account-key-file=" + saKey, "--service-account-signing-key-file=" + saKey,
+		"--disable-admission-plugins=ServiceAccount", "--profiling=false", "--v=0"}
+	if s.apiserver, err = startProc("kube-apiserver", dir, s.apiBin, s.apiArgs...); err != nil {
 		s.stop()
 		return nil, err
 	}
@@ -131,6 +133,18 @@ func (s *apiServer) waitReady(ctx context.Context) error {
 		case <-time.After(300 * time.Millisecond):
 		}
 	}
+}
+
+// restart stops kube-apiserver (SIGTERM) and starts it again on the same
+// port and etcd, then waits until it takes writes.
+func (s *apiServer) restart(ctx context.Context) error {
+	s.apiserver.stop()
+	p, err := startProc("kube-apiserver-restarted", s.dir, s.apiBin, s.apiArgs...)
+	if err != nil {
+		return err
+	}
+	s.apiserver = p
+	return s.waitReady(ctx)
 }
 
 func (s *apiServer) stop() {

@@ -10,7 +10,10 @@
 // query), and latency (the same churn on headless services, each update
 // followed by polling every watcher every -poll until its answer holds the
 // new address: the time from the update's write to the changed answer).
-// It prints key=value lines and a Markdown table; bench/churn.sh runs it.
+// With -restart, kube-apiserver is then stopped and started again, and one
+// update written as soon as it takes writes is timed to every watcher: how
+// long each takes to be in sync again. It prints key=value lines and a
+// Markdown table; bench/churn.sh runs it.
 package main
 
 import (
@@ -28,7 +31,7 @@ import (
 type config struct {
 	binDir, nodecache, coredns, dir string
 	nodecacheFlags                  []string // extra flags for every agent
-	pprof                           bool
+	pprof, restart                  bool
 	services, endpoints, watchers   int
 	headlessEvery                   int
 	rate                            float64
@@ -55,6 +58,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	})
 	fs.BoolVar(&c.pprof, "pprof", false, "serve pprof: agent i on 127.0.1.<i+1>:9253, CoreDNS i on 127.0.2.<i+1>:9253")
+	fs.BoolVar(&c.restart, "restart", false, "at the end, restart kube-apiserver and measure how long each watcher takes to answer an update written then")
 	fs.StringVar(&c.coredns, "coredns", "", "CoreDNS binary (empty: nodecache agents only)")
 	fs.StringVar(&c.dir, "dir", "", "work directory for logs, data and configs")
 	fs.IntVar(&c.services, "services", 1000, "services, one EndpointSlice each")

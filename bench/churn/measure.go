@@ -99,7 +99,7 @@ func measure(ctx context.Context, c config, out io.Writer) error {
 		}
 		for _, w := range ws {
 			probes.Go(func() {
-				d := waitAnswer(ctx, w, cl.fqdn(i), ip, start, c.poll)
+				d := waitAnswer(ctx, w, cl.fqdn(i), ip, start, c.poll, 10*time.Second)
 				latMu.Lock()
 				lat[w.kind] = append(lat[w.kind], d)
 				latMu.Unlock()
@@ -112,7 +112,69 @@ func measure(ctx context.Context, c config, out io.Writer) error {
 		return err
 	}
 	logf("latency phase done (%d updates)", latPhase.updates)
-	return report(out, c, procs, idle, churn, lat)
+	if err := report(out, c, procs, idle, churn, lat); err != nil {
+		return err
+	}
+	if !c.restart {
+		return nil
+	}
+	return restartPhase(ctx, api, cl, ws, out)
+}
+
+// restartPhase restarts kube-apiserver, then writes one update as soon as
+// it takes writes and measures how long each watcher takes to answer it:
+// the time until every watcher has re-established its watches (client-go's
+// backoff) and is in sync again. The answers meanwhile come from what each
+// watcher last knew.
+func restartPhase(ctx context.Context, api *apiServer, cl *cluster, ws []*watcher, out io.Writer) error {
+	logf("restarting kube-apiserver")
+	t0 := time.Now()
+	if err := api.restart(ctx); err != nil {
+		return err
+	}
+	ready := time.Since(t0)
+	start := time.Now()
+	ip, err := cl.churn(ctx, api.admin, 0) // service 0 is headless
+	if err != nil {
+		return err
+	}
+	lat := map[string][]time.Duration{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, w := range ws {
+		wg.Go(func() {
+			d := waitAnswer(ctx, w, cl.fqdn(0), ip, start, 50*time.Millisecond, 2*time.Minute)
+			mu.Lock()
+			lat[w.kind] = append(lat[w.kind], d)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	_, peak, err := api.apiserver.memory()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nkube-apiserver restarted: taking writes again %.1f s after the stop began, peak RSS of the new process %.0f MiB.\n",
+		ready.Seconds(), float64(peak)/(1<<20))
+	fmt.Fprintln(out, "An update written then reached each watcher after (p50 / max / never within 2 min):")
+	for _, kind := range []string{"nodecache", "coredns"} {
+		ds := lat[kind]
+		if len(ds) == 0 {
+			continue
+		}
+		slices.Sort(ds)
+		never := 0
+		for len(ds) > 0 && ds[0] < 0 {
+			ds, never = ds[1:], never+1
+		}
+		if len(ds) == 0 {
+			fmt.Fprintf(out, "- %s: none of %d\n", kind, never)
+			continue
+		}
+		fmt.Fprintf(out, "- %s: %.1f s / %.1f s / %d of %d\n", kind, ds[len(ds)/2].Seconds(), ds[len(ds)-1].Seconds(),
+			never, len(ds)+never)
+	}
+	return nil
 }
 
 // phase runs update (nil: none) at c.rate for c.duration, then waits 3 s
@@ -168,10 +230,10 @@ loop:
 }
 
 // waitAnswer polls w until it answers name with ip, and returns the time
-// since start (-1 when it did not within 10 s).
-func waitAnswer(ctx context.Context, w *watcher, name, ip string, start time.Time, poll time.Duration) time.Duration {
+// since start (-1 when it did not within limit).
+func waitAnswer(ctx context.Context, w *watcher, name, ip string, start time.Time, poll, limit time.Duration) time.Duration {
 	c := &dns.Client{Timeout: time.Second}
-	for time.Since(start) < 10*time.Second {
+	for time.Since(start) < limit {
 		if w.has(ctx, c, name, ip) {
 			return time.Since(start)
 		}
