@@ -66,17 +66,18 @@ func (a *runningAgent) waitExit(t testing.TB, d time.Duration) error {
 	return err
 }
 
-// socketInode returns the inode of the unix socket at path, 0 when there is
-// none: a new listener on the same path is a new inode.
-func socketInode(path string) uint64 {
+// socketID identifies the unix socket file at path, "" when there is none:
+// its inode and change time, since a file created right after another was
+// unlinked often gets the same inode number.
+func socketID(path string) string {
 	fi, err := os.Stat(path)
 	if err != nil || fi.Mode()&os.ModeSocket == 0 {
-		return 0
+		return ""
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-		return st.Ino
+		return fmt.Sprintf("%d@%d.%09d", st.Ino, st.Ctim.Sec, st.Ctim.Nsec)
 	}
-	return 0
+	return ""
 }
 
 // kill SIGKILLs the agent and waits for it: no teardown runs.
@@ -177,7 +178,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 	var handovers []window
 	for i := 1; i <= 3; i++ {
 		w := window{From: time.Now()}
-		predecessorSocket := socketInode(handoverSocket)
+		predecessorSocket := socketID(handoverSocket)
 		next := cur.successor(t)
 		if err := cur.waitExit(t, 60*time.Second); err != nil {
 			t.Fatalf("upgrade %d: predecessor exit: got %v, want status 0", i, err)
@@ -196,7 +197,7 @@ func TestUpgradeUnderLoad(t *testing.T) {
 		// socket, and steady state between handovers: a second of load
 		// answered by the new process.
 		eventually(t, "the successor to listen on "+handoverSocket, func() error {
-			if ino := socketInode(handoverSocket); ino == 0 || ino == predecessorSocket {
+			if id := socketID(handoverSocket); id == "" || id == predecessorSocket {
 				return fmt.Errorf("%s is not the successor's socket yet", handoverSocket)
 			}
 			return nil
