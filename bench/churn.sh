@@ -12,6 +12,11 @@
 #   CHURN_RATE       default 20 (updates per second)
 #   CHURN_DURATION   default 20s (each phase)
 #   CHURN_COREDNS    default 1 (0: agents only)
+#   CHURN_HOLLOW     e.g. "50 100 200": hollow mode instead (bench/churn -hollow):
+#                    that many agents' informers (pkg/kubezone's Run, each on
+#                    its own connection) and as many kube-proxy-shaped
+#                    watchers in one process; the API server's CPU per update,
+#                    RSS and watches at each count, then a restart storm
 #   NODECACHE_E2E_BIN  directory with etcd and kube-apiserver
 #                    (default ~/.cache/nodecache-e2e/bin/k8s-v1.35.4-etcd-v3.7.3,
 #                    from e2e/tools/build-k8s.sh)
@@ -31,6 +36,18 @@ die() { echo "churn.sh: $*" >&2; exit 1; }
 for b in etcd kube-apiserver; do
   [ -x "$BIN_DIR/$b" ] || die "$BIN_DIR/$b missing: run e2e/tools/build-k8s.sh or set NODECACHE_E2E_BIN"
 done
+if [ -n "${CHURN_HOLLOW:-}" ]; then
+  (cd "$ROOT" && go build -o "$WORK/churn" ./bench/churn) || die "building the driver"
+  echo "## Hollow agents ($(date -u +%Y-%m-%d), $(cd "$ROOT" && git describe --always --dirty))"
+  echo
+  echo "$(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at the start; $RATE updates/s for $DURATION."
+  for n in $SERVICES; do
+    echo
+    "$WORK/churn" -bin-dir "$BIN_DIR" -dir "$WORK/$n" -restart -hollow "$CHURN_HOLLOW" \
+      -services "$n" -rate "$RATE" -duration "$DURATION"
+  done
+  exit 0
+fi
 (cd "$ROOT" && make -s build && go build -o "$WORK/churn" ./bench/churn) || die "building nodecache and the driver"
 COREDNS_ARGS=()
 if [ "${CHURN_COREDNS:-1}" = 1 ]; then

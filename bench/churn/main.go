@@ -14,6 +14,15 @@
 // update written as soon as it takes writes is timed to every watcher: how
 // long each takes to be in sync again. It prints key=value lines and a
 // Markdown table; bench/churn.sh runs it.
+//
+// With -hollow "50 100 200" it measures the API server instead (hollow.go,
+// hollowrun.go): at each count, that many hollow agents (pkg/kubezone's
+// Zone.Run, each on its own connection, node-local pods included) and as
+// many kube-proxy-shaped watchers (Services, EndpointSlices, their own
+// Node) run in this process; the API server's CPU per update, RSS and
+// watch count under churn, and the time until a new Service reaches every
+// watcher. With -restart, the API server is then restarted with all of them
+// connected: its new peak RSS and the time until every watcher is in sync.
 package main
 
 import (
@@ -24,6 +33,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -36,6 +47,7 @@ type config struct {
 	headlessEvery                   int
 	rate                            float64
 	duration, poll                  time.Duration
+	hollow                          []int // -hollow: rising counts of hollow agents (and as many proxies)
 }
 
 func main() {
@@ -68,6 +80,17 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.Float64Var(&c.rate, "rate", 20, "EndpointSlice updates per second")
 	fs.DurationVar(&c.duration, "duration", 20*time.Second, "length of each phase")
 	fs.DurationVar(&c.poll, "poll", 5*time.Millisecond, "latency phase: how often each watcher is asked")
+	fs.Func("hollow", "hollow mode: space-separated rising counts of hollow agents and as many kube-proxy-shaped watchers, "+
+		"all in this process, e.g. \"50 100 200\" (-nodecache, -coredns and -watchers are then unused)", func(v string) error {
+		for _, f := range strings.Fields(v) {
+			n, err := strconv.Atoi(f)
+			if err != nil || n < 1 || (len(c.hollow) > 0 && n <= c.hollow[len(c.hollow)-1]) {
+				return fmt.Errorf("want rising positive counts, got %q", v)
+			}
+			c.hollow = append(c.hollow, n)
+		}
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -81,6 +104,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if err := os.MkdirAll(c.dir, 0o750); err != nil {
 		return fmt.Errorf("creating %s: %w", c.dir, err)
+	}
+	if len(c.hollow) > 0 {
+		return hollowMeasure(ctx, c, out)
 	}
 	return measure(ctx, c, out)
 }

@@ -22,19 +22,30 @@ type phaseResult struct {
 	cpu     map[string]time.Duration // kind → CPU summed over its processes
 }
 
-func measure(ctx context.Context, c config, out io.Writer) error {
+// startLoaded starts etcd and kube-apiserver and loads the synthetic
+// cluster into them; the caller stops the API server.
+func startLoaded(ctx context.Context, c config) (*apiServer, *cluster, error) {
 	logf("starting etcd and kube-apiserver from %s", c.binDir)
 	api, err := startAPIServer(ctx, c.binDir, c.dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	cl := &cluster{services: c.services, endpoints: c.endpoints, headlessEvery: c.headlessEvery}
+	t0 := time.Now()
+	if err := cl.load(ctx, api.admin); err != nil {
+		api.stop()
+		return nil, nil, err
+	}
+	logf("loaded %d services x %d endpoints in %v", c.services, c.endpoints, time.Since(t0).Round(time.Second))
+	return api, cl, nil
+}
+
+func measure(ctx context.Context, c config, out io.Writer) error {
+	api, cl, err := startLoaded(ctx, c)
 	if err != nil {
 		return err
 	}
 	defer api.stop()
-	cl := &cluster{services: c.services, endpoints: c.endpoints, headlessEvery: c.headlessEvery}
-	t0 := time.Now()
-	if err := cl.load(ctx, api.admin); err != nil {
-		return err
-	}
-	logf("loaded %d services x %d endpoints in %v", c.services, c.endpoints, time.Since(t0).Round(time.Second))
 
 	var ws []*watcher
 	defer func() {

@@ -46,7 +46,13 @@ func startProc(name, dir, bin string, args ...string) (*proc, error) {
 	return p, nil
 }
 
-func (p *proc) pid() int { return p.cmd.Process.Pid }
+// pid is the process's id; a proc without a command is this process.
+func (p *proc) pid() int {
+	if p.cmd == nil {
+		return os.Getpid()
+	}
+	return p.cmd.Process.Pid
+}
 
 // exited reports whether the process is gone, with the tail of its log.
 func (p *proc) exited() (bool, string) {

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+)
+
+// hollowMeasure is the -hollow mode: for each count in c.hollow (rising),
+// as many hollow agents and hollow kube-proxies in this one process, then
+// a churn phase measuring the API server (CPU per update, RSS, watches)
+// and the time until one new Service reaches every watcher; with -restart,
+// a restart of the API server with the most watchers connected.
+func hollowMeasure(ctx context.Context, c config, out io.Writer) error {
+	klogFile, err := os.Create(filepath.Join(c.dir, "hollow-klog.log"))
+	if err != nil {
+		return fmt.Errorf("creating klog file: %w", err)
+	}
+	defer klogFile.Close()
+	klog.LogToStderr(false)
+	klog.SetOutput(klogFile) // a restart makes every reflector log its retries
+	api, cl, err := startLoaded(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer api.stop()
+	fmt.Fprintf(out, "services=%d endpoints=%d rate=%.0f duration=%v hollow=%v\n\n", c.services, c.endpoints, c.rate,
+		c.duration, c.hollow)
+	fmt.Fprintln(out, "| agents + proxies | API-server CPU per update | idle CPU (cores) | RSS after churn | WATCH requests | registered watchers | one new Service reaches all: p50 / last | hollow process CPU per update | hollow process RSS |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|")
+	var agents []*hollowAgent
+	var proxies []*hollowProxy
+	self := &proc{name: "hollow"}
+	procs := map[string][]*proc{"kube-apiserver": {api.apiserver}, "hollow": {self}}
+	all := func(k int) int { return (k * 7919) % c.services }
+	for step, n := range append([]int{0}, c.hollow...) {
+		for i := len(agents); i < n; i++ {
+			a, err := startHollowAgent(ctx, api.restConfig, i)
+			if err != nil {
+				return err
+			}
+			p, err := startHollowProxy(ctx, api.restConfig, i)
+			if err != nil {
+				return err
+			}
+			agents, proxies = append(agents, a), append(proxies, p)
+		}
+		if _, err := propagation(ctx, api, agents, proxies, fmt.Sprintf("sync-%d", step), 5*time.Minute); err != nil {
+			return err
+		}
+		logf("%d hollow agents + %d proxies synced; settling", n, n)
+		sleep(ctx, 5*time.Second)
+		procs["kube-apiserver"] = []*proc{api.apiserver}
+		idle, err := phase(ctx, c, procs, nil)
+		if err != nil {
+			return err
+		}
+		churn, err := phase(ctx, c, procs, func(ctx context.Context, k int) error {
+			_, err := cl.churn(ctx, api.admin, all(k+step*100_000))
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		watches, watchers, err := scrapeWatches(ctx, api)
+		if err != nil {
+			return err
+		}
+		rss, _, err := api.apiserver.memory()
+		if err != nil {
+			return err
+		}
+		selfRSS, _, err := self.memory()
+		if err != nil {
+			return err
+		}
+		lat, err := propagation(ctx, api, agents, proxies, fmt.Sprintf("marker-%d", step), 2*time.Minute)
+		if err != nil {
+			return err
+		}
+		u := float64(churn.updates)
+		idleRate := idle.cpu["kube-apiserver"].Seconds() / idle.wall.Seconds()
+		fmt.Fprintf(out, "| %d + %d | %.2f ms | %.3f | %.0f MiB | %s | %s | %s | %.2f ms | %.0f MiB |\n", n, n,
+			ms(churn.cpu["kube-apiserver"])/u, idleRate, float64(rss)/(1<<20), watches, watchers, lat,
+			ms(churn.cpu["hollow"])/u, float64(selfRSS)/(1<<20))
+	}
+	if !c.restart {
+		return nil
+	}
+	return hollowStorm(ctx, api, agents, proxies, out)
+}
+
+// hollowStorm restarts kube-apiserver with every hollow watcher connected:
+// the new process's peak RSS, and the time until every watcher has a
+// Service written as soon as the API server takes writes again.
+func hollowStorm(ctx context.Context, api *apiServer, agents []*hollowAgent, proxies []*hollowProxy, out io.Writer) error {
+	_, before, err := api.apiserver.memory()
+	if err != nil {
+		return err
+	}
+	logf("restarting kube-apiserver with %d + %d hollow watchers", len(agents), len(proxies))
+	t0 := time.Now()
+	if err := api.restart(ctx); err != nil {
+		return err
+	}
+	ready := time.Since(t0)
+	lat, err := propagation(ctx, api, agents, proxies, "storm", 5*time.Minute)
+	if err != nil {
+		return err
+	}
+	total := time.Since(t0)
+	sleep(ctx, 10*time.Second) // relists still in flight show in the peak
+	_, peak, err := api.apiserver.memory()
+	if err != nil {
+		return err
+	}
+	watches, watchers, err := scrapeWatches(ctx, api)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nkube-apiserver restarted with %d + %d hollow watchers: taking writes %.1f s after the stop began; "+
+		"a Service written then reached all (p50 / last) %s; every watcher in sync %.1f s after the stop began; "+
+		"peak RSS of the new process %.0f MiB (old process: %.0f MiB); afterwards %s WATCH requests, %s registered watchers.\n",
+		len(agents), len(proxies), ready.Seconds(), lat, total.Seconds(), float64(peak)/(1<<20), float64(before)/(1<<20),
+		watches, watchers)
+	return nil
+}
+
+// propagation creates Service name and waits until every agent's zone
+// answers it and every proxy's store holds it; it returns "p50 / last"
+// since the write, over agents and proxies together.
+func propagation(ctx context.Context, api *apiServer, agents []*hollowAgent, proxies []*hollowProxy, name string,
+	limit time.Duration) (string, error) {
+	start := time.Now()
+	if _, err := api.admin.CoreV1().Services(markerNamespace).Create(ctx, markerService(name), metav1.CreateOptions{}); err != nil {
+		return "", fmt.Errorf("creating marker %s: %w", name, err)
+	}
+	fqdn := name + "." + markerNamespace + ".svc.cluster.local."
+	var checks []func() bool
+	for _, a := range agents {
+		checks = append(checks, func() bool { return a.has(fqdn) })
+	}
+	for _, p := range proxies {
+		checks = append(checks, func() bool { return p.has(name) })
+	}
+	var seen []time.Duration
+	for len(checks) > 0 {
+		if time.Since(start) > limit {
+			return "", fmt.Errorf("marker %s: %d of %d watchers without it after %v", name, len(checks),
+				len(agents)+len(proxies), limit)
+		}
+		rest := checks[:0]
+		for _, ok := range checks {
+			if ok() {
+				seen = append(seen, time.Since(start))
+			} else {
+				rest = append(rest, ok)
+			}
+		}
+		checks = rest
+		if len(checks) > 0 && !sleep(ctx, 20*time.Millisecond) {
+			return "", ctx.Err()
+		}
+	}
+	if len(seen) == 0 {
+		return "none", nil
+	}
+	slices.Sort(seen)
+	return fmt.Sprintf("%.2f s / %.2f s", seen[len(seen)/2].Seconds(), seen[len(seen)-1].Seconds()), nil
+}
+
+// scrapeWatches reads the API server's /metrics with the admin token and
+// sums apiserver_longrunning_requests{verb="WATCH"} and
+// apiserver_registered_watchers ("n/a" where the server has no such series).
+func scrapeWatches(ctx context.Context, api *apiServer) (watches, watchers string, err error) {
+	b, err := api.admin.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return "", "", fmt.Errorf("scraping kube-apiserver metrics: %w", err)
+	}
+	var w, r float64
+	var haveW, haveR bool
+	sc := bufio.NewScanner(bytes.NewReader(b))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		i := strings.LastIndexByte(line, ' ')
+		if i < 0 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, perr := strconv.ParseFloat(line[i+1:], 64)
+		if perr != nil {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `verb="WATCH"`):
+			w, haveW = w+v, true
+		case strings.HasPrefix(line, "apiserver_registered_watchers{"):
+			r, haveR = r+v, true
+		}
+	}
+	watches, watchers = "n/a", "n/a"
+	if haveW {
+		watches = strconv.FormatFloat(w, 'f', 0, 64)
+	}
+	if haveR {
+		watchers = strconv.FormatFloat(r, 'f', 0, 64)
+	}
+	return watches, watchers, sc.Err()
+}
