@@ -45,21 +45,13 @@ func hollowMeasure(ctx context.Context, c config, out io.Writer) error {
 	procs := map[string][]*proc{"kube-apiserver": {api.apiserver}, "hollow": {self}}
 	all := func(k int) int { return (k * 7919) % c.services }
 	for step, n := range append([]int{0}, c.hollow...) {
-		for i := len(agents); i < n; i++ {
-			a, err := startHollowAgent(ctx, api.restConfig, i)
-			if err != nil {
-				return err
-			}
-			p, err := startHollowProxy(ctx, api.restConfig, i)
-			if err != nil {
-				return err
-			}
-			agents, proxies = append(agents, a), append(proxies, p)
+		if err := addHollow(ctx, api, c.hollowKinds, n, &agents, &proxies); err != nil {
+			return err
 		}
 		if _, err := propagation(ctx, api, agents, proxies, fmt.Sprintf("sync-%d", step), 5*time.Minute); err != nil {
 			return err
 		}
-		logf("%d hollow agents + %d proxies synced; settling", n, n)
+		logf("%d hollow agents + %d proxies synced; settling", len(agents), len(proxies))
 		sleep(ctx, 5*time.Second)
 		procs["kube-apiserver"] = []*proc{api.apiserver}
 		idle, err := phase(ctx, c, procs, nil)
@@ -91,7 +83,7 @@ func hollowMeasure(ctx context.Context, c config, out io.Writer) error {
 		}
 		u := float64(churn.updates)
 		idleRate := idle.cpu["kube-apiserver"].Seconds() / idle.wall.Seconds()
-		fmt.Fprintf(out, "| %d + %d | %.2f ms | %.3f | %.0f MiB | %s | %s | %s | %.2f ms | %.0f MiB |\n", n, n,
+		fmt.Fprintf(out, "| %d + %d | %.2f ms | %.3f | %.0f MiB | %s | %s | %s | %.2f ms | %.0f MiB |\n", len(agents), len(proxies),
 			ms(churn.cpu["kube-apiserver"])/u, idleRate, float64(rss)/(1<<20), watches, watchers, lat,
 			ms(churn.cpu["hollow"])/u, float64(selfRSS)/(1<<20))
 	}
@@ -99,6 +91,25 @@ func hollowMeasure(ctx context.Context, c config, out io.Writer) error {
 		return nil
 	}
 	return hollowStorm(ctx, api, agents, proxies, out)
+}
+
+// addHollow starts hollow agents and proxies (as kinds says) up to n each.
+func addHollow(ctx context.Context, api *apiServer, kinds string, n int, agents *[]*hollowAgent, proxies *[]*hollowProxy) error {
+	for i := len(*agents); kinds != "proxies" && i < n; i++ {
+		a, err := startHollowAgent(ctx, api.restConfig, i)
+		if err != nil {
+			return err
+		}
+		*agents = append(*agents, a)
+	}
+	for i := len(*proxies); kinds != "agents" && i < n; i++ {
+		p, err := startHollowProxy(ctx, api.restConfig, i)
+		if err != nil {
+			return err
+		}
+		*proxies = append(*proxies, p)
+	}
+	return nil
 }
 
 // hollowStorm restarts kube-apiserver with every hollow watcher connected:

@@ -47,7 +47,8 @@ type config struct {
 	headlessEvery                   int
 	rate                            float64
 	duration, poll                  time.Duration
-	hollow                          []int // -hollow: rising counts of hollow agents (and as many proxies)
+	hollow                          []int  // -hollow: rising counts of hollow agents (and as many proxies)
+	hollowKinds                     string // -hollow-kinds: both, agents or proxies
 }
 
 func main() {
@@ -91,6 +92,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		}
 		return nil
 	})
+	fs.StringVar(&c.hollowKinds, "hollow-kinds", "both", "hollow mode: which watchers to run: both, agents or proxies")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -99,6 +101,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return errors.New("-bin-dir and -dir are required")
 	case c.services < 1 || c.endpoints < 1 || c.watchers < 1 || c.watchers > 250 || c.headlessEvery < 1:
 		return errors.New("-services, -endpoints, -headless-every want >= 1, -watchers 1..250")
+	case c.hollowKinds != "both" && c.hollowKinds != "agents" && c.hollowKinds != "proxies":
+		return fmt.Errorf("-hollow-kinds %q: want both, agents or proxies", c.hollowKinds)
 	case c.rate <= 0 || c.duration <= 0 || c.poll <= 0:
 		return errors.New("-rate, -duration and -poll must be positive")
 	}
