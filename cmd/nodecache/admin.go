@@ -14,75 +14,29 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/cache"
-	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
-// The admin API: JSON over HTTP on a root-only unix socket. The CLI
-// commands are its only intended client; its paths are versioned.
-
-type statusReply struct {
-	Version   string            `json:"version"`
-	Uptime    string            `json:"uptime"`
-	Listeners []string          `json:"listeners"`
-	Serving   bool              `json:"serving"`
-	Ready     []string          `json:"not_ready,omitempty"`
-	Interface any               `json:"interface"`
-	Zone      *kubezone.Stats   `json:"zone,omitempty"`
-	Cache     cache.Stats       `json:"cache"`
-	Upstreams []upstreamRow     `json:"upstreams"`
-	Totals    totals            `json:"totals"`
-	Config    map[string]string `json:"config"`
-	// ConfigGeneration is 1 at start and grows with each reload applied;
-	// ConfigError is why the last reload was refused (empty after one
-	// that applied).
-	ConfigGeneration uint64 `json:"config_generation"`
-	ConfigError      string `json:"config_error,omitempty"`
-}
-
-// reloadReply is POST /v1/reload's answer.
-type reloadReply struct {
-	Generation uint64 `json:"generation"`
-	Error      string `json:"error,omitempty"`
-}
-
-type upstreamRow struct {
-	Addr             string  `json:"addr"`
-	Up               bool    `json:"up"`
-	ConsecutiveFails int64   `json:"consecutive_fails"`
-	LastRTTMillis    float64 `json:"last_rtt_ms"`
-	Requests         uint64  `json:"requests"`
-	Errors           uint64  `json:"errors"`
-}
-
-type queryReply struct {
-	Name   string   `json:"name"`
-	Type   string   `json:"type"`
-	Rcode  string   `json:"rcode"`
-	Source string   `json:"source"`
-	Server string   `json:"server,omitempty"`
-	Micros int64    `json:"took_us"`
-	Answer []string `json:"answer"`
-	Ns     []string `json:"authority,omitempty"`
-	Extra  []string `json:"additional,omitempty"`
-	Flags  string   `json:"flags"`
-}
+// The admin API's server: JSON over HTTP on a root-only unix socket,
+// encoding the types of internal/adminapi. The CLI commands, through
+// adminapi.Client, are its only intended client.
 
 func (a *agent) adminMux() *http.ServeMux {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.status()) })
-	mux.HandleFunc("GET /v1/query", a.adminQuery)
-	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+adminapi.PathStatus, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.status()) })
+	mux.HandleFunc("GET "+adminapi.PathQuery, a.adminQuery)
+	mux.HandleFunc("POST "+adminapi.PathReload, func(w http.ResponseWriter, _ *http.Request) {
 		gen, err := a.reload("nodecache reload")
-		rep := reloadReply{Generation: gen}
+		rep := adminapi.Reload{Generation: gen}
 		if err != nil {
 			rep.Error = err.Error()
 		}
 		writeJSON(w, rep)
 	})
-	mux.HandleFunc("GET /v1/upstreams", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.upstreamRows()) })
-	mux.HandleFunc("GET /v1/cache/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.cache.Stats()) })
-	mux.HandleFunc("GET /v1/cache/dump", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+adminapi.PathUpstreams, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.upstreamRows()) })
+	mux.HandleFunc("GET "+adminapi.PathCacheStats, func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.cache.Stats()) })
+	mux.HandleFunc("GET "+adminapi.PathCacheDump, func(w http.ResponseWriter, r *http.Request) {
 		limit := atoiDefault(r.URL.Query().Get("limit"), 1000)
 		var out []cache.EntryInfo
 		a.cache.Dump(r.URL.Query().Get("filter"), func(e cache.EntryInfo) bool {
@@ -91,33 +45,24 @@ func (a *agent) adminMux() *http.ServeMux {
 		})
 		writeJSON(w, out)
 	})
-	mux.HandleFunc("POST /v1/cache/flush", a.adminFlush)
-	mux.HandleFunc("GET /v1/zone/list", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("POST "+adminapi.PathCacheFlush, a.adminFlush)
+	mux.HandleFunc("GET "+adminapi.PathZoneList, func(w http.ResponseWriter, r *http.Request) {
 		if a.hasZone(w) {
 			writeJSON(w, a.zone.List(r.URL.Query().Get("namespace")))
 		}
 	})
-	mux.HandleFunc("GET /v1/zone/show", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+adminapi.PathZoneShow, func(w http.ResponseWriter, r *http.Request) {
 		if a.hasZone(w) {
 			writeJSON(w, zoneShow(a.zone.List(""), r.URL.Query().Get("name"), a.cfg.ClusterDomain))
 		}
 	})
-	mux.HandleFunc("GET /v1/top", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+adminapi.PathTop, func(w http.ResponseWriter, r *http.Request) {
 		rows, t := a.clients.snapshot(atoiDefault(r.URL.Query().Get("n"), 20), a.podName)
-		writeJSON(w, map[string]any{"clients": rows, "totals": t, "time": time.Now()})
+		writeJSON(w, adminapi.Top{Clients: rows, Totals: t, Time: time.Now()})
 	})
-	mux.HandleFunc("GET /v1/tail", a.adminTail)
-	mux.HandleFunc("GET /v1/pod", a.adminPod)
+	mux.HandleFunc("GET "+adminapi.PathTail, a.adminTail)
+	mux.HandleFunc("GET "+adminapi.PathPod, a.adminPod)
 	return mux
-}
-
-// flushReply says what a flush removed: Flushed entries for Name (that
-// name, every type), at or below Zone, or All of them.
-type flushReply struct {
-	Flushed int    `json:"flushed"`
-	Name    string `json:"name,omitempty"`
-	Zone    string `json:"zone,omitempty"`
-	All     bool   `json:"all,omitempty"`
 }
 
 // adminFlush is POST /v1/cache/flush with exactly one of name=NAME,
@@ -135,7 +80,7 @@ func (a *agent) adminFlush(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "flush: want exactly one of name=NAME, zone=SUFFIX or all=true", http.StatusBadRequest)
 		return
 	}
-	rep := flushReply{All: all}
+	rep := adminapi.Flush{All: all}
 	if target := name + zone; !all {
 		if _, ok := dns.IsDomainName(target); !ok {
 			http.Error(w, fmt.Sprintf("flush: %q is not a domain name", target), http.StatusBadRequest)
@@ -207,10 +152,10 @@ func (a *agent) podName(ip netip.Addr) string {
 	return ""
 }
 
-func (a *agent) status() statusReply {
-	st := statusReply{
+func (a *agent) status() adminapi.Status {
+	st := adminapi.Status{
 		Version: version, Uptime: time.Since(a.started).Round(time.Second).String(),
-		Serving: a.server.Serving(), Ready: a.readiness(), Interface: a.iface.Status(),
+		Serving: a.server.Serving(), NotReady: a.readiness(), Interface: a.iface.Status(),
 		Cache: a.cache.Stats(), Upstreams: a.upstreamRows(),
 		Config: map[string]string{
 			"local-ip": joinAddrs(a.addrs), "cluster-domain": a.cfg.ClusterDomain,
@@ -233,10 +178,10 @@ func (a *agent) status() statusReply {
 	return st
 }
 
-func (a *agent) upstreamRows() []upstreamRow {
-	var rows []upstreamRow
+func (a *agent) upstreamRows() []adminapi.Upstream {
+	var rows []adminapi.Upstream
 	for _, s := range a.forwarder.Status() {
-		rows = append(rows, upstreamRow{Addr: s.Addr.String(), Up: s.Up, ConsecutiveFails: s.ConsecutiveFails,
+		rows = append(rows, adminapi.Upstream{Addr: s.Addr.String(), Up: s.Up, ConsecutiveFails: s.ConsecutiveFails,
 			LastRTTMillis: float64(s.LastRTT.Microseconds()) / 1000, Requests: s.Requests, Errors: s.Errors})
 	}
 	return rows
@@ -275,7 +220,7 @@ func (a *agent) adminQuery(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "unpacking reply: "+err.Error(), http.StatusBadGateway)
 		return
 	}
-	qr := queryReply{Name: dns.Fqdn(name), Type: typ, Rcode: dns.RcodeToString[reply.Rcode],
+	qr := adminapi.Query{Name: dns.Fqdn(name), Type: typ, Rcode: dns.RcodeToString[reply.Rcode],
 		Source: res.Source.String(), Micros: took.Microseconds(), Answer: []string{}}
 	if res.Server.IsValid() {
 		qr.Server = res.Server.String()

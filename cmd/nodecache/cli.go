@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodecache/nodecache/internal/adminapi"
 )
 
 // The troubleshooting CLI: every command but `run` and `doctor` is a thin
@@ -93,7 +95,7 @@ func exitCode(err error) int {
 		return se.code
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, ErrAgentUnreachable):
+	case errors.Is(err, adminapi.ErrAgentUnreachable):
 		return exitUnreachable
 	case errors.Is(err, errFindings):
 		return exitDoctorFail
