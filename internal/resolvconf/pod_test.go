@@ -84,7 +84,7 @@ func TestPodSearch(t *testing.T) {
 					t.Errorf("got  %q\nwant %q", got, tt.want)
 				}
 			}
-			if !reflect.DeepEqual(host, tt.host) && !(host == nil && tt.host == nil) {
+			if !reflect.DeepEqual(host, tt.host) && (host != nil || tt.host != nil) {
 				t.Errorf("changed the node's list to %q", host)
 			}
 		})
