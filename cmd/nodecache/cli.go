@@ -19,8 +19,9 @@ import (
 )
 
 // The troubleshooting CLI: every command but `run` and `doctor` is a thin
-// client of the admin API (adminapi.Client; the server is admin.go) that
-// prints a table, or with -o json the data itself for scripts.
+// client of the admin API (adminapi.Client; the agent answers in
+// admin.go) that prints a table, or with -o json the data itself for
+// scripts.
 
 // cliFunc is one CLI command: it parses args, talks to the agent and writes
 // its report to out. ctx ends on SIGINT/SIGTERM.

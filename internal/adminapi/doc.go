@@ -5,8 +5,12 @@
 // The API is JSON over HTTP on a unix socket (--admin-socket). Its paths
 // are versioned (/v1/...); its field names are read by scripts through
 // `nodecache <command> -o json`, so a field is renamed only with a new
-// version. The server side lives with the agent (cmd/nodecache) and
-// encodes these types.
+// version.
+//
+// NewHandler is the server: it parses and checks each request's
+// parameters, answers 400 to bad ones, and asks an Agent, which the
+// running agent (cmd/nodecache) implements with typed values. The tail
+// stream stays with the agent (Agent.ServeTail).
 //
 // The package has no config and no metrics.
 package adminapi
