@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"os"
-	"strings"
 	"time"
 
+	"github.com/nodecache/nodecache/internal/resolvconf"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/server"
@@ -94,18 +93,12 @@ func (a podsAdapter) SearchNamespace(ip netip.Addr) (string, bool) {
 }
 
 // hostSearch is the node's search list, which ClusterFirst pods inherit
-// after the cluster's own; read from the resolv.conf that --upstream names.
+// after the cluster's own, as kubelet reads it (search lines only); read
+// from the resolv.conf that --upstream names.
 func hostSearch(cfg *runConfig) []string {
-	data, err := os.ReadFile(cfg.Upstream)
+	rc, err := resolvconf.ReadFile(cfg.Upstream)
 	if err != nil {
 		return nil // --upstream is a list of addresses
 	}
-	var search []string
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 1 && (f[0] == "search" || f[0] == "domain") {
-			search = f[1:]
-		}
-	}
-	return search
+	return rc.Search
 }

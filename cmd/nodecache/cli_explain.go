@@ -1,11 +1,10 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"fmt"
-	"strconv"
 	"strings"
+
+	"github.com/nodecache/nodecache/internal/resolvconf"
 )
 
 // The search-path walk of a pod's stub resolver, for `nodecache explain`.
@@ -25,62 +24,12 @@ type resolverConf struct {
 	Libc   string   `json:"libc"`
 }
 
-// maxNdots is the cap both glibc and musl put on ndots (RES_MAXNDOTS).
-const maxNdots = 15
-
-// parseResolvConf reads search (or domain) and options ndots from a
-// resolv.conf. As in glibc, the last search or domain line wins, and ndots
-// defaults to 1.
-func parseResolvConf(data []byte) (resolverConf, []string) {
-	conf := resolverConf{Ndots: 1, Libc: libcGlibc}
-	var servers []string
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || strings.HasPrefix(f[0], "#") || strings.HasPrefix(f[0], ";") {
-			continue
-		}
-		switch f[0] {
-		case "nameserver":
-			if len(f) > 1 {
-				servers = append(servers, f[1])
-			}
-		case "search", "domain":
-			conf.Search = append([]string(nil), f[1:]...)
-		case "options":
-			for _, opt := range f[1:] {
-				if v, ok := strings.CutPrefix(opt, "ndots:"); ok {
-					if n, err := strconv.Atoi(v); err == nil && n >= 0 {
-						conf.Ndots = min(n, maxNdots)
-					}
-				}
-			}
-		}
-	}
-	return conf, servers
-}
-
 // podResolverConf is what kubelet writes for a ClusterFirst pod in ns:
 // its namespace's service domain, the cluster's, then the node's search
-// list, with ndots 5.
-func podResolverConf(ns, domain string, hostSearch []string) resolverConf {
-	domain = strings.TrimSuffix(domain, ".")
-	search := []string{ns + ".svc." + domain, "svc." + domain, domain}
-	for _, s := range hostSearch {
-		if !containsFold(search, s) {
-			search = append(search, s)
-		}
-	}
+// list (host, as kubelet reads it), with ndots 5.
+func podResolverConf(ns, domain string, host []string) resolverConf {
+	search := resolvconf.PodSearch(domain, host, resolvconf.Pod{Namespace: ns, DNSPolicy: "ClusterFirst"})
 	return resolverConf{Search: search, Ndots: 5, Libc: libcGlibc}
-}
-
-func containsFold(list []string, s string) bool {
-	for _, x := range list {
-		if strings.EqualFold(strings.TrimSuffix(x, "."), strings.TrimSuffix(s, ".")) {
-			return true
-		}
-	}
-	return false
 }
 
 // Outcomes of asking for one name (A and AAAA together, as getaddrinfo does).

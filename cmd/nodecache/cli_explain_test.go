@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodecache/nodecache/internal/resolvconf"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
@@ -103,35 +104,6 @@ func TestWalk(t *testing.T) {
 	}
 }
 
-func TestParseResolvConf(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		want    resolverConf
-		servers []string
-	}{
-		{"defaults", "nameserver 10.0.0.2\n", resolverConf{Ndots: 1, Libc: libcGlibc}, []string{"10.0.0.2"}},
-		{"kubelet pod file",
-			"search demo.svc.cluster.local svc.cluster.local cluster.local\nnameserver 169.254.20.10\noptions ndots:5\n",
-			resolverConf{Search: []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local"}, Ndots: 5, Libc: libcGlibc},
-			[]string{"169.254.20.10"}},
-		{"last search wins over domain, comments skipped, ndots capped",
-			"domain a.example\n# search no.example\nsearch b.example c.example\noptions timeout:1 ndots:40\nnameserver 127.0.0.53\n",
-			resolverConf{Search: []string{"b.example", "c.example"}, Ndots: maxNdots, Libc: libcGlibc}, []string{"127.0.0.53"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, servers := parseResolvConf([]byte(tt.in))
-			if !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("conf: got %+v, want %+v", got, tt.want)
-			}
-			if !reflect.DeepEqual(servers, tt.servers) {
-				t.Errorf("servers: got %q, want %q", servers, tt.servers)
-			}
-		})
-	}
-}
-
 func TestPodResolverConf(t *testing.T) {
 	got := podResolverConf("demo", "cluster.local.", []string{"cluster.local", "corp.example"})
 	want := resolverConf{Search: []string{"demo.svc.cluster.local", "svc.cluster.local", "cluster.local", "corp.example"}, Ndots: 5, Libc: libcGlibc}
@@ -166,7 +138,12 @@ func TestCombineOutcome(t *testing.T) {
 // the node's resolv.conf for Default and host-network pods, an error for
 // a pod with its own DNS config, the cluster's search path otherwise.
 func TestPodConf(t *testing.T) {
-	host := resolverConf{Search: []string{"corp.example"}, Ndots: 1}
+	// A stub resolver on the node searches other.example (the last line);
+	// kubelet reads only search lines, so pods inherit corp.example.
+	host, err := resolvconf.Parse(strings.NewReader("search corp.example.\ndomain other.example\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	o := &explainOpts{domain: "cluster.local"}
 	for _, tt := range []struct {
 		pod        kubezone.PodInfo

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/nodecache/nodecache/internal/resolvconf"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
@@ -125,11 +126,11 @@ func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverC
 	case (o.pod == "") == (o.resolvConf == ""):
 		return conf, usageErrorf("explain: give exactly one of --pod NS/NAME and --resolv-conf FILE")
 	case o.resolvConf != "":
-		data, err := os.ReadFile(o.resolvConf)
+		rc, err := resolvconf.ReadFile(o.resolvConf)
 		if err != nil {
 			return conf, fmt.Errorf("explain: reading --resolv-conf: %w", err)
 		}
-		conf, _ = parseResolvConf(data)
+		conf = resolverConf{Search: rc.StubSearch(), Ndots: rc.Ndots}
 	default:
 		ns, name, ok := strings.Cut(o.pod, "/")
 		if !ok || ns == "" || name == "" {
@@ -139,9 +140,9 @@ func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverC
 		if err := c.get(ctx, "/v1/pod", url.Values{"name": {o.pod}}, &pod); err != nil {
 			return conf, fmt.Errorf("explain: --pod %s: %w", o.pod, err)
 		}
-		var host resolverConf
-		if data, err := os.ReadFile(o.hostResolvConf); err == nil {
-			host, _ = parseResolvConf(data)
+		host := resolvconf.Conf{Ndots: 1}
+		if rc, err := resolvconf.ReadFile(o.hostResolvConf); err == nil {
+			host = rc
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return conf, fmt.Errorf("explain: reading --host-resolv-conf: %w", err)
 		}
@@ -151,7 +152,7 @@ func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverC
 		}
 	}
 	if o.ndots >= 0 {
-		conf.Ndots = min(o.ndots, maxNdots)
+		conf.Ndots = min(o.ndots, resolvconf.MaxNdots)
 	}
 	if o.libc != libcGlibc && o.libc != libcMusl {
 		return conf, usageErrorf("explain: --libc %q: want glibc or musl", o.libc)
@@ -164,10 +165,11 @@ func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverC
 // (host) for dnsPolicy Default and host-network ClusterFirst pods, the
 // cluster's search path for the others; a pod with its own dnsConfig or
 // dnsPolicy None has one the agent does not know.
-func podConf(ctx context.Context, c *adminClient, o *explainOpts, pod kubezone.PodInfo, host resolverConf) (resolverConf, error) {
+func podConf(ctx context.Context, c *adminClient, o *explainOpts, pod kubezone.PodInfo, host resolvconf.Conf) (resolverConf, error) {
 	switch {
 	case pod.DefaultDNS():
-		return host, nil
+		search := resolvconf.PodSearch("", host.Search, resolvconf.Pod{Namespace: pod.Namespace, DNSPolicy: pod.DNSPolicy, HostNetwork: pod.HostNetwork})
+		return resolverConf{Search: search, Ndots: host.Ndots}, nil
 	case pod.DNSPolicy == "None" || pod.CustomDNS:
 		return resolverConf{}, fmt.Errorf("explain: pod %s/%s sets its own DNS config (dnsPolicy %s): give its resolv.conf with --resolv-conf (kubectl exec %s -n %s -- cat /etc/resolv.conf)",
 			pod.Namespace, pod.Name, pod.DNSPolicy, pod.Name, pod.Namespace)

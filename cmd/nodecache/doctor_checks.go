@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/miekg/dns"
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodecache/nodecache/internal/resolvconf"
 	"github.com/nodecache/nodecache/pkg/iface"
 )
 
@@ -294,7 +296,8 @@ func (e *doctorEnv) checkUpstreams(_ context.Context) []finding {
 	if err != nil {
 		out = append(out, finding{Check: "resolv.conf", Severity: sevWarn, Detail: fmt.Sprintf("cannot read %s: %v", e.resolvConf, err)})
 	} else {
-		_, servers := parseResolvConf(data)
+		rc, _ := resolvconf.Parse(bytes.NewReader(data)) // no read error from bytes
+		servers := rc.Servers()
 		if len(servers) == 0 {
 			out = append(out, finding{Check: "resolv.conf", Severity: sevFail, Detail: e.resolvConf + " lists no nameserver",
 				Fix: "add the node's real resolvers, or give --upstream IP,IP"})

@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/resolvconf"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -37,11 +38,12 @@ func (s *Server) autopathBase(client netip.Addr, qname string) (base, ns string,
 }
 
 // searchPath is the list of names a ClusterFirst pod in ns tries for base,
-// after the first: the rest of its search list, then base itself.
-func (s *Server) searchPath(base, _ string) []string {
-	names := make([]string, 0, 3+len(s.cfg.AutopathSearch))
-	names = append(names, base+".svc."+s.cfg.Domain, base+"."+s.cfg.Domain)
-	for _, d := range s.cfg.AutopathSearch {
+// after the first: the rest of the search list kubelet gives it, then base
+// itself.
+func (s *Server) searchPath(base, ns string) []string {
+	search := resolvconf.PodSearch(s.cfg.Domain, s.cfg.AutopathSearch, resolvconf.Pod{Namespace: ns, DNSPolicy: "ClusterFirst"})
+	names := make([]string, 0, len(search))
+	for _, d := range search[min(1, len(search)):] { // search[0] is <ns>.svc.<zone>, asked already
 		names = append(names, base+"."+dns.Fqdn(d))
 	}
 	return append(names, dns.Fqdn(base))
@@ -57,12 +59,13 @@ func (s *Server) autopath(ctx context.Context, by time.Time, q *wire.Query, firs
 	if za := s.zone.Lookup(first, q.Type); za.Rcode != dns.RcodeNameError {
 		return nil, false
 	}
-	for i, name := range s.searchPath(base, ns) {
+	names := s.searchPath(base, ns)
+	for i, name := range names {
 		r := s.lookupAny(ctx, by, name, q)
 		if r == nil {
 			return nil, false // a failure: answer normally, the client walks on
 		}
-		if r.Rcode == dns.RcodeNameError && i < len(s.cfg.AutopathSearch)+2 {
+		if r.Rcode == dns.RcodeNameError && i < len(names)-1 {
 			continue
 		}
 		m := q.Request()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -21,6 +22,7 @@ func TestAutopath(t *testing.T) {
 		name       string
 		pods       fakePods
 		autopath   bool
+		search     []string // the node's search list
 		qname      string
 		wantTarget string // "" means no autopath: the plain zone answer
 		wantRcode  int
@@ -35,12 +37,17 @@ func TestAutopath(t *testing.T) {
 			qname: "api.example.com.default.svc.cluster.local.", wantRcode: dns.RcodeNameError},
 		{name: "another namespace's first expansion: normal answer", pods: fakePods{loop: "kube-system"}, autopath: true,
 			qname: "api.example.com.default.svc.cluster.local.", wantRcode: dns.RcodeNameError},
+		// kubelet drops a search domain over 253 characters from the pod's
+		// list, so the pod's next name after the cluster's is under corp.example.
+		{name: "node search list cut as kubelet cuts it", pods: fakePods{loop: "default"}, autopath: true,
+			search: []string{strings.Repeat("a", 250) + ".example", "corp.example"},
+			qname:  "api.default.svc.cluster.local.", wantTarget: "api.corp.example.", wantRcode: dns.RcodeSuccess},
 		{name: "autopath off", pods: fakePods{loop: "default"}, autopath: false,
 			qname: "api.example.com.default.svc.cluster.local.", wantRcode: dns.RcodeNameError},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, addr := startServerDeps(t, Config{Autopath: tc.autopath}, Deps{Zone: &fakeZone{}, Resolver: &fakeResolver{}, Pods: tc.pods})
+			s, addr := startServerDeps(t, Config{Autopath: tc.autopath, AutopathSearch: tc.search}, Deps{Zone: &fakeZone{}, Resolver: &fakeResolver{}, Pods: tc.pods})
 			for i := 0; i < 2; i++ { // the second time from the zone memo
 				r := exchange(t, addr.String(), tc.qname, dns.TypeA)
 				if r.Rcode != tc.wantRcode {

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -13,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/internal/resolvconf"
 )
 
 const defaultPort = 53
@@ -78,29 +79,21 @@ func checkAddrPort(s string, ap netip.AddrPort) (netip.AddrPort, error) {
 
 // parseResolvConf returns the nameserver lines of a resolv.conf file.
 func parseResolvConf(path string) ([]netip.AddrPort, error) {
-	data, err := os.ReadFile(path)
+	rc, err := resolvconf.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("reading resolv.conf: %w", err)
 	}
-	var out []netip.AddrPort
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for line := 1; sc.Scan(); line++ {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || fields[0] != "nameserver" {
-			continue
-		}
-		addr, err := netip.ParseAddr(fields[1])
+	out := make([]netip.AddrPort, 0, len(rc.Nameservers))
+	for _, ns := range rc.Nameservers {
+		addr, err := netip.ParseAddr(ns.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("parsing %s line %d: nameserver %q is not an IP: %w", path, line, fields[1], err)
+			return nil, fmt.Errorf("parsing %s line %d: nameserver %q is not an IP: %w", path, ns.Line, ns.Addr, err)
 		}
-		ap, err := checkAddrPort(fields[1], netip.AddrPortFrom(addr.Unmap(), defaultPort))
+		ap, err := checkAddrPort(ns.Addr, netip.AddrPortFrom(addr.Unmap(), defaultPort))
 		if err != nil {
-			return nil, fmt.Errorf("parsing %s line %d: %w", path, line, err)
+			return nil, fmt.Errorf("parsing %s line %d: %w", path, ns.Line, err)
 		}
 		out = append(out, ap)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no nameserver lines in %s", path)
