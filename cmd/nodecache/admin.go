@@ -2,280 +2,140 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
-// The admin API: JSON over HTTP on a root-only unix socket. The CLI
-// commands are its only intended client; its paths are versioned.
+// The admin API's server: adminapi.NewHandler over adminAgent, on a
+// root-only unix socket. The CLI commands, through adminapi.Client, are its
+// only intended client.
 
-type statusReply struct {
-	Version   string            `json:"version"`
-	Uptime    string            `json:"uptime"`
-	Listeners []string          `json:"listeners"`
-	Serving   bool              `json:"serving"`
-	Ready     []string          `json:"not_ready,omitempty"`
-	Interface any               `json:"interface"`
-	Zone      *kubezone.Stats   `json:"zone,omitempty"`
-	Cache     cache.Stats       `json:"cache"`
-	Upstreams []upstreamRow     `json:"upstreams"`
-	Totals    totals            `json:"totals"`
-	Config    map[string]string `json:"config"`
-	// ConfigGeneration is 1 at start and grows with each reload applied;
-	// ConfigError is why the last reload was refused (empty after one
-	// that applied).
-	ConfigGeneration uint64 `json:"config_generation"`
-	ConfigError      string `json:"config_error,omitempty"`
-}
+// adminAgent is the agent as the admin API sees it.
+type adminAgent struct{ *agent }
 
-// reloadReply is POST /v1/reload's answer.
-type reloadReply struct {
-	Generation uint64 `json:"generation"`
-	Error      string `json:"error,omitempty"`
-}
+var _ adminapi.Agent = adminAgent{}
 
-type upstreamRow struct {
-	Addr             string  `json:"addr"`
-	Up               bool    `json:"up"`
-	ConsecutiveFails int64   `json:"consecutive_fails"`
-	LastRTTMillis    float64 `json:"last_rtt_ms"`
-	Requests         uint64  `json:"requests"`
-	Errors           uint64  `json:"errors"`
-}
+func (a adminAgent) Status() adminapi.Status        { return a.status() }
+func (a adminAgent) Upstreams() []adminapi.Upstream { return a.upstreamRows() }
+func (a adminAgent) CacheStats() cache.Stats        { return a.cache.Stats() }
 
-type queryReply struct {
-	Name   string   `json:"name"`
-	Type   string   `json:"type"`
-	Rcode  string   `json:"rcode"`
-	Source string   `json:"source"`
-	Server string   `json:"server,omitempty"`
-	Micros int64    `json:"took_us"`
-	Answer []string `json:"answer"`
-	Ns     []string `json:"authority,omitempty"`
-	Extra  []string `json:"additional,omitempty"`
-	Flags  string   `json:"flags"`
-}
-
-func (a *agent) adminMux() *http.ServeMux {
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /v1/status", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.status()) })
-	mux.HandleFunc("GET /v1/query", a.adminQuery)
-	mux.HandleFunc("POST /v1/reload", func(w http.ResponseWriter, _ *http.Request) {
-		gen, err := a.reload("nodecache reload")
-		rep := reloadReply{Generation: gen}
-		if err != nil {
-			rep.Error = err.Error()
-		}
-		writeJSON(w, rep)
-	})
-	mux.HandleFunc("GET /v1/upstreams", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.upstreamRows()) })
-	mux.HandleFunc("GET /v1/cache/stats", func(w http.ResponseWriter, _ *http.Request) { writeJSON(w, a.cache.Stats()) })
-	mux.HandleFunc("GET /v1/cache/dump", func(w http.ResponseWriter, r *http.Request) {
-		limit := atoiDefault(r.URL.Query().Get("limit"), 1000)
-		var out []cache.EntryInfo
-		a.cache.Dump(r.URL.Query().Get("filter"), func(e cache.EntryInfo) bool {
-			out = append(out, e)
-			return len(out) < limit
-		})
-		writeJSON(w, out)
-	})
-	mux.HandleFunc("POST /v1/cache/flush", a.adminFlush)
-	mux.HandleFunc("GET /v1/zone/list", func(w http.ResponseWriter, r *http.Request) {
-		if a.hasZone(w) {
-			writeJSON(w, a.zone.List(r.URL.Query().Get("namespace")))
-		}
-	})
-	mux.HandleFunc("GET /v1/zone/show", func(w http.ResponseWriter, r *http.Request) {
-		if a.hasZone(w) {
-			writeJSON(w, zoneShow(a.zone.List(""), r.URL.Query().Get("name"), a.cfg.ClusterDomain))
-		}
-	})
-	mux.HandleFunc("GET /v1/top", func(w http.ResponseWriter, r *http.Request) {
-		rows, t := a.clients.snapshot(atoiDefault(r.URL.Query().Get("n"), 20), a.podName)
-		writeJSON(w, map[string]any{"clients": rows, "totals": t, "time": time.Now()})
-	})
-	mux.HandleFunc("GET /v1/tail", a.adminTail)
-	mux.HandleFunc("GET /v1/pod", a.adminPod)
-	return mux
-}
-
-// flushReply says what a flush removed: Flushed entries for Name (that
-// name, every type), at or below Zone, or All of them.
-type flushReply struct {
-	Flushed int    `json:"flushed"`
-	Name    string `json:"name,omitempty"`
-	Zone    string `json:"zone,omitempty"`
-	All     bool   `json:"all,omitempty"`
-}
-
-// adminFlush is POST /v1/cache/flush with exactly one of name=NAME,
-// zone=SUFFIX or all=true; with none it flushes nothing and says so.
-func (a *agent) adminFlush(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	name, zone, all := q.Get("name"), q.Get("zone"), q.Get("all") == "true"
-	set := 0
-	for _, on := range []bool{name != "", zone != "", all} {
-		if on {
-			set++
-		}
+func (a adminAgent) Reload() adminapi.Reload {
+	gen, err := a.reload("nodecache reload")
+	rep := adminapi.Reload{Generation: gen}
+	if err != nil {
+		rep.Error = err.Error()
 	}
-	if set != 1 {
-		http.Error(w, "flush: want exactly one of name=NAME, zone=SUFFIX or all=true", http.StatusBadRequest)
-		return
-	}
-	rep := flushReply{All: all}
-	if target := name + zone; !all {
-		if _, ok := dns.IsDomainName(target); !ok {
-			http.Error(w, fmt.Sprintf("flush: %q is not a domain name", target), http.StatusBadRequest)
-			return
-		}
-	}
+	return rep
+}
+
+func (a adminAgent) CacheDump(filter string, limit int) []cache.EntryInfo {
+	var out []cache.EntryInfo
+	a.cache.Dump(filter, func(e cache.EntryInfo) bool {
+		out = append(out, e)
+		return len(out) < limit
+	})
+	return out
+}
+
+func (a adminAgent) CacheFlush(s adminapi.FlushScope) adminapi.Flush {
+	rep := adminapi.Flush{Name: s.Name, Zone: s.Zone, All: s.All}
 	switch {
-	case name != "":
-		rep.Name = dns.Fqdn(name)
-		rep.Flushed = a.cache.Flush(rep.Name)
-	case zone != "":
-		rep.Zone = dns.Fqdn(zone)
-		rep.Flushed = a.cache.FlushZone(rep.Zone)
+	case s.Name != "":
+		rep.Flushed = a.cache.Flush(s.Name)
+	case s.Zone != "":
+		rep.Flushed = a.cache.FlushZone(s.Zone)
 	default:
 		rep.Flushed = a.cache.FlushAll()
 	}
-	writeJSON(w, rep)
+	return rep
 }
 
-// adminPod is GET /v1/pod?ip=IP or ?name=NAMESPACE/NAME: one of this
-// node's pods.
-func (a *agent) adminPod(w http.ResponseWriter, r *http.Request) {
-	if !a.hasZone(w) {
-		return
+func (a adminAgent) ZoneList(ns string) ([]kubezone.Record, error) {
+	if err := a.noZone(); err != nil {
+		return nil, err
 	}
-	if nsName := r.URL.Query().Get("name"); nsName != "" {
-		ns, name, ok := strings.Cut(nsName, "/")
-		if !ok {
-			http.Error(w, "name: want NAMESPACE/NAME", http.StatusBadRequest)
-			return
-		}
-		p, ok := a.zone.PodByName(ns, name)
-		if !ok {
-			http.Error(w, fmt.Sprintf("no pod %s on this node (%s): the agent knows its own node's pods", nsName, a.cfg.NodeName), http.StatusNotFound)
-			return
-		}
-		writeJSON(w, p)
-		return
+	return a.zone.List(ns), nil
+}
+
+func (a adminAgent) ZoneShow(name string) ([]kubezone.Record, error) {
+	if err := a.noZone(); err != nil {
+		return nil, err
 	}
-	ip, err := netip.ParseAddr(r.URL.Query().Get("ip"))
-	if err != nil {
-		http.Error(w, "want ip=IP or name=NAMESPACE/NAME", http.StatusBadRequest)
-		return
+	return zoneShow(a.zone.List(""), name, a.cfg.ClusterDomain), nil
+}
+
+func (a adminAgent) PodByName(ns, name string) (kubezone.PodInfo, error) {
+	if err := a.noZone(); err != nil {
+		return kubezone.PodInfo{}, err
+	}
+	p, ok := a.zone.PodByName(ns, name)
+	if !ok {
+		return p, adminapi.Errorf(http.StatusNotFound, "no pod %s/%s on this node (%s): the agent knows its own node's pods", ns, name, a.cfg.NodeName)
+	}
+	return p, nil
+}
+
+func (a adminAgent) PodByIP(ip netip.Addr) (kubezone.PodInfo, error) {
+	if err := a.noZone(); err != nil {
+		return kubezone.PodInfo{}, err
 	}
 	p, ok := a.zone.PodByIP(ip)
 	if !ok {
-		http.Error(w, "no pod of this node has that IP", http.StatusNotFound)
-		return
+		return p, adminapi.Errorf(http.StatusNotFound, "no pod of this node has that IP")
 	}
-	writeJSON(w, p)
+	return p, nil
 }
 
-// hasZone reports whether the agent serves a cluster zone, answering 404
-// when it does not.
-func (a *agent) hasZone(w http.ResponseWriter) bool {
+func (a adminAgent) Top(n int) adminapi.Top {
+	rows, t := a.clients.snapshot(n, a.podName)
+	return adminapi.Top{Clients: rows, Totals: t, Time: time.Now()}
+}
+
+func (a adminAgent) ServeTail(w http.ResponseWriter, r *http.Request) { a.adminTail(w, r) }
+
+// noZone is the error of a call that needs the cluster zone when the
+// agent serves none; nil when it serves one.
+func (a adminAgent) noZone() error {
 	if a.zone == nil {
-		http.Error(w, "this agent serves no cluster zone (no --kubeconfig, --fixture or in-cluster config)", http.StatusNotFound)
+		return adminapi.Errorf(http.StatusNotFound, "this agent serves no cluster zone (no --kubeconfig, --fixture or in-cluster config)")
 	}
-	return a.zone != nil
+	return nil
 }
 
-func (a *agent) podName(ip netip.Addr) string {
-	if a.zone == nil {
-		return ""
-	}
-	if p, ok := a.zone.PodByIP(ip); ok && !p.Shared {
-		return p.Namespace + "/" + p.Name
-	}
-	return ""
-}
-
-func (a *agent) status() statusReply {
-	st := statusReply{
-		Version: version, Uptime: time.Since(a.started).Round(time.Second).String(),
-		Serving: a.server.Serving(), Ready: a.readiness(), Interface: a.iface.Status(),
-		Cache: a.cache.Stats(), Upstreams: a.upstreamRows(),
-		Config: map[string]string{
-			"local-ip": joinAddrs(a.addrs), "cluster-domain": a.cfg.ClusterDomain,
-			"upstream": a.liveConfig().Upstream, "cache-size": a.cfg.CacheSize.String(),
-			"health-addr": a.healthAddr(), "metrics-addr": a.metricsAddr(),
-		},
-	}
-	for _, ad := range a.addrs {
-		st.Listeners = append(st.Listeners, "udp+tcp "+ad.String())
-	}
-	if a.zone != nil {
-		zs := a.zone.Stats()
-		st.Zone = &zs
-	}
-	_, st.Totals = a.clients.snapshot(0, nil)
-	st.ConfigGeneration = a.live.gen.Load()
-	if e := a.live.lastErr.Load(); e != nil {
-		st.ConfigError = *e
-	}
-	return st
-}
-
-func (a *agent) upstreamRows() []upstreamRow {
-	var rows []upstreamRow
-	for _, s := range a.forwarder.Status() {
-		rows = append(rows, upstreamRow{Addr: s.Addr.String(), Up: s.Up, ConsecutiveFails: s.ConsecutiveFails,
-			LastRTTMillis: float64(s.LastRTT.Microseconds()) / 1000, Requests: s.Requests, Errors: s.Errors})
-	}
-	return rows
-}
-
-func (a *agent) adminQuery(w http.ResponseWriter, r *http.Request) {
-	name := r.URL.Query().Get("name")
-	typ := strings.ToUpper(r.URL.Query().Get("type"))
-	if typ == "" {
-		typ = "A"
-	}
-	qtype, ok := dns.StringToType[typ]
-	if !ok || name == "" {
-		http.Error(w, "want name=NAME and type=TYPE (A, AAAA, SRV, PTR, ...)", http.StatusBadRequest)
-		return
-	}
+// Query packs name and qtype into a query, runs it through the server as
+// a client on the first listen address would, and describes the reply.
+func (a adminAgent) Query(ctx context.Context, name string, qtype uint16) (adminapi.Query, error) {
 	m := new(dns.Msg)
-	m.SetQuestion(dns.Fqdn(name), qtype)
+	m.SetQuestion(name, qtype)
 	m.SetEdns0(1232, false)
 	pkt, err := m.Pack()
 	if err != nil {
-		http.Error(w, "packing query: "+err.Error(), http.StatusBadRequest)
-		return
+		return adminapi.Query{}, adminapi.Errorf(http.StatusBadRequest, "packing query: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	start := time.Now()
 	out, res, err := a.server.Query(ctx, pkt, a.addrs[0].Addr())
 	took := time.Since(start)
 	if err != nil {
-		http.Error(w, "query: "+err.Error(), http.StatusBadGateway)
-		return
+		return adminapi.Query{}, fmt.Errorf("query: %w", err)
 	}
 	var reply dns.Msg
 	if err := reply.Unpack(out); err != nil {
-		http.Error(w, "unpacking reply: "+err.Error(), http.StatusBadGateway)
-		return
+		return adminapi.Query{}, fmt.Errorf("unpacking reply: %w", err)
 	}
-	qr := queryReply{Name: dns.Fqdn(name), Type: typ, Rcode: dns.RcodeToString[reply.Rcode],
+	qr := adminapi.Query{Name: name, Type: dns.TypeToString[qtype], Rcode: dns.RcodeToString[reply.Rcode],
 		Source: res.Source.String(), Micros: took.Microseconds(), Answer: []string{}}
 	if res.Server.IsValid() {
 		qr.Server = res.Server.String()
@@ -301,7 +161,52 @@ func (a *agent) adminQuery(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	qr.Flags = strings.Join(flags, " ")
-	writeJSON(w, qr)
+	return qr, nil
+}
+
+func (a *agent) podName(ip netip.Addr) string {
+	if a.zone == nil {
+		return ""
+	}
+	if p, ok := a.zone.PodByIP(ip); ok && !p.Shared {
+		return p.Namespace + "/" + p.Name
+	}
+	return ""
+}
+
+func (a *agent) status() adminapi.Status {
+	st := adminapi.Status{
+		Version: version, Uptime: time.Since(a.started).Round(time.Second).String(),
+		Serving: a.server.Serving(), NotReady: a.readiness(), Interface: a.iface.Status(),
+		Cache: a.cache.Stats(), Upstreams: a.upstreamRows(),
+		Config: map[string]string{
+			"local-ip": joinAddrs(a.addrs), "cluster-domain": a.cfg.ClusterDomain,
+			"upstream": a.liveConfig().Upstream, "cache-size": a.cfg.CacheSize.String(),
+			"health-addr": a.healthAddr(), "metrics-addr": a.metricsAddr(),
+		},
+	}
+	for _, ad := range a.addrs {
+		st.Listeners = append(st.Listeners, "udp+tcp "+ad.String())
+	}
+	if a.zone != nil {
+		zs := a.zone.Stats()
+		st.Zone = &zs
+	}
+	_, st.Totals = a.clients.snapshot(0, nil)
+	st.ConfigGeneration = a.live.gen.Load()
+	if e := a.live.lastErr.Load(); e != nil {
+		st.ConfigError = *e
+	}
+	return st
+}
+
+func (a *agent) upstreamRows() []adminapi.Upstream {
+	var rows []adminapi.Upstream
+	for _, s := range a.forwarder.Status() {
+		rows = append(rows, adminapi.Upstream{Addr: s.Addr.String(), Up: s.Up, ConsecutiveFails: s.ConsecutiveFails,
+			LastRTTMillis: float64(s.LastRTT.Microseconds()) / 1000, Requests: s.Requests, Errors: s.Errors})
+	}
+	return rows
 }
 
 // serveAdmin serves the admin API on the unix socket until ctx ends.
@@ -317,7 +222,7 @@ func (a *agent) serveAdmin(ctx context.Context) error {
 	}
 	// Requests live under ctx, so that a `tail` stream ends with the agent;
 	// no write timeout, which would cut that stream (the peers are root).
-	h := httpServer(a.adminMux(), 0)
+	h := httpServer(adminapi.NewHandler(adminAgent{a}), 0)
 	h.BaseContext = func(net.Listener) context.Context { return ctx }
 	errc := make(chan error, 1)
 	go func() { errc <- h.Serve(ln) }()
@@ -333,18 +238,4 @@ func (a *agent) serveAdmin(ctx context.Context) error {
 		}
 		return fmt.Errorf("admin api: %w", err)
 	}
-}
-
-func writeJSON(w http.ResponseWriter, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	_ = enc.Encode(v)
-}
-
-func atoiDefault(s string, def int) int {
-	if n, err := strconv.Atoi(s); err == nil && n > 0 {
-		return n
-	}
-	return def
 }

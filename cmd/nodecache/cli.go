@@ -14,11 +14,14 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/nodecache/nodecache/internal/adminapi"
 )
 
 // The troubleshooting CLI: every command but `run` and `doctor` is a thin
-// client of the admin API (admin.go) that prints a table, or with -o json
-// the data itself for scripts.
+// client of the admin API (adminapi.Client; the agent answers in
+// admin.go) that prints a table, or with -o json the data itself for
+// scripts.
 
 // cliFunc is one CLI command: it parses args, talks to the agent and writes
 // its report to out. ctx ends on SIGINT/SIGTERM.
@@ -93,7 +96,7 @@ func exitCode(err error) int {
 		return se.code
 	case errors.As(err, &ue):
 		return exitUsage
-	case errors.Is(err, ErrAgentUnreachable):
+	case errors.Is(err, adminapi.ErrAgentUnreachable):
 		return exitUnreachable
 	case errors.Is(err, errFindings):
 		return exitDoctorFail

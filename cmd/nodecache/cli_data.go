@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"net/url"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
@@ -32,11 +32,11 @@ func cmdCache(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	c := newAdminClient(o.socket)
+	c := adminapi.NewClient(o.socket)
 	switch pos[0] {
 	case "stats":
-		var st cache.Stats
-		if err := c.get(ctx, "/v1/cache/stats", nil, &st); err != nil {
+		st, err := c.CacheStats(ctx)
+		if err != nil {
 			return err
 		}
 		return emit(out, &o, st, func(w io.Writer) {
@@ -47,9 +47,8 @@ func cmdCache(ctx context.Context, out io.Writer, args []string) error {
 		if len(pos) == 2 && filter == "" {
 			filter = pos[1]
 		}
-		entries := []cache.EntryInfo{}
-		q := url.Values{"filter": {filter}, "limit": {strconv.Itoa(limit)}}
-		if err := c.get(ctx, "/v1/cache/dump", q, &entries); err != nil {
+		entries, err := c.CacheDump(ctx, filter, limit)
+		if err != nil {
 			return err
 		}
 		return emit(out, &o, entries, func(w io.Writer) { printDump(w, entries) })
@@ -61,20 +60,20 @@ func cmdCache(ctx context.Context, out io.Writer, args []string) error {
 
 // cacheFlush is `cache flush NAME | --zone SUFFIX | --all`: exactly one,
 // so that a forgotten name never empties the cache.
-func cacheFlush(ctx context.Context, out io.Writer, o *cliOpts, c *adminClient, names []string, zone string, all bool) error {
-	q := url.Values{}
+func cacheFlush(ctx context.Context, out io.Writer, o *cliOpts, c *adminapi.Client, names []string, zone string, all bool) error {
+	var s adminapi.FlushScope
 	switch {
 	case len(names) == 1 && zone == "" && !all:
-		q.Set("name", names[0])
+		s.Name = names[0]
 	case len(names) == 0 && zone != "" && !all:
-		q.Set("zone", zone)
+		s.Zone = zone
 	case len(names) == 0 && zone == "" && all:
-		q.Set("all", "true")
+		s.All = true
 	default:
 		return usageErrorf("cache flush: want exactly one of NAME (that name, every type), --zone SUFFIX (that name and below) or --all; nothing was flushed")
 	}
-	var res flushReply
-	if err := c.post(ctx, "/v1/cache/flush", q, &res); err != nil {
+	res, err := c.CacheFlush(ctx, s)
+	if err != nil {
 		return err
 	}
 	return emit(out, o, res, func(w io.Writer) {
@@ -122,21 +121,18 @@ func cmdZone(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	c := newAdminClient(o.socket)
+	c := adminapi.NewClient(o.socket)
 	var recs []kubezone.Record
 	switch {
 	case pos[0] == "list" && len(pos) == 1:
-		err = c.get(ctx, "/v1/zone/list", url.Values{"namespace": {ns}}, &recs)
+		recs, err = c.ZoneList(ctx, ns)
 	case pos[0] == "show" && len(pos) == 2:
-		err = c.get(ctx, "/v1/zone/show", url.Values{"name": {pos[1]}}, &recs)
+		recs, err = c.ZoneShow(ctx, pos[1])
 	default:
 		return usageErrorf("zone: want `zone list [--namespace NS]` or `zone show NAME`")
 	}
 	if err != nil {
 		return err
-	}
-	if recs == nil {
-		recs = []kubezone.Record{}
 	}
 	return emit(out, &o, recs, func(w io.Writer) {
 		fmt.Fprintln(w, "NAME\tTTL\tTYPE\tDATA")

@@ -5,24 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"strings"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/internal/resolvconf"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
-// askAgent runs /v1/query for name and type.
-func askAgent(ctx context.Context, c *adminClient, name, typ string) (queryReply, error) {
-	var qr queryReply
-	err := c.get(ctx, "/v1/query", url.Values{"name": {name}, "type": {typ}}, &qr)
-	return qr, err
-}
-
 // sourceText says where an answer came from: "zone", "cache hit",
 // "upstream 10.0.0.2:53".
-func sourceText(qr queryReply) string {
+func sourceText(qr adminapi.Query) string {
 	switch qr.Source {
 	case "cache":
 		return "cache hit"
@@ -48,7 +41,7 @@ func cmdQuery(ctx context.Context, out io.Writer, args []string) error {
 	if len(pos) == 2 {
 		typ = strings.ToUpper(pos[1])
 	}
-	qr, err := askAgent(ctx, newAdminClient(o.socket), pos[0], typ)
+	qr, err := adminapi.NewClient(o.socket).Query(ctx, pos[0], typ)
 	if err != nil {
 		return err
 	}
@@ -83,7 +76,7 @@ type explainReport struct {
 // explainStep is one name of the walk and the agent's reply for each type.
 type explainStep struct {
 	walkStep
-	Replies []queryReply `json:"replies"`
+	Replies []adminapi.Query `json:"replies"`
 }
 
 type explainOpts struct {
@@ -107,7 +100,7 @@ func cmdExplain(ctx context.Context, out io.Writer, args []string) error {
 	if err != nil {
 		return err
 	}
-	c := newAdminClient(o.socket)
+	c := adminapi.NewClient(o.socket)
 	conf, err := explainConf(ctx, c, &o)
 	if err != nil {
 		return err
@@ -120,7 +113,7 @@ func cmdExplain(ctx context.Context, out io.Writer, args []string) error {
 }
 
 // explainConf builds the resolver configuration the flags describe.
-func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverConf, error) {
+func explainConf(ctx context.Context, c *adminapi.Client, o *explainOpts) (resolverConf, error) {
 	var conf resolverConf
 	switch {
 	case (o.pod == "") == (o.resolvConf == ""):
@@ -136,8 +129,8 @@ func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverC
 		if !ok || ns == "" || name == "" {
 			return conf, usageErrorf("explain: --pod %q: want NAMESPACE/NAME", o.pod)
 		}
-		var pod kubezone.PodInfo
-		if err := c.get(ctx, "/v1/pod", url.Values{"name": {o.pod}}, &pod); err != nil {
+		pod, err := c.PodByName(ctx, ns, name)
+		if err != nil {
 			return conf, fmt.Errorf("explain: --pod %s: %w", o.pod, err)
 		}
 		host := resolvconf.Conf{Ndots: 1}
@@ -146,7 +139,6 @@ func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverC
 		} else if !errors.Is(err, os.ErrNotExist) {
 			return conf, fmt.Errorf("explain: reading --host-resolv-conf: %w", err)
 		}
-		var err error
 		if conf, err = podConf(ctx, c, o, pod, host); err != nil {
 			return conf, err
 		}
@@ -165,7 +157,7 @@ func explainConf(ctx context.Context, c *adminClient, o *explainOpts) (resolverC
 // (host) for dnsPolicy Default and host-network ClusterFirst pods, the
 // cluster's search path for the others; a pod with its own dnsConfig or
 // dnsPolicy None has one the agent does not know.
-func podConf(ctx context.Context, c *adminClient, o *explainOpts, pod kubezone.PodInfo, host resolvconf.Conf) (resolverConf, error) {
+func podConf(ctx context.Context, c *adminapi.Client, o *explainOpts, pod kubezone.PodInfo, host resolvconf.Conf) (resolverConf, error) {
 	switch {
 	case pod.DefaultDNS():
 		search := resolvconf.PodSearch("", host.Search, resolvconf.Pod{Namespace: pod.Namespace, DNSPolicy: pod.DNSPolicy, HostNetwork: pod.HostNetwork})
@@ -176,7 +168,7 @@ func podConf(ctx context.Context, c *adminClient, o *explainOpts, pod kubezone.P
 	}
 	domain := o.domain
 	if domain == "" {
-		st, err := fetchStatus(ctx, c)
+		st, err := c.Status(ctx)
 		if err != nil {
 			return resolverConf{}, err
 		}
@@ -186,7 +178,7 @@ func podConf(ctx context.Context, c *adminClient, o *explainOpts, pod kubezone.P
 }
 
 // explain walks the search path of name under conf, asking the agent.
-func explain(ctx context.Context, c *adminClient, name string, conf resolverConf, types []string) (explainReport, error) {
+func explain(ctx context.Context, c *adminapi.Client, name string, conf resolverConf, types []string) (explainReport, error) {
 	rep := explainReport{Name: name, Conf: conf, Steps: []explainStep{}}
 	var fatal error
 	steps, resolved := walk(name, conf, func(fqdn string) string {
@@ -198,13 +190,13 @@ func explain(ctx context.Context, c *adminClient, name string, conf resolverConf
 		var answers []int
 		var slowest int64
 		for _, typ := range types {
-			qr, err := askAgent(ctx, c, fqdn, typ)
+			qr, err := c.Query(ctx, fqdn, typ)
 			if err != nil {
-				if errors.Is(err, ErrAgentUnreachable) || ctx.Err() != nil {
+				if errors.Is(err, adminapi.ErrAgentUnreachable) || ctx.Err() != nil {
 					fatal = err
 					return outcomeError
 				}
-				qr = queryReply{Name: fqdn, Type: typ, Rcode: "ERROR: " + err.Error()}
+				qr = adminapi.Query{Name: fqdn, Type: typ, Rcode: "ERROR: " + err.Error()}
 			}
 			rep.Queries++
 			slowest = max(slowest, qr.Micros)

@@ -9,21 +9,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/iface"
 )
-
-// statusView is /v1/status as the CLI reads it: the interface part typed.
-type statusView struct {
-	statusReply
-	Interface iface.Status `json:"interface"` // shadows statusReply.Interface
-}
-
-// fetchStatus gets /v1/status.
-func fetchStatus(ctx context.Context, c *adminClient) (statusView, error) {
-	var st statusView
-	err := c.get(ctx, "/v1/status", nil, &st)
-	return st, err
-}
 
 // cmdStatus is `nodecache status`.
 func cmdStatus(ctx context.Context, out io.Writer, args []string) error {
@@ -32,21 +20,21 @@ func cmdStatus(ctx context.Context, out io.Writer, args []string) error {
 	if _, err := parseCLI(fs, &o, args, 0, 0); err != nil {
 		return err
 	}
-	st, err := fetchStatus(ctx, newAdminClient(o.socket))
+	st, err := adminapi.NewClient(o.socket).Status(ctx)
 	if err != nil {
 		return err
 	}
 	return emit(out, &o, st, func(w io.Writer) { printStatus(w, st) })
 }
 
-func printStatus(w io.Writer, st statusView) {
+func printStatus(w io.Writer, st adminapi.Status) {
 	state := "serving"
 	if !st.Serving {
 		state = "NOT serving"
 	}
 	ready := "ready"
-	if len(st.Ready) > 0 {
-		ready = "NOT ready: " + strings.Join(st.Ready, "; ")
+	if len(st.NotReady) > 0 {
+		ready = "NOT ready: " + strings.Join(st.NotReady, "; ")
 	}
 	fmt.Fprintf(w, "nodecache %s, up %s, %s, %s\n", st.Version, st.Uptime, state, ready)
 	fmt.Fprintf(w, "listeners\t%s\n", strings.Join(st.Listeners, ", "))
@@ -116,7 +104,7 @@ func rulesLine(r iface.RulesStatus) string {
 	return line + ": " + strings.Join(bad, "; ")
 }
 
-func zoneLine(st statusView) string {
+func zoneLine(st adminapi.Status) string {
 	z := st.Zone
 	if z == nil {
 		return "none (no --kubeconfig, --fixture or in-cluster config)"
@@ -165,17 +153,14 @@ func cmdUpstreams(ctx context.Context, out io.Writer, args []string) error {
 	if _, err := parseCLI(fs, &o, args, 0, 0); err != nil {
 		return err
 	}
-	var rows []upstreamRow
-	if err := newAdminClient(o.socket).get(ctx, "/v1/upstreams", nil, &rows); err != nil {
+	rows, err := adminapi.NewClient(o.socket).Upstreams(ctx)
+	if err != nil {
 		return err
-	}
-	if rows == nil {
-		rows = []upstreamRow{}
 	}
 	return emit(out, &o, rows, func(w io.Writer) { printUpstreams(w, rows) })
 }
 
-func printUpstreams(w io.Writer, rows []upstreamRow) {
+func printUpstreams(w io.Writer, rows []adminapi.Upstream) {
 	fmt.Fprintln(w, "UPSTREAM\tSTATE\tLAST RTT\tREQUESTS\tERRORS\tERROR %\tFAILS IN A ROW")
 	for _, r := range rows {
 		state := "up"

@@ -15,6 +15,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
@@ -93,7 +94,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 	t.Run("status", func(t *testing.T) {
 		a.text(t, []string{"status"}, "serving, ready", "udp+tcp "+a.dns, "not managed (--setup-interface=false)",
 			"cluster.local synced, source", "UPSTREAM", upAddr)
-		var st statusView
+		var st adminapi.Status
 		a.json(t, &st, "status")
 		if !st.Serving || st.Zone == nil || !st.Zone.Synced || st.Zone.Services == 0 {
 			t.Errorf("got serving %t zone %+v, want serving and a synced zone with services", st.Serving, st.Zone)
@@ -105,7 +106,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 
 	t.Run("query", func(t *testing.T) {
 		a.text(t, []string{"query", "web.demo.svc.cluster.local"}, "NOERROR from zone", "10.96.0.10", "flags: aa")
-		var qr queryReply
+		var qr adminapi.Query
 		a.json(t, &qr, "query", "www.example.org", "a")
 		if qr.Rcode != "NOERROR" || qr.Source != "upstream" || qr.Server != upAddr || len(qr.Answer) != 1 {
 			t.Errorf("first ask: got %+v, want NOERROR from upstream %s with one answer", qr, upAddr)
@@ -222,7 +223,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 
 	t.Run("upstreams", func(t *testing.T) {
 		a.ask(t, "upstreams.example.org.", dns.TypeA)
-		var rows []upstreamRow
+		var rows []adminapi.Upstream
 		a.json(t, &rows, "upstreams")
 		if len(rows) != 1 || rows[0].Addr != upAddr || !rows[0].Up || rows[0].Requests == 0 {
 			t.Errorf("got %+v, want %s up with requests", rows, upAddr)
@@ -266,7 +267,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 			"/etc/resolv.conf":             "nameserver 10.0.0.2\n",
 			"/var/lib/kubelet/config.yaml": "clusterDNS: [127.0.0.1]\n",
 		}}.env(t)
-		e.client = newAdminClient(a.socket)
+		e.client = adminapi.NewClient(a.socket)
 		fs := e.diagnose(context.Background())
 		want := map[string]string{"agent": sevOK, "kubelet": sevOK, "resolv.conf": sevOK, "listener": sevOK,
 			"interface": sevWarn, "upstream": sevWarn} // disabled link; a loopback upstream
@@ -305,8 +306,8 @@ func TestCLIAgentNotRunning(t *testing.T) {
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: got error %v, want %q", cmd, err, want)
 		}
-		if !errors.Is(err, ErrAgentUnreachable) {
-			t.Errorf("%s: got an error not wrapping ErrAgentUnreachable", cmd)
+		if !errors.Is(err, adminapi.ErrAgentUnreachable) {
+			t.Errorf("%s: got an error not wrapping adminapi.ErrAgentUnreachable", cmd)
 		}
 		if got := exitCode(err); got != exitUnreachable {
 			t.Errorf("%s: got exit status %d, want %d (agent unreachable)", cmd, got, exitUnreachable)
@@ -386,7 +387,7 @@ func TestExitCodes(t *testing.T) {
 		{nil, exitOK},
 		{flag.ErrHelp, exitOK},
 		{usageErrorf("cache flush: want a name"), exitUsage},
-		{fmt.Errorf("top: %w", &agentError{socket: "/x", cause: errors.New("connect: refused")}), exitUnreachable},
+		{fmt.Errorf("top: %w", &adminapi.AgentError{Socket: "/x", Cause: errors.New("connect: refused")}), exitUnreachable},
 		{fmt.Errorf("doctor: 2 checks failed: %w", errFindings), exitDoctorFail},
 		{fmt.Errorf("doctor: 1 checks warned: %w", errWarnings), exitDoctorWarn},
 		{errors.New("the agent answered 502"), exitError},

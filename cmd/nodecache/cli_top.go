@@ -5,19 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
 	"os"
 	"sort"
-	"strconv"
 	"time"
-)
 
-// topSample is one answer of /v1/top: cumulative counters since start.
-type topSample struct {
-	Clients []clientRow `json:"clients"`
-	Totals  totals      `json:"totals"`
-	Time    time.Time   `json:"time"`
-}
+	"github.com/nodecache/nodecache/internal/adminapi"
+)
 
 // topView is what `nodecache top` shows: rates over one interval.
 type topView struct {
@@ -48,19 +41,19 @@ const topClientsFetched = 4096
 // topRates turns two samples into rates; n bounds each client list. A
 // client missing from prev counts from zero; counters that went down (the
 // agent restarted) count from zero too.
-func topRates(prev, cur topSample, n int) (topView, error) {
+func topRates(prev, cur adminapi.Top, n int) (topView, error) {
 	dt := cur.Time.Sub(prev.Time)
 	if dt <= 0 {
 		return topView{}, fmt.Errorf("samples %s apart: want the second later", dt)
 	}
 	secs := dt.Seconds()
-	base := map[string]clientRow{}
+	base := map[string]adminapi.ClientRow{}
 	for _, r := range prev.Clients {
 		base[r.IP] = r
 	}
 	v := topView{Interval: dt.Round(time.Millisecond).String(), Rcodes: map[string]float64{}, Sources: map[string]float64{}}
-	dq, dnx, lat := deltaRow(clientRow{Queries: prev.Totals.Queries, NXDomain: prev.Totals.NXDomain, AvgMicros: prev.Totals.AvgMicros},
-		clientRow{Queries: cur.Totals.Queries, NXDomain: cur.Totals.NXDomain, AvgMicros: cur.Totals.AvgMicros})
+	dq, dnx, lat := deltaRow(adminapi.ClientRow{Queries: prev.Totals.Queries, NXDomain: prev.Totals.NXDomain, AvgMicros: prev.Totals.AvgMicros},
+		adminapi.ClientRow{Queries: cur.Totals.Queries, NXDomain: cur.Totals.NXDomain, AvgMicros: cur.Totals.AvgMicros})
 	v.QPS, v.NXDomainRate, v.AvgMicros = float64(dq)/secs, float64(dnx)/secs, lat
 	deltaShares(v.Rcodes, prev.Totals.Rcodes, cur.Totals.Rcodes)
 	deltaShares(v.Sources, prev.Totals.Sources, cur.Totals.Sources)
@@ -79,9 +72,9 @@ func topRates(prev, cur topSample, n int) (topView, error) {
 }
 
 // deltaRow is the queries, NXDOMAINs and mean latency between a and b.
-func deltaRow(a, b clientRow) (dq, dnx uint64, avgMicros float64) {
+func deltaRow(a, b adminapi.ClientRow) (dq, dnx uint64, avgMicros float64) {
 	if b.Queries < a.Queries || b.NXDomain < a.NXDomain {
-		a = clientRow{}
+		a = adminapi.ClientRow{}
 	}
 	dq, dnx = b.Queries-a.Queries, b.NXDomain-a.NXDomain
 	if dq > 0 {
@@ -139,12 +132,8 @@ func cmdTop(ctx context.Context, out io.Writer, args []string) error {
 	if interval <= 0 || n <= 0 {
 		return usageErrorf("top: --interval and -n must be positive")
 	}
-	c := newAdminClient(o.socket)
-	fetch := func() (topSample, error) {
-		var s topSample
-		err := c.get(ctx, "/v1/top", url.Values{"n": {strconv.Itoa(topClientsFetched)}}, &s)
-		return s, err
-	}
+	c := adminapi.NewClient(o.socket)
+	fetch := func() (adminapi.Top, error) { return c.Top(ctx, topClientsFetched) }
 	prev, err := fetch()
 	if err != nil {
 		return err

@@ -4,24 +4,26 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/nodecache/nodecache/internal/adminapi"
 )
 
 func TestTopRates(t *testing.T) {
 	t0 := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
-	prev := topSample{Time: t0,
-		Clients: []clientRow{
+	prev := adminapi.Top{Time: t0,
+		Clients: []adminapi.ClientRow{
 			{IP: "10.244.1.5", Pod: "demo/web-1", Queries: 100, NXDomain: 10, AvgMicros: 100},
 			{IP: "10.244.1.6", Queries: 50, AvgMicros: 50},
 		},
-		Totals: totals{Queries: 150, NXDomain: 10, AvgMicros: 250.0 / 3,
+		Totals: adminapi.Totals{Queries: 150, NXDomain: 10, AvgMicros: 250.0 / 3,
 			Rcodes: map[string]uint64{"NOERROR": 140, "NXDOMAIN": 10}, Sources: map[string]uint64{"cache": 150}}}
-	cur := topSample{Time: t0.Add(2 * time.Second),
-		Clients: []clientRow{
+	cur := adminapi.Top{Time: t0.Add(2 * time.Second),
+		Clients: []adminapi.ClientRow{
 			{IP: "10.244.1.5", Pod: "demo/web-1", Queries: 120, NXDomain: 30, AvgMicros: 100}, // +20 q, +20 nx
 			{IP: "10.244.1.6", Queries: 50, AvgMicros: 50},                                    // idle
 			{IP: "10.244.1.7", Pod: "demo/batch", Queries: 40, NXDomain: 0, AvgMicros: 25},    // new: +40
 		},
-		Totals: totals{Queries: 210, NXDomain: 30, AvgMicros: (150*250.0/3 + 20*100 + 40*25) / 210,
+		Totals: adminapi.Totals{Queries: 210, NXDomain: 30, AvgMicros: (150*250.0/3 + 20*100 + 40*25) / 210,
 			Rcodes: map[string]uint64{"NOERROR": 180, "NXDOMAIN": 30}, Sources: map[string]uint64{"cache": 190, "zone": 20}}}
 	v, err := topRates(prev, cur, 10)
 	if err != nil {
@@ -60,8 +62,8 @@ func TestTopRates(t *testing.T) {
 	// An agent restart resets counters: the new counts are the delta.
 	restarted := cur
 	restarted.Time = t0.Add(4 * time.Second)
-	restarted.Totals = totals{Queries: 8, AvgMicros: 10}
-	restarted.Clients = []clientRow{{IP: "10.244.1.5", Queries: 8, AvgMicros: 10}}
+	restarted.Totals = adminapi.Totals{Queries: 8, AvgMicros: 10}
+	restarted.Clients = []adminapi.ClientRow{{IP: "10.244.1.5", Queries: 8, AvgMicros: 10}}
 	v, err = topRates(cur, restarted, 10)
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/server"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
@@ -62,35 +63,17 @@ func (c *clientStats) Observe(client netip.Addr, _ *wire.Query, res server.Resul
 	c.sources[min(int(res.Source), len(c.sources)-1)]++
 }
 
-// clientRow is one client in the admin API's answer.
-type clientRow struct {
-	IP        string  `json:"ip"`
-	Pod       string  `json:"pod,omitempty"`
-	Queries   uint64  `json:"queries"`
-	NXDomain  uint64  `json:"nxdomain"`
-	AvgMicros float64 `json:"avg_latency_us"`
-}
-
-// totals is the agent-wide part of `top`.
-type totals struct {
-	Queries   uint64            `json:"queries"`
-	NXDomain  uint64            `json:"nxdomain"`
-	AvgMicros float64           `json:"avg_latency_us"`
-	Rcodes    map[string]uint64 `json:"rcodes"`
-	Sources   map[string]uint64 `json:"sources"`
-}
-
 // snapshot returns the top n clients by queries, and the totals.
-func (c *clientStats) snapshot(n int, pod func(netip.Addr) string) ([]clientRow, totals) {
+func (c *clientStats) snapshot(n int, pod func(netip.Addr) string) ([]adminapi.ClientRow, adminapi.Totals) {
 	c.mu.Lock()
-	rows := make([]clientRow, 0, len(c.clients)+1)
+	rows := make([]adminapi.ClientRow, 0, len(c.clients)+1)
 	for ip, cc := range c.clients {
 		rows = append(rows, row(ip.String(), cc))
 	}
 	if c.other.Queries > 0 {
 		rows = append(rows, row("other", &c.other))
 	}
-	t := totals{Queries: c.total.Queries, NXDomain: c.total.NXDomain, AvgMicros: avg(&c.total),
+	t := adminapi.Totals{Queries: c.total.Queries, NXDomain: c.total.NXDomain, AvgMicros: avg(&c.total),
 		Rcodes: map[string]uint64{}, Sources: map[string]uint64{}}
 	for r, v := range c.rcodes {
 		if v > 0 {
@@ -115,8 +98,8 @@ func (c *clientStats) snapshot(n int, pod func(netip.Addr) string) ([]clientRow,
 	return rows, t
 }
 
-func row(ip string, cc *clientCounter) clientRow {
-	return clientRow{IP: ip, Queries: cc.Queries, NXDomain: cc.NXDomain, AvgMicros: avg(cc)}
+func row(ip string, cc *clientCounter) adminapi.ClientRow {
+	return adminapi.ClientRow{IP: ip, Queries: cc.Queries, NXDomain: cc.NXDomain, AvgMicros: avg(cc)}
 }
 
 func avg(cc *clientCounter) float64 {

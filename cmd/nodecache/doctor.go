@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/iface"
 )
 
@@ -41,7 +42,7 @@ type finding struct {
 
 // doctorEnv is what the checks look at. Tests replace the functions.
 type doctorEnv struct {
-	client        *adminClient
+	client        *adminapi.Client
 	kubeletConfig string
 	resolvConf    string
 	dnsTimeout    time.Duration
@@ -60,8 +61,8 @@ type doctorEnv struct {
 	coreDNS func(ctx context.Context) (string, error)
 
 	// filled by the agent check
-	st  *statusView // nil when the agent is unreachable
-	ups []upstreamRow
+	st  *adminapi.Status // nil when the agent is unreachable
+	ups []adminapi.Upstream
 }
 
 // cmdDoctor is `nodecache doctor`.
@@ -95,7 +96,7 @@ func cmdDoctor(ctx context.Context, out io.Writer, args []string) error {
 	case inspect != "never" && inspect != "auto":
 		return usageErrorf("doctor: --inspect %q: want auto, always or never", inspect)
 	}
-	env.client = newAdminClient(o.socket)
+	env.client = adminapi.NewClient(o.socket)
 	if canReachAPI(*kubeconfig) {
 		env.coreDNS = readCoreDNSCorefile(*kubeconfig)
 	}

@@ -18,21 +18,21 @@ import (
 
 // checkAgent asks the agent for its status and readiness.
 func (e *doctorEnv) checkAgent(ctx context.Context) []finding {
-	st, err := fetchStatus(ctx, e.client)
+	st, err := e.client.Status(ctx)
 	if err != nil {
 		return []finding{{Check: "agent", Severity: sevFail, Detail: err.Error(),
 			Fix: "start the agent: kubectl -n kube-system get pods -o wide -l app.kubernetes.io/name=nodecache, then its logs"}}
 	}
 	e.st = &st
-	if err := e.client.get(ctx, "/v1/upstreams", nil, &e.ups); err != nil {
+	if e.ups, err = e.client.Upstreams(ctx); err != nil {
 		e.ups = nil
 	}
 	switch {
 	case !st.Serving:
 		return []finding{{Check: "agent", Severity: sevFail, Detail: "the agent runs but does not serve DNS",
 			Fix: "see the agent's log; it is starting, handing over, or shutting down"}}
-	case len(st.Ready) > 0:
-		return []finding{{Check: "agent", Severity: sevFail, Detail: "not ready: " + strings.Join(st.Ready, "; "),
+	case len(st.NotReady) > 0:
+		return []finding{{Check: "agent", Severity: sevFail, Detail: "not ready: " + strings.Join(st.NotReady, "; "),
 			Fix: "zone: check the API server and the ClusterRole; upstreams: see `nodecache upstreams`"}}
 	}
 	return []finding{{Check: "agent", Severity: sevOK,

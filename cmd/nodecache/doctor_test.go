@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/iface"
 )
 
@@ -24,7 +25,7 @@ type fakeNode struct {
 func (n fakeNode) env(t testing.TB) *doctorEnv {
 	t.Helper()
 	return &doctorEnv{
-		client:        newAdminClient(filepath.Join(t.TempDir(), "absent.sock")),
+		client:        adminapi.NewClient(filepath.Join(t.TempDir(), "absent.sock")),
 		kubeletConfig: "/var/lib/kubelet/config.yaml", resolvConf: "/etc/resolv.conf",
 		dnsTimeout: 200 * time.Millisecond,
 		localIPs:   []netip.Addr{netip.MustParseAddr("169.254.20.10")}, port: 53, ifaceName: "nodelocaldns",
@@ -114,7 +115,7 @@ func TestDoctorBackend(t *testing.T) {
 				n.cmds["iptables-nft-save"] = *tt.nft
 			}
 			e := n.env(t)
-			e.st = &statusView{}
+			e.st = &adminapi.Status{}
 			e.st.Interface.Rules.Backend = tt.ours
 			wantOne(t, severities(e.checkBackend(context.Background()), "backend"), tt.want)
 		})
@@ -226,7 +227,7 @@ func TestDoctorWithoutAgent(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, sb.String())
 		}
 	}
-	if !errors.Is(e.client.get(context.Background(), "/v1/status", nil, &statusView{}), ErrAgentUnreachable) {
+	if _, err := e.client.Status(context.Background()); !errors.Is(err, adminapi.ErrAgentUnreachable) {
 		t.Errorf("got an error not wrapping ErrAgentUnreachable, want one")
 	}
 }

@@ -3,12 +3,9 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"os"
 	"slices"
@@ -17,32 +14,12 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodecache/nodecache/internal/handover"
 	"github.com/nodecache/nodecache/pkg/server"
 )
 
-// The handover protocol, over the unix socket --handover-socket:
-//
-//	successor   → predecessor  hello{version}
-//	predecessor → successor    offer{addrs, udp, tcp} + SCM_RIGHTS(listener fds)
-//	predecessor → successor    the warm cache: 0xFFFFFFFF, then cache.Export's stream
-//	successor   → predecessor  ready       (it now reads the shared sockets)
-//	predecessor → successor    done        (it stopped reading; in-flight finished)
-//
-// Both processes read the shared sockets between offer and done, so no
-// queued query is lost; the predecessor then exits without teardown.
-
-const handoverVersion = 1
-
-type handoverMsg struct {
-	Op      string   `json:"op"`
-	Version int      `json:"version,omitempty"`
-	Addrs   []string `json:"addrs,omitempty"`
-	UDP     int      `json:"udp,omitempty"`
-	TCP     int      `json:"tcp,omitempty"`
-	Error   string   `json:"error,omitempty"`
-	// Pod is the sender's pod UID (--pod-uid), empty outside a pod.
-	Pod string `json:"pod,omitempty"`
-}
+// The agent's side of the socket handover; the protocol, its frames and
+// who closes what are in internal/handover.
 
 // reuseAddrPort lets a successor bind the HTTP ports while its predecessor
 // still holds them.
@@ -94,16 +71,16 @@ func (a *agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 		_ = conn.Close()
 		return nil, nil, err
 	}
-	if err := writeFrame(conn, handoverMsg{Op: "hello", Version: handoverVersion, Pod: a.pod.uid}, nil); err != nil {
+	if err := handover.WriteFrame(conn, handover.Msg{Op: handover.OpHello, Version: handover.Version, Pod: a.pod.uid}, nil); err != nil {
 		return fail(fmt.Errorf("greeting predecessor: %w", err))
 	}
-	var offer handoverMsg
-	files, err := readFrame(conn, &offer)
+	var offer handover.Msg
+	files, err := handover.ReadFrame(conn, &offer)
 	if err != nil {
 		return fail(fmt.Errorf("reading predecessor's offer: %w", err))
 	}
-	if offer.Op != "offer" || len(files) != offer.UDP+offer.TCP {
-		closeFiles(files)
+	if offer.Op != handover.OpOffer || len(files) != offer.UDP+offer.TCP {
+		handover.CloseFiles(files)
 		return fail(fmt.Errorf("predecessor's offer is %q with %d descriptors (%s)", offer.Op, len(files), offer.Error))
 	}
 	want := make([]string, len(a.addrs))
@@ -111,7 +88,7 @@ func (a *agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 		want[i] = ad.String()
 	}
 	if !slices.Equal(slices.Sorted(slices.Values(offer.Addrs)), slices.Sorted(slices.Values(want))) {
-		closeFiles(files)
+		handover.CloseFiles(files)
 		return fail(fmt.Errorf("predecessor serves %v, this agent %v", offer.Addrs, want))
 	}
 	l, err := server.FromFiles(files)
@@ -122,13 +99,7 @@ func (a *agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 		a.log.Warn("recording the predecessor's pod", "err", err)
 	}
 	// The warm cache follows; a failure here costs hit rate, not the handover.
-	r := bufio.NewReader(conn)
-	var size uint32
-	if err := binary.Read(r, binary.BigEndian, &size); err == nil && size > 0 {
-		var dump io.Reader = r // streamed: it ends at its own end marker
-		if size != streamedCache {
-			dump = io.LimitReader(r, int64(size)) // a predecessor that sends the length first
-		}
+	if dump, size, err := handover.ReadCacheHeader(bufio.NewReader(conn)); err == nil && dump != nil {
 		n, err := a.cache.Import(dump, time.Now().Add(a.cfg.HandoverWait))
 		if err != nil {
 			a.log.Warn("importing the predecessor's cache", "err", err, "imported", n)
@@ -145,12 +116,12 @@ func (a *agent) finishHandover(conn *net.UnixConn) {
 	defer conn.Close()
 	start := time.Now()
 	_ = conn.SetDeadline(time.Now().Add(a.cfg.HandoverWait + 10*time.Second))
-	if err := writeFrame(conn, handoverMsg{Op: "ready"}, nil); err != nil {
+	if err := handover.WriteFrame(conn, handover.Msg{Op: handover.OpReady}, nil); err != nil {
 		a.log.Warn("telling predecessor we serve", "err", err)
 		return
 	}
-	var done handoverMsg
-	if _, err := readFrame(conn, &done); err != nil || done.Op != "done" {
+	var done handover.Msg
+	if _, err := handover.ReadFrame(conn, &done); err != nil || done.Op != handover.OpDone {
 		a.log.Warn("predecessor did not confirm the handover", "err", err, "op", done.Op)
 		return
 	}
@@ -197,12 +168,12 @@ var errHandedOver = errors.New("handed over to a successor")
 func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixListener) bool {
 	defer conn.Close()
 	_ = conn.SetDeadline(time.Now().Add(30 * time.Second))
-	var hello handoverMsg
-	_, err := readFrame(conn, &hello)
+	var hello handover.Msg
+	_, err := handover.ReadFrame(conn, &hello)
 	if errors.Is(err, io.EOF) { // a probe whether we listen (listenRootSocket), not a successor
 		return false
 	}
-	if err != nil || hello.Op != "hello" || hello.Version != handoverVersion {
+	if err != nil || hello.Op != handover.OpHello || hello.Version != handover.Version {
 		a.log.Warn("refusing a successor's handover", "op", hello.Op, "version", hello.Version, "err", err)
 		return false
 	}
@@ -210,22 +181,22 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixLi
 		// A restarted container of the pod this agent replaced: the
 		// sockets never go back to an older revision.
 		a.log.Warn("refusing a handover to the pod this agent took over from", "pod", hello.Pod)
-		_ = writeFrame(conn, handoverMsg{Op: "error", Error: "this pod was superseded by pod " + a.pod.uid}, nil)
+		_ = handover.WriteFrame(conn, handover.Msg{Op: handover.OpError, Error: "this pod was superseded by pod " + a.pod.uid}, nil)
 		return false
 	}
 	a.successorSeen.Store(true)
 	l := a.server.Listeners()
 	files, err := l.Files()
 	if err != nil {
-		_ = writeFrame(conn, handoverMsg{Op: "error", Error: err.Error()}, nil)
+		_ = handover.WriteFrame(conn, handover.Msg{Op: handover.OpError, Error: err.Error()}, nil)
 		return false
 	}
-	defer closeFiles(files)
-	offer := handoverMsg{Op: "offer", UDP: len(l.UDP), TCP: len(l.TCP), Pod: a.pod.uid}
+	defer handover.CloseFiles(files)
+	offer := handover.Msg{Op: handover.OpOffer, UDP: len(l.UDP), TCP: len(l.TCP), Pod: a.pod.uid}
 	for _, ad := range l.Addrs() {
 		offer.Addrs = append(offer.Addrs, ad.String())
 	}
-	if err := writeFrame(conn, offer, files); err != nil {
+	if err := handover.WriteFrame(conn, offer, files); err != nil {
 		a.log.Warn("sending listeners to the successor", "err", err)
 		return false
 	}
@@ -234,8 +205,8 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixLi
 		a.log.Warn("sending the cache to the successor", "err", err)
 		return false
 	}
-	var ready handoverMsg
-	if _, err := readFrame(conn, &ready); err != nil || ready.Op != "ready" {
+	var ready handover.Msg
+	if _, err := handover.ReadFrame(conn, &ready); err != nil || ready.Op != handover.OpReady {
 		a.log.Warn("successor did not start serving; keeping the sockets", "err", err)
 		return false
 	}
@@ -249,23 +220,17 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixLi
 	_ = ln.Close()
 	succ := hello.Pod
 	a.successorPod.Store(&succ)
-	_ = writeFrame(conn, handoverMsg{Op: "done"}, nil)
+	_ = handover.WriteFrame(conn, handover.Msg{Op: handover.OpDone}, nil)
 	a.m.handovers.WithLabelValues("sent").Inc()
 	a.log.Info("handed over to a successor", "cache_entries", n)
 	return true
 }
 
-// streamedCache in place of the cache dump's length says that the dump is
-// streamed and ends at its own end marker (cache.Export). A successor of an
-// earlier version reads it as a length of 4 GiB and still stops at the end
-// marker, so the handover version stays the same.
-const streamedCache = math.MaxUint32
-
 // sendCache streams the warm cache to w, never holding it whole: the
 // streamedCache marker, then cache.Export's dump, cut short (but whole) at
 // the export deadline. It returns the number of entries sent.
 func (a *agent) sendCache(w io.Writer) (int, error) {
-	if err := binary.Write(w, binary.BigEndian, uint32(streamedCache)); err != nil {
+	if err := handover.WriteCacheHeader(w); err != nil {
 		return 0, err
 	}
 	// Export stops between records at its deadline. Hidden behind a plain
@@ -276,85 +241,4 @@ func (a *agent) sendCache(w io.Writer) (int, error) {
 		return n, err
 	}
 	return n, nil
-}
-
-// writeFrame sends a length-prefixed JSON message, with files as SCM_RIGHTS.
-func writeFrame(c *net.UnixConn, m handoverMsg, files []*os.File) error {
-	body, err := json.Marshal(m)
-	if err != nil {
-		return err
-	}
-	buf := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
-	buf = append(buf, body...)
-	var oob []byte
-	if len(files) > 0 {
-		fds := make([]int, len(files))
-		for i, f := range files {
-			fds[i] = int(f.Fd())
-		}
-		oob = unix.UnixRights(fds...)
-	}
-	_, _, err = c.WriteMsgUnix(buf, oob, nil)
-	return err
-}
-
-// readFrame reads one frame written by writeFrame, and any descriptors.
-func readFrame(c *net.UnixConn, m *handoverMsg) ([]*os.File, error) {
-	buf := make([]byte, 64<<10)
-	oob := make([]byte, unix.CmsgSpace(256*4))
-	n, oobn, _, _, err := c.ReadMsgUnix(buf[:4], oob)
-	if err != nil {
-		return nil, err
-	}
-	files, err := parseRights(oob[:oobn])
-	if err != nil {
-		return nil, err
-	}
-	if n < 4 {
-		if _, err := io.ReadFull(c, buf[n:4]); err != nil {
-			closeFiles(files)
-			return nil, err
-		}
-	}
-	size := binary.BigEndian.Uint32(buf)
-	if size > uint32(len(buf)) {
-		closeFiles(files)
-		return nil, fmt.Errorf("handover frame of %d bytes is too large", size)
-	}
-	if _, err := io.ReadFull(c, buf[:size]); err != nil {
-		closeFiles(files)
-		return nil, err
-	}
-	if err := json.Unmarshal(buf[:size], m); err != nil {
-		closeFiles(files)
-		return nil, fmt.Errorf("decoding handover frame: %w", err)
-	}
-	return files, nil
-}
-
-func parseRights(oob []byte) ([]*os.File, error) {
-	if len(oob) == 0 {
-		return nil, nil
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob)
-	if err != nil {
-		return nil, fmt.Errorf("parsing control message: %w", err)
-	}
-	var files []*os.File
-	for _, m := range msgs {
-		fds, err := unix.ParseUnixRights(&m)
-		if err != nil {
-			continue
-		}
-		for _, fd := range fds {
-			files = append(files, os.NewFile(uintptr(fd), fmt.Sprintf("handover-fd-%d", fd)))
-		}
-	}
-	return files, nil
-}
-
-func closeFiles(files []*os.File) {
-	for _, f := range files {
-		_ = f.Close()
-	}
 }

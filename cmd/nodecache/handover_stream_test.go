@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/internal/handover"
 )
 
 // writeRecorder keeps what is written and the largest single write.
@@ -46,8 +48,8 @@ func TestCacheIsStreamedToTheSuccessor(t *testing.T) {
 	if w.maxWrite > 64<<10 || w.maxWrite*8 > w.Len() {
 		t.Errorf("largest single write: got %d of %d bytes, want the dump written in pieces of at most 64 KiB", w.maxWrite, w.Len())
 	}
-	if got := binary.BigEndian.Uint32(w.Bytes()); got != streamedCache {
-		t.Errorf("length field: got %#x, want the streamed marker %#x", got, uint32(streamedCache))
+	if got := binary.BigEndian.Uint32(w.Bytes()); got != handover.StreamedCache {
+		t.Errorf("length field: got %#x, want the streamed marker %#x", got, uint32(handover.StreamedCache))
 	}
 	b := startAgent(t, testAgentConfig(t, up.addr, t.TempDir(), freePort(t))).agent()
 	got, err := b.cache.Import(bytes.NewReader(w.Bytes()[4:]), time.Now().Add(10*time.Second))

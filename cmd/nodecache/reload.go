@@ -18,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/static"
 	"github.com/nodecache/nodecache/pkg/upstream"
@@ -332,14 +333,14 @@ func cmdReload(ctx context.Context, out io.Writer, args []string) error {
 	if _, err := parseCLI(fs, &o, args, 0, 0); err != nil {
 		return err
 	}
-	var rep reloadReply
-	if err := newAdminClient(o.socket).post(ctx, "/v1/reload", nil, &rep); err != nil {
+	rep, err := adminapi.NewClient(o.socket).Reload(ctx)
+	if err != nil {
 		return err
 	}
 	return emitReload(out, &o, rep)
 }
 
-func emitReload(out io.Writer, o *cliOpts, rep reloadReply) error {
+func emitReload(out io.Writer, o *cliOpts, rep adminapi.Reload) error {
 	if err := emit(out, o, rep, func(w io.Writer) {
 		if rep.Error != "" {
 			fmt.Fprintf(w, "reload refused; generation %d keeps serving: %s\n", rep.Generation, rep.Error)

@@ -196,7 +196,7 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		t.Error("after SIGHUP: the new upstream was not asked")
 	}
 	var out bytes.Buffer
-	printStatus(&out, statusView{statusReply: a.status()})
+	printStatus(&out, a.status())
 	if !strings.Contains(out.String(), "config\tgeneration 2") {
 		t.Errorf("status: got\n%s\nwant a config line with generation 2", out.String())
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/server"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
@@ -88,21 +89,6 @@ func (h *tailHub) unsubscribe(s *tailSub) {
 	h.n.Add(-1)
 }
 
-// tailLine is one query as the admin API streams it and `tail -o json`
-// prints it.
-type tailLine struct {
-	Time     time.Time `json:"time"`
-	Client   string    `json:"client"`
-	Pod      string    `json:"pod,omitempty"` // namespace/name of the node's pod with that IP
-	Name     string    `json:"name"`
-	Type     string    `json:"type"`
-	Rcode    string    `json:"rcode"`
-	Source   string    `json:"source"`
-	Micros   int64     `json:"took_us"`
-	Upstream string    `json:"upstream,omitempty"`
-	Dropped  uint64    `json:"dropped"` // lines this reader lost so far
-}
-
 // tailFilter selects the queries a subscriber wants.
 type tailFilter struct {
 	pod, namespace, suffix string
@@ -134,7 +120,7 @@ func parseTailFilter(r *http.Request) (tailFilter, error) {
 }
 
 // match reports whether l passes f; pod matches "ns/name" or "name".
-func (f *tailFilter) match(l *tailLine) bool {
+func (f *tailFilter) match(l *adminapi.TailLine) bool {
 	switch {
 	case f.rcode >= 0 && l.Rcode != dns.RcodeToString[f.rcode]:
 		return false
@@ -190,7 +176,7 @@ func (a *agent) adminTail(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (a *agent) tailLine(ev *tailEvent, dropped uint64) tailLine {
+func (a *agent) tailLine(ev *tailEvent, dropped uint64) adminapi.TailLine {
 	name, _, err := dns.UnpackDomainName(ev.name[:ev.nameLen], 0)
 	if err != nil {
 		name = "?"
@@ -203,7 +189,7 @@ func (a *agent) tailLine(ev *tailEvent, dropped uint64) tailLine {
 	if !ok {
 		rcode = fmt.Sprintf("RCODE%d", ev.rcode)
 	}
-	l := tailLine{Time: ev.at, Client: ev.client.String(), Pod: a.podName(ev.client), Name: name, Type: typ,
+	l := adminapi.TailLine{Time: ev.at, Client: ev.client.String(), Pod: a.podName(ev.client), Name: name, Type: typ,
 		Rcode: rcode, Source: ev.source.String(), Micros: ev.took.Microseconds(), Dropped: dropped}
 	if ev.upstream.IsValid() {
 		l.Upstream = ev.upstream.String()

@@ -12,6 +12,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/server"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
@@ -59,7 +60,7 @@ func TestTailSlowReaderLosesLines(t *testing.T) {
 }
 
 func TestTailFilter(t *testing.T) {
-	line := tailLine{Pod: "demo/web-1", Name: "www.example.org.", Rcode: "NXDOMAIN", Micros: 2000}
+	line := adminapi.TailLine{Pod: "demo/web-1", Name: "www.example.org.", Rcode: "NXDOMAIN", Micros: 2000}
 	for _, tt := range []struct {
 		f    tailFilter
 		want bool
@@ -140,7 +141,7 @@ func TestTailAgainstTheAgent(t *testing.T) {
 	t.Run("rcode filter, json", func(t *testing.T) {
 		ch, _ := lines(t, "--rcode", "NXDOMAIN", "-o", "json")
 		ask(t, a.dns, "web.demo.svc.cluster.local.", dns.TypeA) // NOERROR: filtered out
-		var l tailLine
+		var l adminapi.TailLine
 		if err := json.Unmarshal([]byte(next(t, ch, "nx.example.org.")), &l); err != nil {
 			t.Fatal(err)
 		}
@@ -154,7 +155,7 @@ func TestTailAgainstTheAgent(t *testing.T) {
 	t.Run("upstream used", func(t *testing.T) {
 		ch, _ := lines(t, "--suffix", "example.net", "-o", "json")
 		for i := 0; ; i++ {
-			var l tailLine
+			var l adminapi.TailLine
 			// A new name each time: a miss, answered by the upstream.
 			if err := json.Unmarshal([]byte(next(t, ch, "n"+strings.Repeat("x", i)+".example.net.")), &l); err != nil {
 				t.Fatal(err)

@@ -1,4 +1,4 @@
-package main
+package handover
 
 import (
 	"encoding/binary"
@@ -50,17 +50,17 @@ func FuzzReadFrame(f *testing.F) {
 			_, _ = w.Write(in)
 			_ = w.Close()
 		}()
-		var m handoverMsg
-		files, err := readFrame(r, &m)
-		closeFiles(files)
+		var m Msg
+		files, err := ReadFrame(r, &m)
+		CloseFiles(files)
 		if len(files) > 0 {
-			t.Fatalf("readFrame: got %d descriptors, want none (none were sent)", len(files))
+			t.Fatalf("ReadFrame: got %d descriptors, want none (none were sent)", len(files))
 		}
 		if err != nil {
 			return
 		}
 		if size := binary.BigEndian.Uint32(in); int(size) > len(in)-4 {
-			t.Fatalf("readFrame: got a message from a frame of %d bytes with %d sent", size, len(in)-4)
+			t.Fatalf("ReadFrame: got a message from a frame of %d bytes with %d sent", size, len(in)-4)
 		}
 	})
 }
