@@ -88,8 +88,8 @@ type Cache struct {
 	once    sync.Once            // Close
 }
 
-// New builds a Cache in front of up. reg may be nil (no metrics registered);
-// log may be nil (discarded).
+// New builds a Cache in front of up. reg may be nil: the metrics are then
+// kept but registered nowhere. log may be nil: logs are then discarded.
 func New(cfg Config, up Exchanger, reg prometheus.Registerer, log *slog.Logger) (*Cache, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

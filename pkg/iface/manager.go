@@ -42,13 +42,14 @@ type Manager struct {
 }
 
 // NewWithBackends returns a Manager that acts through links and rules. links may be nil when
-// cfg.SetupInterface is false, rules when cfg.SetupIPTables is false. reg may be nil.
+// cfg.SetupInterface is false, rules when cfg.SetupIPTables is false. reg may be nil: the metrics
+// are then kept but registered nowhere. log may be nil: logs are then discarded.
 func NewWithBackends(cfg Config, links LinkHandle, rules RuleHandle, reg prometheus.Registerer, log *slog.Logger) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if log == nil {
-		return nil, errors.New("iface: nil logger")
+		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.SetupInterface && links == nil {
 		return nil, errors.New("iface: interface setup enabled without a link handle")

@@ -13,7 +13,7 @@ import (
 
 // New returns a Manager acting on the kernel: rtnetlink for the link, the iptables binaries of the
 // configured (or, for "auto", detected) flavour for the rules. It acts in the network namespace of
-// the calling process.
+// the calling process. reg and log may be nil, as for NewWithBackends.
 func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Manager, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -77,8 +77,9 @@ func newState() *state {
 	}
 }
 
-// New validates cfg and returns an empty zone. reg may be nil (metrics are
-// then not exported); log may be nil (then discarded).
+// New validates cfg and returns an empty zone. reg may be nil: the metrics
+// are then kept but registered nowhere. log may be nil: logs are then
+// discarded.
 func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("creating zone: %w", err)

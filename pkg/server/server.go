@@ -86,8 +86,15 @@ type Server struct {
 	afterAccept func()
 }
 
-// New builds a server.
+// New builds a server. reg may be nil: the metrics are then kept but
+// registered nowhere. log may be nil: logs are then discarded.
 func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*Server, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -95,6 +95,12 @@ func startServerOn(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps De
 // startServerLog is startServerOn logging to log.
 func startServerLog(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps Deps, log *slog.Logger) (*Server, netip.AddrPort) {
 	t.Helper()
+	return startServerReg(t, ip, perAddr, cfg, deps, prometheus.NewRegistry(), log)
+}
+
+// startServerReg is startServerLog registering its metrics on reg.
+func startServerReg(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*Server, netip.AddrPort) {
+	t.Helper()
 	network := "udp4"
 	if ip.Is6() {
 		network = "udp6"
@@ -115,12 +121,12 @@ func startServerLog(t *testing.T, ip netip.Addr, perAddr int, cfg Config, deps D
 		}
 	}
 	cfg.Addrs = []netip.AddrPort{addr}
-	s := serveOn(t, l, cfg, deps, prometheus.NewRegistry(), log)
+	s := serveOn(t, l, cfg, deps, reg, log)
 	return s, netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 }
 
 // serveOn makes a server on reg and serves l until the test ends.
-func serveOn(t *testing.T, l *Listeners, cfg Config, deps Deps, reg *prometheus.Registry, log *slog.Logger) *Server {
+func serveOn(t *testing.T, l *Listeners, cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) *Server {
 	t.Helper()
 	s, err := New(cfg, deps, reg, log)
 	if err != nil {

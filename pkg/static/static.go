@@ -57,9 +57,16 @@ type metrics struct {
 	reloads *prometheus.CounterVec
 }
 
-// New validates cfg, reads the files and builds the table. reg and log
-// must not be nil.
+// New validates cfg, reads the files and builds the table. reg may be nil:
+// the metrics are then kept but registered nowhere. log may be nil: logs
+// are then discarded.
 func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Records, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	cfg = withDefaults(cfg)
 	if err := checkConfig(cfg); err != nil {
 		return nil, err

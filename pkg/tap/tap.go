@@ -62,8 +62,15 @@ type Tap struct {
 }
 
 // New checks cfg, registers the metrics and starts the connection's
-// goroutine; Close stops it.
+// goroutine; Close stops it. reg may be nil: the metrics are then kept but
+// registered nowhere. log may be nil: logs are then discarded.
 func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Tap, error) {
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	network, addr, err := ParseAddr(cfg.Addr)
 	if err != nil {
 		return nil, err

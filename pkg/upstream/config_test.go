@@ -126,8 +126,6 @@ func TestNewRejects(t *testing.T) {
 		wantErr string
 	}{
 		{"loop", loop, prometheus.NewRegistry(), log, "forwarding loop"},
-		{"nil registerer", good, nil, log, "registerer and logger are required"},
-		{"nil logger", good, prometheus.NewRegistry(), nil, "registerer and logger are required"},
 	}
 	for _, tt := range tests {
 		f, err := New(tt.cfg, tt.reg, tt.log)

@@ -49,14 +49,18 @@ type hooks struct {
 }
 
 // New validates cfg, applies its defaults and returns a Forwarder whose
-// metrics are registered on reg. reg and log must not be nil.
+// metrics are registered on reg. reg may be nil: the metrics are then kept
+// but registered nowhere. log may be nil: logs are then discarded.
 func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Forwarder, error) {
 	return newForwarder(cfg, reg, log, hooks{})
 }
 
 func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hooks) (*Forwarder, error) {
-	if reg == nil || log == nil {
-		return nil, errors.New("creating upstream forwarder: registerer and logger are required")
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("creating upstream forwarder: %w", err)
