@@ -14,7 +14,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/tap"
+	"github.com/nodecache/nodecache/pkg/upstream"
 )
 
 // runConfig is every setting of `nodecache run`. Flags fill it; a --config
@@ -36,7 +38,7 @@ type runConfig struct {
 	Kubeconfig    string
 	Fixture       string
 	NodeName      string
-	Pods          string
+	Pods          kubezone.PodsMode
 	TTL           time.Duration
 	NegativeTTL   time.Duration
 	ZoneSnapshot  string
@@ -48,7 +50,7 @@ type runConfig struct {
 	StaleMaxAge    time.Duration
 	Prefetch       bool
 
-	UpstreamPolicy       string
+	UpstreamPolicy       upstream.Policy
 	UpstreamTLSCA        string
 	UpstreamTimeout      time.Duration
 	UpstreamDeadline     time.Duration
@@ -82,7 +84,7 @@ type runConfig struct {
 	PodName        string
 	PodNamespace   string
 	LogLevel       string
-	LogFormat      string
+	LogFormat      logFormat
 	ConfigFile     string
 
 	ConfigCheckInterval time.Duration
@@ -176,7 +178,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig for the cluster zone (default: in-cluster config when in a pod)")
 	fs.StringVar(&c.Fixture, "fixture", "", "serve the cluster zone from this YAML of Kubernetes objects instead of an API server")
 	fs.StringVar(&c.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for its pods (default $NODE_NAME)")
-	fs.StringVar(&c.Pods, "pods", "insecure", "pod records: insecure, verified or disabled")
+	fs.StringVar((*string)(&c.Pods), "pods", "insecure", "pod records: insecure, verified or disabled")
 	durationVar(fs, &c.TTL, "ttl", 5*time.Second, "TTL of cluster-zone answers")
 	durationVar(fs, &c.NegativeTTL, "negative-ttl", 5*time.Second, "SOA minimum (negative TTL) of the cluster zone")
 	fs.StringVar(&c.ZoneSnapshot, "zone-snapshot", "", "file to persist the cluster zone to, and serve from when the API server is unreachable")
@@ -189,7 +191,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	durationVar(fs, &c.StaleMaxAge, "stale-max-age", time.Hour, "serve expired entries up to this long when upstreams fail (0 disables)")
 
 	fs.StringVar(&c.UpstreamTLSCA, "upstream-tls-ca", "", "PEM file of the CAs that verify DNS over TLS upstreams (tls://IP[:853][#NAME] in --upstream and --stub-domain); default the system's")
-	fs.StringVar(&c.UpstreamPolicy, "upstream-policy", "random", "upstream choice: random, sequential or round_robin")
+	fs.StringVar((*string)(&c.UpstreamPolicy), "upstream-policy", "random", "upstream choice: random, sequential or round_robin")
 	durationVar(fs, &c.UpstreamTimeout, "upstream-timeout", 2*time.Second, "timeout of one upstream try")
 	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", 5*time.Second, "overall deadline of a forwarded query")
 	fs.IntVar(&c.MaxUpstreamInFlight, "max-upstream-inflight", 1000, "cap on queries in flight upstream; beyond it REFUSED")
@@ -219,7 +221,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.StringVar(&c.PodName, "pod-name", os.Getenv("POD_NAME"), "this pod's name: on SIGTERM the agent tears down only if its pod is being deleted, not when just its container restarts (default $POD_NAME)")
 	fs.StringVar(&c.PodNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "this pod's namespace (default $POD_NAMESPACE)")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "debug, info, warn or error")
-	fs.StringVar(&c.LogFormat, "log-format", "text", "text or json")
+	fs.StringVar((*string)(&c.LogFormat), "log-format", "text", "text or json")
 	fs.StringVar(&c.ConfigFile, "config", "", "YAML file with the same settings (keys are flag names); flags win")
 	durationVar(fs, &c.ConfigCheckInterval, "config-check-interval", 5*time.Second, "how often --config and the kube-dns ConfigMap are checked for changes, applied live (0: only on SIGHUP and nodecache reload)")
 	return fs
@@ -347,8 +349,8 @@ func (c *runConfig) validate() error {
 		return errors.New("--client-qps-limit and --client-burst must not be negative")
 	case c.MaxTCPConnsPerClient < 1 || c.MaxInFlightPerClient < 1:
 		return errors.New("--max-tcp-conns-per-client and --max-inflight-per-client must be at least 1")
-	case c.LogFormat != "text" && c.LogFormat != "json":
-		return fmt.Errorf("--log-format %q: want text or json", c.LogFormat)
+	case c.LogFormat.Validate() != nil:
+		return c.LogFormat.Validate()
 	}
 	if c.Dnstap != "" {
 		if _, _, err := tap.ParseAddr(c.Dnstap); err != nil {

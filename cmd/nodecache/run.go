@@ -70,7 +70,7 @@ func newLogger(c *runConfig) (*slog.Logger, error) {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	if c.LogFormat == "json" {
+	if c.LogFormat == logFormatJSON {
 		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil

@@ -10,17 +10,36 @@ import (
 	"github.com/miekg/dns"
 )
 
+// PodsMode says which pod records the zone answers. The zero value is
+// PodsInsecure.
+type PodsMode string
+
 // Pod record modes (Config.Pods).
 const (
 	// PodsInsecure answers <a-b-c-d>.<ns>.pod.<zone> for any IP as long as
 	// the namespace exists (kubeadm's default, "pods insecure" in CoreDNS).
-	PodsInsecure = "insecure"
+	PodsInsecure PodsMode = "insecure"
 	// PodsVerified answers only for IPs of pods that exist in that
 	// namespace. It needs a cluster-wide pod watch (see doc.go for the cost).
-	PodsVerified = "verified"
+	PodsVerified PodsMode = "verified"
 	// PodsDisabled answers NXDOMAIN for every pod name.
-	PodsDisabled = "disabled"
+	PodsDisabled PodsMode = "disabled"
 )
+
+// ParsePodsMode returns the mode named s; "" is the zero value (insecure).
+func ParsePodsMode(s string) (PodsMode, error) {
+	m := PodsMode(s)
+	return m, m.Validate()
+}
+
+// Validate reports an unknown mode, naming the valid ones.
+func (m PodsMode) Validate() error {
+	switch m {
+	case "", PodsInsecure, PodsVerified, PodsDisabled:
+		return nil
+	}
+	return fmt.Errorf("pods mode %q: want insecure, verified or disabled", string(m))
+}
 
 // Sources reported by Zone.Source.
 const (
@@ -51,7 +70,7 @@ type Config struct {
 	NegativeTTL time.Duration
 	// Pods is the pod record mode: PodsInsecure (zero value), PodsVerified
 	// or PodsDisabled.
-	Pods string
+	Pods PodsMode
 	// NodeName selects the pods watched for PodByIP (field selector
 	// spec.nodeName). Empty means no node-local pods are watched.
 	NodeName string
@@ -108,12 +127,10 @@ func (c *Config) Validate() error {
 	if c.SnapshotMaxAge < 0 {
 		errs = append(errs, fmt.Errorf("validating snapshot maximum age %s: negative", c.SnapshotMaxAge))
 	}
-	switch c.Pods {
-	case "":
+	if err := c.Pods.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("validating %w", err))
+	} else if c.Pods == "" {
 		c.Pods = PodsInsecure
-	case PodsInsecure, PodsVerified, PodsDisabled:
-	default:
-		errs = append(errs, fmt.Errorf("validating pods mode %q: want insecure, verified or disabled", c.Pods))
 	}
 	for _, ip := range c.LocalIPs {
 		if !ip.IsValid() {

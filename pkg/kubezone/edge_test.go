@@ -128,7 +128,7 @@ func TestSRVWeights(t *testing.T) {
 func TestPodModes(t *testing.T) {
 	world := objs(namespace("demo"), pod("demo", "p1", "node-a", "10.244.1.5", "fd00::5"),
 		pod("other", "p2", "node-b", "10.244.2.5"))
-	cases := map[string][]lookupCase{
+	cases := map[PodsMode][]lookupCase{
 		PodsVerified: {
 			{row: "verified: existing pod", qname: "10-244-1-5.demo.pod.cluster.local.", qtype: dns.TypeA, rcode: ok,
 				answer: []string{"10-244-1-5.demo.pod.cluster.local. A 10.244.1.5"}},
@@ -152,7 +152,7 @@ func TestPodModes(t *testing.T) {
 		},
 	}
 	for mode, cs := range cases {
-		t.Run(mode, func(t *testing.T) {
+		t.Run(string(mode), func(t *testing.T) {
 			zoneWith(t, Config{Pods: mode, NodeName: "node-a"}, world, func(t *testing.T, z *Zone, _ *fake.Clientset) {
 				runCases(t, z, cs)
 			})
@@ -169,7 +169,7 @@ func TestPodByIP(t *testing.T) {
 	custom.Spec.DNSConfig = &corev1.PodDNSConfig{Searches: []string{"example.com"}}
 	world := objs(pod("demo", "p1", "node-a", "10.244.1.5", "fd00::5"), pod("demo", "p2", "node-b", "10.244.2.5"), host, host2,
 		custom)
-	for _, mode := range []string{PodsInsecure, PodsVerified} {
+	for _, mode := range []PodsMode{PodsInsecure, PodsVerified} {
 		zoneWith(t, Config{Pods: mode, NodeName: "node-a"}, world, func(t *testing.T, z *Zone, _ *fake.Clientset) {
 			cases := []struct {
 				ip   string

@@ -12,15 +12,36 @@ import (
 	"github.com/miekg/dns"
 )
 
-// Forwarding policies accepted in Config.Policy.
+// Policy orders the servers of a set for each query. The zero value takes
+// the default (PolicyRandom for Config, Config.Policy for a stub domain).
+type Policy string
+
+// Forwarding policies accepted in Config.Policy and StubOptions.Policy.
 const (
 	// PolicySequential tries the servers in the configured order.
-	PolicySequential = "sequential"
+	PolicySequential Policy = "sequential"
 	// PolicyRandom tries the servers in a fresh random order per query.
-	PolicyRandom = "random"
+	PolicyRandom Policy = "random"
 	// PolicyRoundRobin rotates the first server tried by one per query.
-	PolicyRoundRobin = "round_robin"
+	PolicyRoundRobin Policy = "round_robin"
 )
+
+// ParsePolicy returns the policy named s; "" is the zero value (the default).
+func ParsePolicy(s string) (Policy, error) {
+	p := Policy(s)
+	return p, p.Validate()
+}
+
+// Validate reports an unknown policy, naming the valid ones.
+func (p Policy) Validate() error {
+	switch p {
+	case "", PolicySequential, PolicyRandom, PolicyRoundRobin:
+		return nil
+	}
+	return fmt.Errorf("unknown policy %q (want %s)", string(p), policyNames)
+}
+
+const policyNames = "sequential, random or round_robin"
 
 // Defaults applied by New to zero-valued Config fields.
 const (
@@ -57,7 +78,7 @@ type Config struct {
 	StubOptions map[string]StubOptions
 	// Policy orders the servers of a set: PolicySequential, PolicyRandom
 	// ("" selects it) or PolicyRoundRobin.
-	Policy string
+	Policy Policy
 	// TryTimeout bounds one attempt at one server (UDP, plus the TCP retry
 	// after a truncated reply). Zero means DefaultTryTimeout.
 	TryTimeout time.Duration
@@ -131,11 +152,8 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("DNS over TLS server %v has no server name to verify", addr)
 		}
 	}
-	switch c.Policy {
-	case "", PolicySequential, PolicyRandom, PolicyRoundRobin:
-	default:
-		return fmt.Errorf("unknown upstream policy %q (want %s, %s or %s)",
-			c.Policy, PolicySequential, PolicyRandom, PolicyRoundRobin)
+	if c.Policy.Validate() != nil {
+		return fmt.Errorf("unknown upstream policy %q (want %s)", string(c.Policy), policyNames)
 	}
 	durations := []struct {
 		name string

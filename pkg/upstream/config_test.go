@@ -27,7 +27,7 @@ func TestConfigValidate(t *testing.T) {
 		{name: "no servers", edit: func(c *Config) { c.Servers = nil }, wantErr: "no upstream servers configured; set --upstream"},
 		{name: "zero port", edit: func(c *Config) { c.Servers = aps(t, "10.0.0.1:0") }, wantErr: "is not a usable IP:port"},
 		{name: "invalid addr", edit: func(c *Config) { c.Servers = []netip.AddrPort{{}} }, wantErr: "is not a usable IP:port"},
-		{name: "unknown policy", edit: func(c *Config) { c.Policy = "fastest" }, wantErr: `unknown upstream policy "fastest"`},
+		{name: "unknown policy", edit: func(c *Config) { c.Policy = "fastest" }, wantErr: `unknown upstream policy "fastest" (want sequential, random or round_robin)`},
 		{name: "negative timeout", edit: func(c *Config) { c.TryTimeout = -time.Second }, wantErr: "try timeout is negative"},
 		{name: "negative limit", edit: func(c *Config) { c.MaxInFlight = -1 }, wantErr: "must not be negative"},
 		{

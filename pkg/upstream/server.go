@@ -113,7 +113,7 @@ type serverSet struct {
 
 // order appends the servers to dst in the order policy gives, then moves
 // down servers behind the up ones, keeping their relative order.
-func (ss *serverSet) order(dst []*server, policy string) []*server {
+func (ss *serverSet) order(dst []*server, policy Policy) []*server {
 	n := len(ss.servers)
 	switch policy {
 	case PolicySequential:

@@ -107,7 +107,7 @@ func TestPolicies(t *testing.T) {
 		servers = append(servers, startServer(t, answerA(ip)))
 	}
 	tests := []struct {
-		policy string
+		policy Policy
 		want   []string // nil: each server at least once in 60 queries
 	}{
 		{PolicySequential, []string{ips[0], ips[0], ips[0], ips[0]}},
@@ -116,7 +116,7 @@ func TestPolicies(t *testing.T) {
 		{"", nil},
 	}
 	for _, tt := range tests {
-		t.Run("policy="+tt.policy, func(t *testing.T) {
+		t.Run("policy="+string(tt.policy), func(t *testing.T) {
 			cfg := testConfig(servers...)
 			cfg.Policy = tt.policy
 			f, _ := newTestForwarder(t, cfg, hooks{})

@@ -14,7 +14,7 @@ import (
 // Forwarder's setting.
 type StubOptions struct {
 	// Policy orders the stub's servers; "" takes Config.Policy.
-	Policy string
+	Policy Policy
 	// ForceTCP sends every query to the stub's servers over TCP (pooled
 	// connections), never UDP.
 	ForceTCP bool
@@ -28,11 +28,8 @@ type StubOptions struct {
 }
 
 func (o *StubOptions) validate(domain string) error {
-	switch o.Policy {
-	case "", PolicySequential, PolicyRandom, PolicyRoundRobin:
-	default:
-		return fmt.Errorf("stub domain %s: unknown policy %q (want %s, %s or %s)",
-			domain, o.Policy, PolicySequential, PolicyRandom, PolicyRoundRobin)
+	if err := o.Policy.Validate(); err != nil {
+		return fmt.Errorf("stub domain %s: %w", domain, err)
 	}
 	if o.TryTimeout < 0 || o.MaxInFlight < 0 {
 		return fmt.Errorf("stub domain %s: timeout and max in flight must not be negative", domain)
@@ -52,7 +49,7 @@ func ParseStubOptions(words []string) (o StubOptions, rest []string, err error) 
 			o.ForceTCP = true
 		case k == "prefer-udp" && !hasValue:
 		case k == "policy" && hasValue:
-			o.Policy = v
+			o.Policy = Policy(v)
 		case k == "timeout" && hasValue:
 			d, err := time.ParseDuration(v)
 			if err != nil || d <= 0 {
@@ -81,7 +78,7 @@ func (ss *serverSet) setOptions(o StubOptions) {
 }
 
 // policy is the set's policy, else def.
-func (ss *serverSet) policy(def string) string {
+func (ss *serverSet) policy(def Policy) Policy {
 	if ss.opts.Policy != "" {
 		return ss.opts.Policy
 	}
