@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodecache/nodecache/internal/handover"
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/server"
 )
 
@@ -39,7 +40,7 @@ func reuseAddrPort(_, _ string, c syscall.RawConn) error {
 func (a *agent) acquireListeners(ctx context.Context) (*server.Listeners, func(), error) {
 	l, conn, err := a.receiveHandover(ctx)
 	if err != nil {
-		a.log.Warn("no handover from the predecessor; opening new sockets", "err", err)
+		a.log.Warn("no handover from the predecessor; opening new sockets", logkey.Err, err)
 	}
 	if l != nil {
 		a.m.handovers.WithLabelValues("received").Inc()
@@ -96,13 +97,13 @@ func (a *agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 		return fail(err)
 	}
 	if err := a.pod.recordPredecessor(offer.Pod); err != nil {
-		a.log.Warn("recording the predecessor's pod", "err", err)
+		a.log.Warn("recording the predecessor's pod", logkey.Err, err)
 	}
 	// The warm cache follows; a failure here costs hit rate, not the handover.
 	if dump, size, err := handover.ReadCacheHeader(bufio.NewReader(conn)); err == nil && dump != nil {
 		n, err := a.cache.Import(dump, time.Now().Add(a.cfg.HandoverWait))
 		if err != nil {
-			a.log.Warn("importing the predecessor's cache", "err", err, "imported", n)
+			a.log.Warn("importing the predecessor's cache", logkey.Err, err, "imported", n)
 		} else {
 			a.log.Info("imported the predecessor's cache", "entries", n, "bytes", size)
 		}
@@ -117,12 +118,12 @@ func (a *agent) finishHandover(conn *net.UnixConn) {
 	start := time.Now()
 	_ = conn.SetDeadline(time.Now().Add(a.cfg.HandoverWait + 10*time.Second))
 	if err := handover.WriteFrame(conn, handover.Msg{Op: handover.OpReady}, nil); err != nil {
-		a.log.Warn("telling predecessor we serve", "err", err)
+		a.log.Warn("telling predecessor we serve", logkey.Err, err)
 		return
 	}
 	var done handover.Msg
 	if _, err := handover.ReadFrame(conn, &done); err != nil || done.Op != handover.OpDone {
-		a.log.Warn("predecessor did not confirm the handover", "err", err, "op", done.Op)
+		a.log.Warn("predecessor did not confirm the handover", logkey.Err, err, "op", done.Op)
 		return
 	}
 	a.log.Info("took over from the predecessor", "wait", time.Since(start).Round(time.Millisecond))
@@ -174,7 +175,7 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixLi
 		return false
 	}
 	if err != nil || hello.Op != handover.OpHello || hello.Version != handover.Version {
-		a.log.Warn("refusing a successor's handover", "op", hello.Op, "version", hello.Version, "err", err)
+		a.log.Warn("refusing a successor's handover", "op", hello.Op, "version", hello.Version, logkey.Err, err)
 		return false
 	}
 	if hello.Pod != "" && hello.Pod == a.pod.predecessor() {
@@ -197,23 +198,23 @@ func (a *agent) handOver(ctx context.Context, conn *net.UnixConn, ln *net.UnixLi
 		offer.Addrs = append(offer.Addrs, ad.String())
 	}
 	if err := handover.WriteFrame(conn, offer, files); err != nil {
-		a.log.Warn("sending listeners to the successor", "err", err)
+		a.log.Warn("sending listeners to the successor", logkey.Err, err)
 		return false
 	}
 	n, err := a.sendCache(conn)
 	if err != nil {
-		a.log.Warn("sending the cache to the successor", "err", err)
+		a.log.Warn("sending the cache to the successor", logkey.Err, err)
 		return false
 	}
 	var ready handover.Msg
 	if _, err := handover.ReadFrame(conn, &ready); err != nil || ready.Op != handover.OpReady {
-		a.log.Warn("successor did not start serving; keeping the sockets", "err", err)
+		a.log.Warn("successor did not start serving; keeping the sockets", logkey.Err, err)
 		return false
 	}
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := a.server.StopReading(sctx); err != nil {
-		a.log.Warn("finishing in-flight queries before handover", "err", err)
+		a.log.Warn("finishing in-flight queries before handover", logkey.Err, err)
 	}
 	// The successor owns the handover socket from now on: stop accepting
 	// before saying done, so it never finds a listener of ours there.

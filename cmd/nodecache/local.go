@@ -9,6 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/rewrite"
 	"github.com/nodecache/nodecache/pkg/server"
@@ -168,7 +169,7 @@ func applyTTLMode(m *dns.Msg, mode wire.TTLMode) {
 func (a *agent) buildLocal() (*localAnswers, error) {
 	cfg := a.cfg
 	l := &localAnswers{zone: a.zone, domain: dns.Fqdn(strings.ToLower(cfg.ClusterDomain))}
-	s, err := static.New(staticConfig(cfg), a.reg, a.log.With("component", "static"))
+	s, err := static.New(staticConfig(cfg), a.reg, a.log.With(logkey.Component, "static"))
 	if err != nil {
 		return nil, fmt.Errorf("--static-record/--static-file: %w", err)
 	}

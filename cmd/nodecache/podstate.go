@@ -15,6 +15,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodecache/nodecache/internal/logkey"
 )
 
 // Pod-scoped state, in --pod-state-dir (an emptyDir in the DaemonSet: it
@@ -144,7 +146,7 @@ func (a *agent) idleSuperseded(ctx context.Context, successor string) error {
 	a.log.Info("this pod handed its sockets to a successor; idle until the pod is deleted",
 		"successor_pod", successor, "marker", a.pod.path(supersededFile))
 	if err := a.serveProbes(ctx, supersededMux(successor)); err != nil {
-		a.log.Error("probe socket unavailable", "err", err)
+		a.log.Error("probe socket unavailable", logkey.Err, err)
 		<-ctx.Done()
 	}
 	a.log.Info("superseded agent stopping; interface and rules are the successor's")
@@ -219,7 +221,7 @@ func (a *agent) containerRestart() (bool, string) {
 	list, err := a.kube.CoreV1().Pods(a.cfg.PodNamespace).List(ctx, metav1.ListOptions{
 		FieldSelector: "metadata.name=" + a.cfg.PodName})
 	if err != nil {
-		a.log.Warn("cannot tell a container restart from a pod deletion; tearing down", "err", err)
+		a.log.Warn("cannot tell a container restart from a pod deletion; tearing down", logkey.Err, err)
 		return false, ""
 	}
 	for _, p := range list.Items {

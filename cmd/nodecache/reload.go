@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodecache/nodecache/internal/adminapi"
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/static"
 	"github.com/nodecache/nodecache/pkg/upstream"
@@ -175,8 +176,8 @@ func (a *agent) reload(why string) (uint64, error) {
 		msg := err.Error()
 		s.lastErr.Store(&msg)
 		s.reloads.WithLabelValues("refused").Inc()
-		a.log.Error("config reload refused; the running config keeps serving", "trigger", why, "err", err,
-			"generation", s.gen.Load())
+		a.log.Error("config reload refused; the running config keeps serving", "trigger", why, logkey.Err, err,
+			logkey.Generation, s.gen.Load())
 		return s.gen.Load(), err
 	}
 	restart := restartOnly(s.cfg, cfg)
@@ -185,7 +186,7 @@ func (a *agent) reload(why string) (uint64, error) {
 	s.genG.Set(float64(gen))
 	s.lastErr.Store(nil)
 	s.reloads.WithLabelValues("applied").Inc()
-	a.log.Info("config reloaded", "trigger", why, "generation", gen)
+	a.log.Info("config reloaded", "trigger", why, logkey.Generation, gen)
 	if len(restart) > 0 {
 		a.log.Warn("these settings changed but apply only when the agent restarts", "settings", restart)
 	}
@@ -238,7 +239,7 @@ func (a *agent) applyLive(cfg *runConfig) error {
 	}
 	var fwd *upstream.Forwarder
 	if !reflect.DeepEqual(fcfg, a.fcfg) { // a new forwarder only when it changes: it starts cold
-		if fwd, err = upstream.New(fcfg, replacingRegisterer{a.reg}, a.log.With("component", "upstream")); err != nil {
+		if fwd, err = upstream.New(fcfg, replacingRegisterer{a.reg}, a.log.With(logkey.Component, "upstream")); err != nil {
 			return fmt.Errorf("upstreams: %w", err)
 		}
 	}
@@ -250,7 +251,7 @@ func (a *agent) applyLive(cfg *runConfig) error {
 	commitStatic()
 	a.local.rules.Store(&rules)
 	if err := a.cache.SetZoneLimits(limits); err != nil { // validated above
-		a.log.Error("setting TTL caps", "err", err)
+		a.log.Error("setting TTL caps", logkey.Err, err)
 	}
 	return nil
 }

@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
@@ -86,7 +87,7 @@ func cmdRun(args []string) error {
 	if err != nil {
 		return err
 	}
-	klog.SetSlogLogger(log.With("component", "client-go"))
+	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
 	applyGCDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
@@ -127,7 +128,7 @@ func (a *agent) run(ctx context.Context) error {
 	go func() {
 		defer close(probesDone)
 		if err := a.serveProbes(probeCtx, &a.probes); err != nil {
-			log.Error("probe socket unavailable: the kubelet's exec probes will fail", "err", err)
+			log.Error("probe socket unavailable: the kubelet's exec probes will fail", logkey.Err, err)
 		}
 	}()
 	ctx, a.stopEarly = context.WithCancel(ctx)
@@ -175,7 +176,7 @@ func (a *agent) run(ctx context.Context) error {
 		return errors.Join(fmt.Errorf("setting up interface and rules: %w", err), a.abort(g))
 	}
 	if err := a.selfCheck(ctx, cfg.SetupInterface); err != nil {
-		log.Warn("listeners do not answer on their addresses yet", "err", err)
+		log.Warn("listeners do not answer on their addresses yet", logkey.Err, err)
 	}
 	g.Go(func() error { return a.iface.Run(gctx) })
 	g.Go(func() error { return a.local.static.Run(gctx) })
@@ -185,14 +186,14 @@ func (a *agent) run(ctx context.Context) error {
 	// directory is not writable, say so once and keep serving DNS.
 	g.Go(func() error {
 		if err := a.serveAdmin(gctx); err != nil {
-			log.Error("admin API unavailable; DNS keeps serving", "err", err)
+			log.Error("admin API unavailable; DNS keeps serving", logkey.Err, err)
 		}
 		return nil
 	})
 	g.Go(func() error {
 		err := a.serveHandover(gctx)
 		if err != nil && !errors.Is(err, errHandedOver) {
-			log.Error("handover socket unavailable: the next upgrade will start cold; DNS keeps serving", "err", err)
+			log.Error("handover socket unavailable: the next upgrade will start cold; DNS keeps serving", logkey.Err, err)
 			return nil
 		}
 		return err
@@ -228,7 +229,7 @@ func (a *agent) idleAfterHandover(ctx context.Context) {
 		successor = *p
 	}
 	if err := a.pod.markSuperseded(successor); err != nil {
-		a.log.Error("recording the handover in the pod state dir; a restart of this container would start cold", "err", err)
+		a.log.Error("recording the handover in the pod state dir; a restart of this container would start cold", logkey.Err, err)
 	}
 	a.probes.set(supersededMux(successor))
 	a.log.Info("handed over; idle until this pod is deleted", "successor_pod", successor)
@@ -266,7 +267,7 @@ func (a *agent) build() error {
 	if err := a.buildTap(); err != nil {
 		return err
 	}
-	ql, err := newQueryLog(&cfg.QueryLog, log.With("component", "querylog"))
+	ql, err := newQueryLog(&cfg.QueryLog, log.With(logkey.Component, "querylog"))
 	if err != nil {
 		return err
 	}
@@ -274,13 +275,13 @@ func (a *agent) build() error {
 	if err != nil {
 		return err
 	}
-	fwd, err := upstream.New(fcfg, replacingRegisterer{a.reg}, log.With("component", "upstream"))
+	fwd, err := upstream.New(fcfg, replacingRegisterer{a.reg}, log.With(logkey.Component, "upstream"))
 	if err != nil {
 		return fmt.Errorf("upstreams: %w", err)
 	}
 	a.fcfg = fcfg
 	a.forwarder = newLiveUpstream(fwd)
-	a.cache, err = cache.New(cacheConfig(cfg, stubs.limits), a.forwarder, a.reg, log.With("component", "cache"))
+	a.cache, err = cache.New(cacheConfig(cfg, stubs.limits), a.forwarder, a.reg, log.With(logkey.Component, "cache"))
 	if err != nil {
 		_ = a.forwarder.Close()
 		return fmt.Errorf("cache: %w", err)
@@ -322,7 +323,7 @@ func (a *agent) build() error {
 		MaxTCPConnsPerClient: cfg.MaxTCPConnsPerClient, MaxInFlightPerClient: cfg.MaxInFlightPerClient,
 		Domain: cfg.ClusterDomain, StubDomains: stubNames, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
 		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
-	}, deps, a.reg, log.With("component", "server"))
+	}, deps, a.reg, log.With(logkey.Component, "server"))
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
@@ -331,7 +332,7 @@ func (a *agent) build() error {
 		ExtraTCPPorts:  a.localHTTPPorts(),
 		SetupInterface: cfg.SetupInterface, SetupIPTables: cfg.SetupIPTables,
 		IPTablesMode: cfg.IPTablesMode, SyncInterval: cfg.SyncInterval,
-	}, a.reg, log.With("component", "iface"))
+	}, a.reg, log.With(logkey.Component, "iface"))
 	if err != nil {
 		return fmt.Errorf("interface: %w", err)
 	}
@@ -378,7 +379,7 @@ func (a *agent) buildTap() error {
 		identity, _ = os.Hostname()
 	}
 	t, err := tap.New(tap.Config{Addr: a.cfg.Dnstap, Identity: identity, Version: "nodecache " + version},
-		a.reg, a.log.With("component", "dnstap"))
+		a.reg, a.log.With(logkey.Component, "dnstap"))
 	if err != nil {
 		return fmt.Errorf("--dnstap: %w", err)
 	}
@@ -446,7 +447,7 @@ func (a *agent) startZone(ctx context.Context, g *errgroup.Group) error {
 	a.kube = client
 	if a.cfg.ZoneSnapshot != "" {
 		if err := a.zone.LoadSnapshot(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			a.log.Warn("not serving from the zone snapshot", "err", err)
+			a.log.Warn("not serving from the zone snapshot", logkey.Err, err)
 		}
 	}
 	g.Go(func() error { return a.zone.Run(ctx, client) })
@@ -515,10 +516,10 @@ func (a *agent) shutdown(cause error) error {
 	if keep, why := a.keepHostState(); keep {
 		a.log.Info(why + ": leaving interface and rules in place")
 	} else if err := a.iface.Teardown(ctx); err != nil {
-		a.log.Error("tearing down interface and rules", "err", err)
+		a.log.Error("tearing down interface and rules", logkey.Err, err)
 	}
 	if err := a.server.Shutdown(ctx); err != nil {
-		a.log.Warn("shutting down listeners", "err", err)
+		a.log.Warn("shutting down listeners", logkey.Err, err)
 	}
 	if a.zone != nil {
 		a.log.Info("zone at exit", "stats", fmt.Sprintf("%+v", a.zone.Stats()))

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/nodecache/nodecache/internal/logkey"
 )
 
 // The admin and handover sockets hand out the agent's state, its DNS
@@ -140,7 +142,7 @@ func (l *peerCheckListener) Accept() (net.Conn, error) {
 		if err == nil && (uid == 0 || uid == l.self) {
 			return c, nil
 		}
-		l.log.Warn("refusing a connection on a root-only socket", "socket", l.Addr().String(), "peer_uid", uid, "err", err)
+		l.log.Warn("refusing a connection on a root-only socket", "socket", l.Addr().String(), "peer_uid", uid, logkey.Err, err)
 		_ = c.Close()
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -87,7 +88,7 @@ func (c *Cache) exportEntries(bw *bufio.Writer, maxBytes, written int64, deadlin
 			}
 			rec, err := encodeRecord(e)
 			if err != nil {
-				c.log.Debug("skipping entry in cache export", "err", err)
+				c.log.Debug("skipping entry in cache export", logkey.Err, err)
 				continue
 			}
 			if maxBytes > 0 && written+int64(4+len(rec)) > maxBytes {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -145,7 +146,7 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result
 	c.met.stale.Add(1)
 	if kick {
 		if _, err := c.refresh(*key); err != nil && !errors.Is(err, errBusy) {
-			c.log.Debug("refreshing stale entry", "name", key.PresentationName(), "err", err)
+			c.log.Debug("refreshing stale entry", "name", key.PresentationName(), logkey.Err, err)
 		}
 	}
 	return c.staleResult(e), true
@@ -221,7 +222,7 @@ var ErrPanicked = errors.New("upstream query panicked")
 func (c *Cache) exchange(req *dns.Msg, by time.Time) (raw []byte, server netip.AddrPort, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			c.log.Error("recovered from a panic in an upstream query", "panic", v, "stack", string(debug.Stack()))
+			c.log.Error("recovered from a panic in an upstream query", logkey.Panic, v, logkey.Stack, string(debug.Stack()))
 			raw, err = nil, fmt.Errorf("%w: %v", ErrPanicked, v)
 		}
 	}()

@@ -25,6 +25,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/nodecache/nodecache/internal/logkey"
 )
 
 // apiErrorLogEvery bounds the "API server unreachable" log line.
@@ -104,7 +106,7 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 		return nil // ctx done before the first sync
 	}
 	z.finishSync()
-	z.log.Info("zone synced from the API server", "generation", z.Generation(), "names", z.Stats().Names)
+	z.log.Info("zone synced from the API server", logkey.Generation, z.Generation(), "names", z.Stats().Names)
 	<-ctx.Done()
 	return nil
 }
@@ -209,7 +211,7 @@ func (z *Zone) watchErrorHandler(resource string) cache.WatchErrorHandlerWithCon
 			return
 		}
 		z.log.Warn("API server unreachable, serving the last-known zone; retrying", "resource", resource,
-			"err", err, "suppressed", suppressed, "source", z.Source())
+			logkey.Err, err, "suppressed", suppressed, "source", z.Source())
 		last, suppressed = now, 0
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/nodecache/nodecache/internal/logkey"
 )
 
 // Snapshot file layout: magic (8 bytes) | version (uint32, big endian) |
@@ -75,7 +77,7 @@ func (z *Zone) LoadSnapshot() error {
 	}
 	if err != nil {
 		z.snapRefused.Store(&snapRefusal{err: err.Error()})
-		z.log.Warn("refusing zone snapshot", "path", z.cfg.SnapshotPath, "err", err)
+		z.log.Warn("refusing zone snapshot", "path", z.cfg.SnapshotPath, logkey.Err, err)
 		return fmt.Errorf("loading snapshot %s: %w", z.cfg.SnapshotPath, err)
 	}
 	z.mu.Lock()
@@ -283,7 +285,7 @@ func (z *Zone) writeSnapshot(failing *bool) {
 		z.snapDirty = true // retry at the next tick
 		z.mu.Unlock()
 		if !*failing {
-			z.log.Error("writing zone snapshot failed; still serving, will retry", "err", err)
+			z.log.Error("writing zone snapshot failed; still serving, will retry", logkey.Err, err)
 			*failing = true
 		}
 		return

@@ -10,6 +10,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodecache/nodecache/internal/logkey"
 )
 
 // Zone answers the cluster domain. Lookups never block: they read an
@@ -91,7 +93,7 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error)
 	if err != nil {
 		return nil, fmt.Errorf("creating zone: %w", err)
 	}
-	z := &Zone{cfg: cfg, log: log.With("component", "kubezone"), met: met, now: time.Now,
+	z := &Zone{cfg: cfg, log: log.With(logkey.Component, "kubezone"), met: met, now: time.Now,
 		kick: make(chan struct{}, 1), st: newState(), tab: newTable(), ptrs: newPTRIndex(),
 		serial0: uint32(time.Now().Unix()), podSuffix: ".pod." + cfg.Domain, svcSuffix: ".svc." + cfg.Domain}
 	empty := map[netip.Addr]PodInfo{}

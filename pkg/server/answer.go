@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -122,7 +123,7 @@ func (s *Server) slow(ctx context.Context, by time.Time, pkt []byte, q *wire.Que
 		if errors.Is(err, ErrOverloaded) {
 			rcode = dns.RcodeRefused
 		}
-		s.logRated("upstream", "answering from upstream failed", "name", keyName(q), "err", err)
+		s.logRated("upstream", "answering from upstream failed", "name", keyName(q), logkey.Err, err)
 		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: SourceUpstream}
 	}
 	return res.Packed.AppendReply(out, q, res.Mode, maxSize), Result{Rcode: res.Packed.Rcode(), Source: res.Source, Server: res.Server}
@@ -135,7 +136,7 @@ func (s *Server) validationError(pkt []byte, q *wire.Query, perr error, out []by
 		s.metrics.dropped("unparseable")
 		return nil
 	}
-	s.logRated("malformed", "answering malformed query", "err", perr)
+	s.logRated("malformed", "answering malformed query", logkey.Err, perr)
 	return wire.AppendError(out, pkt, q, rcodeOf(perr))
 }
 
@@ -181,7 +182,7 @@ func rfc8482(q *wire.Query) *dns.Msg {
 func (s *Server) packAndAppend(m *dns.Msg, q *wire.Query, out []byte, maxSize int, res Result) ([]byte, Result) {
 	p, err := wire.Pack(m)
 	if err != nil {
-		s.logRated("pack", "packing reply failed", "err", err)
+		s.logRated("pack", "packing reply failed", logkey.Err, err)
 		return wire.AppendError(out, nil, &wire.Query{ID: q.ID, Flags: q.Flags}, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: res.Source}
 	}
 	return p.AppendReply(out, q, wire.TTLMode{}, maxSize), res

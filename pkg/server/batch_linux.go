@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -228,7 +229,7 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 				return false // no recvmmsg: the plain loop takes over
 			}
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				s.logRated("udp-read", "reading from udp socket", "addr", c.LocalAddr(), "err", err)
+				s.logRated("udp-read", "reading from udp socket", logkey.Addr, c.LocalAddr(), logkey.Err, err)
 			}
 			continue
 		}
@@ -243,7 +244,7 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 		}
 		if err := b.flush(); err != nil {
 			s.metrics.dropped("write_error")
-			s.logRated("udp-write", "writing udp replies", "addr", c.LocalAddr(), "err", err)
+			s.logRated("udp-write", "writing udp replies", logkey.Addr, c.LocalAddr(), logkey.Err, err)
 		}
 	}
 }

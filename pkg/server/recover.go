@@ -8,6 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -25,7 +26,7 @@ import (
 func (s *Server) servfailAfterPanic(v any, pkt, out []byte) []byte {
 	s.metrics.panics.Inc()
 	if s.logLimiter.allow("panic", time.Now()) {
-		s.log.Error("recovered from a panic answering a query; answered SERVFAIL", "panic", v, "stack", string(debug.Stack()))
+		s.log.Error("recovered from a panic answering a query; answered SERVFAIL", logkey.Panic, v, logkey.Stack, string(debug.Stack()))
 	}
 	var q wire.Query
 	if err := wire.Parse(pkt, &q); errors.Is(err, wire.ErrNoReply) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -34,7 +35,7 @@ func (s *Server) serveTCP(ln *net.TCPListener) {
 			if s.isClosing() || errors.Is(err, net.ErrClosed) {
 				return
 			}
-			s.logRated("tcp-accept", "accepting tcp connection", "addr", ln.Addr(), "err", err)
+			s.logRated("tcp-accept", "accepting tcp connection", logkey.Addr, ln.Addr(), logkey.Err, err)
 			time.Sleep(5 * time.Millisecond) // EMFILE and friends: do not spin
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -33,7 +34,7 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 				return
 			}
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
-				s.logRated("udp-read", "reading from udp socket", "addr", c.LocalAddr(), "err", err)
+				s.logRated("udp-read", "reading from udp socket", logkey.Addr, c.LocalAddr(), logkey.Err, err)
 			}
 			continue
 		}
@@ -76,7 +77,7 @@ func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort
 		if reply != nil {
 			if err := rq.queue(reply, client); err != nil {
 				s.metrics.dropped("write_error")
-				s.logRated("udp-write", "writing udp reply", "client", client, "err", err)
+				s.logRated("udp-write", "writing udp reply", "client", client, logkey.Err, err)
 			}
 			s.record(s.udpEdge(c), client, q, res, start, pkt, reply)
 		}
@@ -146,7 +147,7 @@ func (p *slowBufPool) put(b *slowBuf) {
 func (s *Server) writeUDP(c *net.UDPConn, reply []byte, client netip.AddrPort) {
 	if _, err := c.WriteToUDPAddrPort(reply, client); err != nil {
 		s.metrics.dropped("write_error")
-		s.logRated("udp-write", "writing udp reply", "client", client, "err", err)
+		s.logRated("udp-write", "writing udp reply", "client", client, logkey.Err, err)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -89,7 +90,7 @@ func (s *Server) answerZone(ctx context.Context, by time.Time, pkt []byte, q *wi
 	}
 	p, err := wire.Pack(m)
 	if err != nil {
-		s.logRated("pack", "packing zone reply failed", "name", qname, "err", err)
+		s.logRated("pack", "packing zone reply failed", "name", qname, logkey.Err, err)
 		return wire.AppendError(out, pkt, q, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: SourceZone}, true
 	}
 	if za.Rcode != dns.RcodeServerFailure { // pre-sync SERVFAILs must not stick

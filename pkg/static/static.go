@@ -13,6 +13,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -214,7 +215,7 @@ func (r *Records) Run(ctx context.Context) error {
 		}
 		if err := r.Reload(); err != nil {
 			if !failing {
-				r.log.Error("static records: keeping the previous table", "err", err)
+				r.log.Error("static records: keeping the previous table", logkey.Err, err)
 			}
 			failing = true
 			continue
@@ -245,7 +246,7 @@ func (r *Records) Lookup(q *wire.Query) (*wire.Packed, bool) {
 	}
 	p, err := answer(na.fqdn, q.Type, nil) // NODATA: the name exists
 	if err != nil {
-		r.log.Warn("static records: packing NODATA", "err", err)
+		r.log.Warn("static records: packing NODATA", logkey.Err, err)
 		return nil, false
 	}
 	return p, true

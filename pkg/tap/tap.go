@@ -15,6 +15,8 @@ import (
 	framestream "github.com/farsightsec/golang-framestream"
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/nodecache/nodecache/internal/logkey"
 )
 
 // Config configures a Tap. Zero values select the documented defaults.
@@ -128,7 +130,7 @@ func (t *Tap) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		t.log.Warn("dnstap output unavailable; messages queue, then drop", "addr", t.cfg.Addr, "err", err,
+		t.log.Warn("dnstap output unavailable; messages queue, then drop", logkey.Addr, t.cfg.Addr, logkey.Err, err,
 			"retry", t.cfg.RetryInterval)
 		select {
 		case <-ctx.Done():

@@ -13,6 +13,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/nodecache/nodecache/internal/logkey"
 )
 
 // maxProbeBackoff is how many times ProbeInterval the wait between probes
@@ -243,7 +245,7 @@ func (f *Forwarder) probe(s *server) error {
 	}
 	s.cm.probed(err == nil)
 	if err != nil {
-		f.log.Debug("upstream probe failed", "server", s.addr, "err", err)
+		f.log.Debug("upstream probe failed", "server", s.addr, logkey.Err, err)
 		return err
 	}
 	f.markHealthy(s, time.Since(start))
