@@ -285,8 +285,8 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 			},
 		}
 		found := e.Diagnose(context.Background())
-		severities := func(check string) []string {
-			var out []string
+		severities := func(check string) []doctor.Severity {
+			var out []doctor.Severity
 			for _, f := range found {
 				if f.Check == check {
 					out = append(out, f.Severity)
@@ -294,7 +294,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 			}
 			return out
 		}
-		want := map[string]string{"agent": doctor.OK, "kubelet": doctor.OK, "resolv.conf": doctor.OK, "listener": doctor.OK,
+		want := map[string]doctor.Severity{"agent": doctor.OK, "kubelet": doctor.OK, "resolv.conf": doctor.OK, "listener": doctor.OK,
 			"interface": doctor.Warn, "upstream": doctor.Warn} // disabled link; a loopback upstream
 		for check, sev := range want {
 			got := severities(check)

@@ -55,7 +55,7 @@ func TestDoctorCoreDNS(t *testing.T) {
 			}
 			for i, w := range tt.want {
 				sev, detail, _ := strings.Cut(w, " ")
-				if got[i].Severity != sev || !strings.Contains(got[i].Detail, detail) {
+				if string(got[i].Severity) != sev || !strings.Contains(got[i].Detail, detail) {
 					t.Errorf("finding %d: got %s %q, want %s containing %q", i, got[i].Severity, got[i].Detail, sev, detail)
 				}
 			}

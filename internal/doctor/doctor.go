@@ -18,7 +18,7 @@ import (
 )
 
 // Severity is how bad a finding is.
-type Severity = string
+type Severity string
 
 // Finding severities, as printed and as in the JSON report.
 const (

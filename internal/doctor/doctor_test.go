@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -49,7 +50,7 @@ func (n fakeNode) env(t testing.TB) *Env {
 }
 
 // wantOne checks that got is exactly one finding of severity want.
-func wantOne(t testing.TB, got []string, want string) {
+func wantOne(t testing.TB, got []Severity, want Severity) {
 	t.Helper()
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("got %v, want [%s]", got, want)
@@ -57,8 +58,8 @@ func wantOne(t testing.TB, got []string, want string) {
 }
 
 // severities returns "check=SEV" for each finding of check.
-func severities(fs []Finding, check string) []string {
-	var out []string
+func severities(fs []Finding, check string) []Severity {
+	var out []Severity
 	for _, f := range fs {
 		if f.Check == check {
 			out = append(out, f.Severity)
@@ -70,20 +71,20 @@ func severities(fs []Finding, check string) []string {
 func TestDoctorResolvConfLoop(t *testing.T) {
 	tests := []struct {
 		name, resolv string
-		want         []string
+		want         []Severity
 	}{
-		{"systemd-resolved stub", "nameserver 127.0.0.53\noptions edns0 trust-ad\n", []string{Fail}},
-		{"the agent itself", "nameserver 169.254.20.10\n", []string{Fail}},
-		{"other loopback stub", "nameserver 127.0.0.1\n", []string{Warn}},
-		{"no nameserver", "search example.com\n", []string{Fail}},
-		{"real resolvers", "nameserver 10.0.0.2\nnameserver 10.0.0.3\n", []string{OK, OK}},
-		{"one good, one loop", "nameserver 10.0.0.2\nnameserver 127.0.0.53\n", []string{OK, Fail}},
+		{"systemd-resolved stub", "nameserver 127.0.0.53\noptions edns0 trust-ad\n", []Severity{Fail}},
+		{"the agent itself", "nameserver 169.254.20.10\n", []Severity{Fail}},
+		{"other loopback stub", "nameserver 127.0.0.1\n", []Severity{Warn}},
+		{"no nameserver", "search example.com\n", []Severity{Fail}},
+		{"real resolvers", "nameserver 10.0.0.2\nnameserver 10.0.0.3\n", []Severity{OK, OK}},
+		{"one good, one loop", "nameserver 10.0.0.2\nnameserver 127.0.0.53\n", []Severity{OK, Fail}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := fakeNode{files: map[string]string{"/etc/resolv.conf": tt.resolv}}.env(t)
 			got := severities(e.checkUpstreams(context.Background()), "resolv.conf")
-			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+			if !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
@@ -96,7 +97,8 @@ func TestDoctorBackend(t *testing.T) {
 	tests := []struct {
 		name        string
 		legacy, nft *string
-		ours, want  string
+		ours        string
+		want        Severity
 	}{
 		{"same backend", &none, &kube, iface.ModeNFT, OK},
 		{"kube-proxy in legacy, ours in nft", &kube, &none, iface.ModeNFT, Fail},
@@ -126,7 +128,7 @@ func TestDoctorBackend(t *testing.T) {
 func TestDoctorKubelet(t *testing.T) {
 	tests := []struct {
 		name, config string
-		want         string
+		want         Severity
 	}{
 		{"points at the link-local IP", "kind: KubeletConfiguration\nclusterDNS:\n- 169.254.20.10\n", OK},
 		{"points at kube-dns, not intercepted", "clusterDNS: [10.96.0.10]\n", Warn},
@@ -150,7 +152,7 @@ func TestDoctorConntrack(t *testing.T) {
 	tests := []struct {
 		name string
 		cmds map[string]string
-		want string
+		want Severity
 	}{
 		{"no entries", map[string]string{line: ""}, OK},
 		{"entries", map[string]string{line: entries + entries}, Warn},
@@ -189,18 +191,18 @@ func TestDoctorRules(t *testing.T) {
 	tests := []struct {
 		name string
 		r    iface.RulesStatus
-		want []string
+		want []Severity
 	}{
-		{"converged", iface.RulesStatus{State: iface.StateOK, Backend: "nft", Chains: []iface.ChainStatus{good, good}}, []string{OK}},
-		{"jump not first", iface.RulesStatus{State: iface.StateDrift, Backend: "nft", Chains: []iface.ChainStatus{good, notFirst}}, []string{Fail}},
-		{"jump yielded to a foreign rule", iface.RulesStatus{State: iface.StateOK, Backend: "nft", Chains: []iface.ChainStatus{good, yielded}}, []string{Warn}},
-		{"rule missing", iface.RulesStatus{State: iface.StateDrift, Backend: "nft", Chains: []iface.ChainStatus{missing}}, []string{Fail}},
-		{"disabled", iface.RulesStatus{State: iface.StateDisabled, Backend: "disabled"}, []string{Warn}},
+		{"converged", iface.RulesStatus{State: iface.StateOK, Backend: "nft", Chains: []iface.ChainStatus{good, good}}, []Severity{OK}},
+		{"jump not first", iface.RulesStatus{State: iface.StateDrift, Backend: "nft", Chains: []iface.ChainStatus{good, notFirst}}, []Severity{Fail}},
+		{"jump yielded to a foreign rule", iface.RulesStatus{State: iface.StateOK, Backend: "nft", Chains: []iface.ChainStatus{good, yielded}}, []Severity{Warn}},
+		{"rule missing", iface.RulesStatus{State: iface.StateDrift, Backend: "nft", Chains: []iface.ChainStatus{missing}}, []Severity{Fail}},
+		{"disabled", iface.RulesStatus{State: iface.StateDisabled, Backend: "disabled"}, []Severity{Warn}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := severities(ruleFindings(tt.r, "test"), "rules")
-			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+			if !slices.Equal(got, tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
 			}
 		})
