@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
 
 	"github.com/nodecache/nodecache/internal/adminapi"
+	"github.com/nodecache/nodecache/internal/doctor"
 	"github.com/nodecache/nodecache/pkg/iface"
 )
 
@@ -75,9 +75,9 @@ func ifaceLine(s iface.InterfaceStatus) string {
 	if s.Up {
 		up = "up"
 	}
-	line := fmt.Sprintf("%s %s (%s, %s, %s)", s.Name, s.State, s.Kind, up, joinIPs(s.Addresses))
+	line := fmt.Sprintf("%s %s (%s, %s, %s)", s.Name, s.State, s.Kind, up, doctor.JoinIPs(s.Addresses))
 	if len(s.Missing) > 0 {
-		line += ", missing " + joinIPs(s.Missing)
+		line += ", missing " + doctor.JoinIPs(s.Missing)
 	}
 	return line
 }
@@ -133,17 +133,6 @@ func countsLine(m map[string]uint64) string {
 		parts[i] = fmt.Sprintf("%s %d", k, m[k])
 	}
 	return strings.Join(parts, ", ")
-}
-
-func joinIPs(ips []netip.Addr) string {
-	if len(ips) == 0 {
-		return "no addresses"
-	}
-	s := make([]string, len(ips))
-	for i, ip := range ips {
-		s[i] = ip.String()
-	}
-	return strings.Join(s, ", ")
 }
 
 // cmdUpstreams is `nodecache upstreams`.

@@ -7,6 +7,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nodecache/nodecache/internal/adminapi"
+	"github.com/nodecache/nodecache/internal/doctor"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
@@ -263,16 +266,38 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 	})
 
 	t.Run("doctor", func(t *testing.T) {
-		e := fakeNode{files: map[string]string{
+		files := map[string]string{
 			"/etc/resolv.conf":             "nameserver 10.0.0.2\n",
 			"/var/lib/kubelet/config.yaml": "clusterDNS: [127.0.0.1]\n",
-		}}.env(t)
-		e.client = adminapi.NewClient(a.socket)
-		fs := e.diagnose(context.Background())
-		want := map[string]string{"agent": sevOK, "kubelet": sevOK, "resolv.conf": sevOK, "listener": sevOK,
-			"interface": sevWarn, "upstream": sevWarn} // disabled link; a loopback upstream
+		}
+		e := &doctor.Env{
+			Client:        adminapi.NewClient(a.socket),
+			KubeletConfig: "/var/lib/kubelet/config.yaml", ResolvConf: "/etc/resolv.conf",
+			DNSTimeout: 200 * time.Millisecond, Port: 53, InterfaceName: "nodelocaldns",
+			ReadFile: func(p string) ([]byte, error) {
+				if s, ok := files[p]; ok {
+					return []byte(s), nil
+				}
+				return nil, fs.ErrNotExist
+			},
+			Run: func(_ context.Context, name string, _ ...string) (string, error) {
+				return "", fmt.Errorf("finding %s: %w", name, exec.ErrNotFound) // no tools on this "node"
+			},
+		}
+		found := e.Diagnose(context.Background())
+		severities := func(check string) []doctor.Severity {
+			var out []doctor.Severity
+			for _, f := range found {
+				if f.Check == check {
+					out = append(out, f.Severity)
+				}
+			}
+			return out
+		}
+		want := map[string]doctor.Severity{"agent": doctor.OK, "kubelet": doctor.OK, "resolv.conf": doctor.OK, "listener": doctor.OK,
+			"interface": doctor.Warn, "upstream": doctor.Warn} // disabled link; a loopback upstream
 		for check, sev := range want {
-			got := severities(fs, check)
+			got := severities(check)
 			if len(got) == 0 {
 				t.Errorf("%s: no finding", check)
 			}
@@ -282,7 +307,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 				}
 			}
 		}
-		if got := severities(fs, "listener"); len(got) != 2 {
+		if got := severities("listener"); len(got) != 2 {
 			t.Errorf("listener findings: got %d, want 2 (udp and tcp)", len(got))
 		}
 	})

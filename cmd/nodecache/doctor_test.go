@@ -1,233 +1,25 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"io/fs"
-	"net/netip"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/nodecache/nodecache/internal/adminapi"
-	"github.com/nodecache/nodecache/pkg/iface"
+	"github.com/nodecache/nodecache/pkg/corefile"
 )
 
-// fakeNode is a node's files and commands for the doctor.
-type fakeNode struct {
-	files map[string]string
-	cmds  map[string]string // command line → stdout; absent: not installed
-}
-
-func (n fakeNode) env(t testing.TB) *doctorEnv {
-	t.Helper()
-	return &doctorEnv{
-		client:        adminapi.NewClient(filepath.Join(t.TempDir(), "absent.sock")),
-		kubeletConfig: "/var/lib/kubelet/config.yaml", resolvConf: "/etc/resolv.conf",
-		dnsTimeout: 200 * time.Millisecond,
-		localIPs:   []netip.Addr{netip.MustParseAddr("169.254.20.10")}, port: 53, ifaceName: "nodelocaldns",
-		readFile: func(p string) ([]byte, error) {
-			s, ok := n.files[p]
-			if !ok {
-				return nil, fmt.Errorf("open %s: %w", p, fs.ErrNotExist)
-			}
-			return []byte(s), nil
-		},
-		run: func(_ context.Context, name string, args ...string) (string, error) {
-			line := strings.Join(append([]string{name}, args...), " ")
-			out, ok := n.cmds[line]
-			if !ok {
-				return "", fmt.Errorf("finding %s: %w", name, exec.ErrNotFound)
-			}
-			return out, nil
-		},
+// TestDoctorCorefileUnsupported: doctor's coredns check learns from
+// migrate's translation what nodecache cannot reproduce, by line, in the
+// "coredns:LINE directive: reason" form it parses.
+func TestDoctorCorefileUnsupported(t *testing.T) {
+	cf, err := corefile.Parse("coredns", ".:53 {\n template IN A example.test\n forward . /etc/resolv.conf\n}\n", corefile.Vars{})
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// wantOne checks that got is exactly one finding of severity want.
-func wantOne(t testing.TB, got []string, want string) {
-	t.Helper()
-	if len(got) != 1 || got[0] != want {
-		t.Errorf("got %v, want [%s]", got, want)
+	got, err := corefileUnsupported(cf, "cluster.local")
+	if err != nil {
+		t.Fatal(err)
 	}
-}
-
-// severities returns "check=SEV" for each finding of check.
-func severities(fs []finding, check string) []string {
-	var out []string
-	for _, f := range fs {
-		if f.Check == check {
-			out = append(out, f.Severity)
-		}
-	}
-	return out
-}
-
-func TestDoctorResolvConfLoop(t *testing.T) {
-	tests := []struct {
-		name, resolv string
-		want         []string
-	}{
-		{"systemd-resolved stub", "nameserver 127.0.0.53\noptions edns0 trust-ad\n", []string{sevFail}},
-		{"the agent itself", "nameserver 169.254.20.10\n", []string{sevFail}},
-		{"other loopback stub", "nameserver 127.0.0.1\n", []string{sevWarn}},
-		{"no nameserver", "search example.com\n", []string{sevFail}},
-		{"real resolvers", "nameserver 10.0.0.2\nnameserver 10.0.0.3\n", []string{sevOK, sevOK}},
-		{"one good, one loop", "nameserver 10.0.0.2\nnameserver 127.0.0.53\n", []string{sevOK, sevFail}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			e := fakeNode{files: map[string]string{"/etc/resolv.conf": tt.resolv}}.env(t)
-			got := severities(e.checkUpstreams(context.Background()), "resolv.conf")
-			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
-func TestDoctorBackend(t *testing.T) {
-	kube := "*filter\n:INPUT ACCEPT [0:0]\n:KUBE-SERVICES - [0:0]\n-A INPUT -j KUBE-SERVICES\nCOMMIT\n"
-	none := "*filter\n:INPUT ACCEPT [0:0]\nCOMMIT\n"
-	tests := []struct {
-		name        string
-		legacy, nft *string
-		ours, want  string
-	}{
-		{"same backend", &none, &kube, iface.ModeNFT, sevOK},
-		{"kube-proxy in legacy, ours in nft", &kube, &none, iface.ModeNFT, sevFail},
-		{"kube-proxy in nft, ours in legacy", &none, &kube, iface.ModeLegacy, sevFail},
-		{"no KUBE- chains (IPVS, nftables mode)", &none, &none, iface.ModeNFT, sevWarn},
-		{"KUBE- chains in both", &kube, &kube, iface.ModeNFT, sevWarn},
-		{"no iptables tools", nil, nil, iface.ModeNFT, sevWarn},
-		{"agent manages no rules", &none, &kube, iface.StateDisabled, sevOK},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n := fakeNode{cmds: map[string]string{}}
-			if tt.legacy != nil {
-				n.cmds["iptables-legacy-save"] = *tt.legacy
-			}
-			if tt.nft != nil {
-				n.cmds["iptables-nft-save"] = *tt.nft
-			}
-			e := n.env(t)
-			e.st = &adminapi.Status{}
-			e.st.Interface.Rules.Backend = tt.ours
-			wantOne(t, severities(e.checkBackend(context.Background()), "backend"), tt.want)
-		})
-	}
-}
-
-func TestDoctorKubelet(t *testing.T) {
-	tests := []struct {
-		name, config string
-		want         string
-	}{
-		{"points at the link-local IP", "kind: KubeletConfiguration\nclusterDNS:\n- 169.254.20.10\n", sevOK},
-		{"points at kube-dns, not intercepted", "clusterDNS: [10.96.0.10]\n", sevWarn},
-		{"no clusterDNS", "kind: KubeletConfiguration\n", sevWarn},
-		{"no file", "", sevWarn},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n := fakeNode{files: map[string]string{}}
-			if tt.config != "" {
-				n.files["/var/lib/kubelet/config.yaml"] = tt.config
-			}
-			wantOne(t, severities(n.env(t).checkKubelet(context.Background()), "kubelet"), tt.want)
-		})
-	}
-}
-
-func TestDoctorConntrack(t *testing.T) {
-	line := "conntrack -L -f ipv4 -p udp --dport 53 -d 169.254.20.10"
-	entries := "udp 17 29 src=10.244.1.5 dst=169.254.20.10 sport=40000 dport=53 src=169.254.20.10 dst=10.244.1.5 sport=53 dport=40000 mark=0 use=1\n"
-	tests := []struct {
-		name string
-		cmds map[string]string
-		want string
-	}{
-		{"no entries", map[string]string{line: ""}, sevOK},
-		{"entries", map[string]string{line: entries + entries}, sevWarn},
-		{"no conntrack tool", map[string]string{}, sevWarn},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			wantOne(t, severities(fakeNode{cmds: tt.cmds}.env(t).checkConntrack(context.Background()), "conntrack"), tt.want)
-		})
-	}
-}
-
-// TestDoctorCarriesTheAgentsYield: a direct inspection sees a jump that is
-// not first; the agent's status says it yielded that position on purpose.
-func TestDoctorCarriesTheAgentsYield(t *testing.T) {
-	c := iface.ChainStatus{Family: "ipv4", Table: "raw", Chain: "NODECACHE-PREROUTING", Exists: true, Jumps: 1}
-	inspected := iface.RulesStatus{Chains: []iface.ChainStatus{c, c}}
-	inspected.Chains[1].Chain = "NODECACHE-OUTPUT"
-	agent := c
-	agent.Yielded = true
-	carryYield(&inspected, iface.RulesStatus{Chains: []iface.ChainStatus{agent}})
-	if !inspected.Chains[0].Yielded || inspected.Chains[1].Yielded {
-		t.Errorf("yielded after carrying: got %v, %v; want true for the agent's chain only", inspected.Chains[0].Yielded, inspected.Chains[1].Yielded)
-	}
-}
-
-func TestDoctorRules(t *testing.T) {
-	good := iface.ChainStatus{Family: "ipv4", Table: "raw", Chain: "NODECACHE-PREROUTING", Parent: "PREROUTING",
-		Exists: true, Want: 2, Present: 2, Jumps: 1, JumpFirst: true}
-	notFirst := good
-	notFirst.JumpFirst = false
-	yielded := notFirst
-	yielded.Yielded = true
-	missing := good
-	missing.Present, missing.Missing = 1, 1
-	tests := []struct {
-		name string
-		r    iface.RulesStatus
-		want []string
-	}{
-		{"converged", iface.RulesStatus{State: iface.StateOK, Backend: "nft", Chains: []iface.ChainStatus{good, good}}, []string{sevOK}},
-		{"jump not first", iface.RulesStatus{State: iface.StateDrift, Backend: "nft", Chains: []iface.ChainStatus{good, notFirst}}, []string{sevFail}},
-		{"jump yielded to a foreign rule", iface.RulesStatus{State: iface.StateOK, Backend: "nft", Chains: []iface.ChainStatus{good, yielded}}, []string{sevWarn}},
-		{"rule missing", iface.RulesStatus{State: iface.StateDrift, Backend: "nft", Chains: []iface.ChainStatus{missing}}, []string{sevFail}},
-		{"disabled", iface.RulesStatus{State: iface.StateDisabled, Backend: "disabled"}, []string{sevWarn}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := severities(ruleFindings(tt.r, "test"), "rules")
-			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
-				t.Errorf("got %v, want %v", got, tt.want)
-			}
-		})
-	}
-}
-
-// TestDoctorWithoutAgent runs every check on a node where the agent is not
-// running and resolv.conf names systemd-resolved's stub: FAIL, and the
-// command's error says so.
-func TestDoctorWithoutAgent(t *testing.T) {
-	e := fakeNode{files: map[string]string{"/etc/resolv.conf": "nameserver 127.0.0.53\n"}}.env(t)
-	e.localIPs = []netip.Addr{netip.MustParseAddr("127.0.0.1")}
-	e.port = freePort(t) // nobody listens: the listener check fails too
-	fs := e.diagnose(context.Background())
-	for _, check := range []string{"agent", "resolv.conf", "listener"} {
-		got := severities(fs, check)
-		if len(got) == 0 || got[0] != sevFail {
-			t.Errorf("%s: got %v, want FAIL", check, got)
-		}
-	}
-	var sb strings.Builder
-	printFindings(&sb, fs)
-	for _, want := range []string{"FAIL\tagent", "cannot reach the agent at", "is nodecache running?", "systemd-resolved", "fix: use --upstream /run/systemd/resolve/resolv.conf"} {
-		if !strings.Contains(sb.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, sb.String())
-		}
-	}
-	if _, err := e.client.Status(context.Background()); !errors.Is(err, adminapi.ErrAgentUnreachable) {
-		t.Errorf("got an error not wrapping ErrAgentUnreachable, want one")
+	if len(got) != 1 || !strings.HasPrefix(got[0], "coredns:2 template") || !strings.Contains(got[0], "the template plugin") {
+		t.Errorf("got %q, want one entry \"coredns:2 template ...: the template plugin ...\"", got)
 	}
 }

@@ -1,13 +1,10 @@
-package main
+package doctor
 
 import (
 	"context"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodecache/nodecache/pkg/corefile"
 )
@@ -20,66 +17,39 @@ import (
 // kubeadmDirectives are the plugins of kubeadm's default Corefile.
 var kubeadmDirectives = []string{"errors", "health", "ready", "kubernetes", "prometheus", "forward", "cache", "loop", "reload", "loadbalance"} //nolint:gochecknoglobals // constant list
 
-// readCoreDNSCorefile reads the coredns ConfigMap's Corefile with the
-// default client config (in-cluster, then $KUBECONFIG, or kubeconfig).
-func readCoreDNSCorefile(kubeconfig string) func(ctx context.Context) (string, error) {
-	return func(ctx context.Context) (string, error) {
-		c, err := kubeClientFor(kubeconfig)
-		if err != nil {
-			return "", err
-		}
-		cm, err := c.CoreV1().ConfigMaps("kube-system").Get(ctx, "coredns", metav1.GetOptions{})
-		if err != nil {
-			return "", fmt.Errorf("reading ConfigMap kube-system/coredns: %w", err)
-		}
-		return cm.Data["Corefile"], nil
-	}
-}
-
-// canReachAPI reports whether doctor has credentials to try: in a pod,
-// $KUBECONFIG, ~/.kube/config or --kubeconfig.
-func canReachAPI(kubeconfig string) bool {
-	if kubeconfig != "" || os.Getenv("KUBECONFIG") != "" || inCluster() {
-		return true
-	}
-	home, err := os.UserHomeDir()
-	if err != nil {
-		return false
-	}
-	_, err = os.Stat(home + "/.kube/config")
-	return err == nil
-}
-
-func (e *doctorEnv) checkCoreDNS(ctx context.Context) []finding {
+// checkCoreDNS warns of each customisation of the coredns Corefile.
+func (e *Env) checkCoreDNS(ctx context.Context) []Finding {
 	const check = "coredns"
-	if e.coreDNS == nil {
-		return []finding{{Check: check, Severity: sevSkip,
+	if e.CoreDNS == nil {
+		return []Finding{{Check: check, Severity: Skip,
 			Detail: "not checked: no API credentials (in-cluster, $KUBECONFIG or ~/.kube/config)",
 			Fix:    "give --kubeconfig to check the coredns ConfigMap"}}
 	}
-	text, err := e.coreDNS(ctx)
+	text, err := e.CoreDNS(ctx)
 	if err != nil {
-		return []finding{{Check: check, Severity: sevWarn, Detail: "cannot read the coredns ConfigMap: " + err.Error(),
+		return []Finding{{Check: check, Severity: Warn, Detail: "cannot read the coredns ConfigMap: " + err.Error(),
 			Fix: "check the kubeconfig and that it may get configmaps in kube-system"}}
 	}
 	cf, err := corefile.Parse("coredns", text, corefile.Vars{})
 	if err != nil {
-		return []finding{{Check: check, Severity: sevWarn, Detail: "the coredns Corefile does not parse: " + err.Error()}}
+		return []Finding{{Check: check, Severity: Warn, Detail: "the coredns Corefile does not parse: " + err.Error()}}
 	}
 	domain := "cluster.local"
 	if e.st != nil && e.st.Config["cluster-domain"] != "" {
 		domain = e.st.Config["cluster-domain"]
 	}
 	lost := map[int]string{}
-	if m, err := translate(cf, migrateOpts{clusterDomain: domain}, "coredns"); err == nil {
-		for _, u := range m.unsupported {
-			var line int
-			if _, err := fmt.Sscanf(u, "coredns:%d", &line); err == nil && lost[line] == "" {
-				lost[line] = u[strings.Index(u, ": ")+2:]
-			}
+	var unsupported []string
+	if e.Unsupported != nil {
+		unsupported, _ = e.Unsupported(cf, domain) // an error loses only the reasons
+	}
+	for _, u := range unsupported {
+		var line int
+		if _, err := fmt.Sscanf(u, "coredns:%d", &line); err == nil && lost[line] == "" {
+			lost[line] = u[strings.Index(u, ": ")+2:]
 		}
 	}
-	var out []finding
+	var out []Finding
 	for _, c := range customisations(cf) {
 		detail := fmt.Sprintf("coredns:%d %s: pods using nodecache bypass it", c.Line, c.String())
 		fix := "run `nodecache migrate --from-cluster` and merge what it writes into nodecache's ConfigMap"
@@ -87,10 +57,10 @@ func (e *doctorEnv) checkCoreDNS(ctx context.Context) []finding {
 			detail += "; nodecache cannot reproduce it: " + why
 			fix = "keep these names on CoreDNS (a stub domain pointing at it), or accept the change"
 		}
-		out = append(out, finding{Check: check, Severity: sevWarn, Detail: detail, Fix: fix})
+		out = append(out, Finding{Check: check, Severity: Warn, Detail: detail, Fix: fix})
 	}
 	if len(out) == 0 {
-		out = append(out, finding{Check: check, Severity: sevOK, Detail: "the coredns Corefile has only kubeadm's defaults: nothing is bypassed"})
+		out = append(out, Finding{Check: check, Severity: OK, Detail: "the coredns Corefile has only kubeadm's defaults: nothing is bypassed"})
 	}
 	return out
 }
