@@ -101,6 +101,9 @@ func Count(fs []Finding, sev Severity) int {
 	return n
 }
 
+// Print writes one line per finding (severity, check and detail, tab
+// separated, with the fix indented below each one that is not OK), then a
+// line counting them.
 func Print(w io.Writer, fs []Finding) {
 	for _, f := range fs {
 		fmt.Fprintf(w, "%s\t%s\t%s\n", f.Severity, f.Check, f.Detail)

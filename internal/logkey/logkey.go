@@ -11,8 +11,9 @@ const (
 	Component = "component"
 	// Addr is a socket address: a listener, or where output is sent.
 	Addr = "addr"
-	// Panic carries a recovered panic value; Stack its goroutine stack.
+	// Panic carries a recovered panic value.
 	Panic = "panic"
+	// Stack carries the goroutine stack of a recovered panic.
 	Stack = "stack"
 	// Generation is the config or zone generation a line is about.
 	Generation = "generation"
