@@ -63,7 +63,13 @@ func checkNotrackRules(rules string) error {
 // error after 15s: for state that converges in the background.
 func eventually(t testing.TB, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
+	eventuallyWithin(t, 15*time.Second, what, check)
+}
+
+// eventuallyWithin is eventually with a deadline of d.
+func eventuallyWithin(t testing.TB, d time.Duration, what string, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		err := check()
 		if err == nil {

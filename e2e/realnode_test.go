@@ -74,14 +74,14 @@ func TestRealNode(t *testing.T) {
 	} else {
 		t.Logf("kubectl delete -k:\n%s", out)
 	}
-	n.eventually(2*time.Minute, "no agent pod left", func() error {
+	eventuallyWithin(n.t, 2*time.Minute, "no agent pod left", func() error {
 		pods := n.agentPods(ctx)
 		if len(pods) > 0 {
 			return fmt.Errorf("%d agent pods left", len(pods))
 		}
 		return nil
 	})
-	n.eventually(30*time.Second, "the node clean after uninstall", n.leftovers)
+	eventuallyWithin(n.t, 30*time.Second, "the node clean after uninstall", n.leftovers)
 }
 
 const agentNS = "kube-system"
@@ -172,7 +172,7 @@ func podReady(p *corev1.Pod) bool {
 // Ready.
 func (n *realNode) waitAgents(ctx context.Context, want int, d time.Duration) []corev1.Pod {
 	var pods []corev1.Pod
-	n.eventually(d, fmt.Sprintf("%d agent pod(s) Ready", want), func() error {
+	eventuallyWithin(n.t, d, fmt.Sprintf("%d agent pod(s) Ready", want), func() error {
 		pods = n.agentPods(ctx)
 		if len(pods) != want {
 			return fmt.Errorf("%d agent pods", len(pods))
@@ -185,22 +185,6 @@ func (n *realNode) waitAgents(ctx context.Context, want int, d time.Duration) []
 		return nil
 	})
 	return pods
-}
-
-// eventually retries check every 250ms for d, then fails with its last error.
-func (n *realNode) eventually(d time.Duration, what string, check func() error) {
-	n.t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			n.t.Fatalf("waiting %v for %s: %v", d, what, err)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
 }
 
 // hostStateProblems checks the node: the link with the link-local address,
@@ -718,7 +702,7 @@ func (n *realNode) checkCrash(ctx context.Context, client *corev1.Pod) {
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		t.Fatalf("kill -TERM %d: %v", pid, err)
 	}
-	n.eventually(2*time.Minute, "the agent container restarted and Ready", func() error {
+	eventuallyWithin(n.t, 2*time.Minute, "the agent container restarted and Ready", func() error {
 		pods := n.agentPods(ctx)
 		if len(pods) != 1 || restartCount(&pods[0]) != 2 || !podReady(&pods[0]) {
 			return fmt.Errorf("agent pods %d, want one Ready with restartCount 2", len(pods))
@@ -773,7 +757,7 @@ func (n *realNode) untilAnswer(from time.Time) time.Duration {
 	q := new(dns.Msg)
 	q.SetQuestion("web."+clientNS+".svc.cluster.local.", dns.TypeA)
 	var took time.Duration
-	n.eventually(3*time.Minute, "an answer from the agent", func() error {
+	eventuallyWithin(n.t, 3*time.Minute, "an answer from the agent", func() error {
 		var r *dns.Msg
 		err := n.ns.do(func() error {
 			var err error

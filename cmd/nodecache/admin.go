@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -224,18 +223,8 @@ func (a *agent) serveAdmin(ctx context.Context) error {
 	// no write timeout, which would cut that stream (the peers are root).
 	h := httpServer(adminapi.NewHandler(adminAgent{a}), 0)
 	h.BaseContext = func(net.Listener) context.Context { return ctx }
-	errc := make(chan error, 1)
-	go func() { errc <- h.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_ = h.Shutdown(sctx)
-		return nil
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
+	if err := serveUntil(ctx, h, ln, 2*time.Second); err != nil {
 		return fmt.Errorf("admin api: %w", err)
 	}
+	return nil
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/netip"
@@ -44,6 +46,26 @@ func httpServer(h http.Handler, writeTimeout time.Duration) *http.Server {
 		WriteTimeout:      writeTimeout,
 		IdleTimeout:       httpIdleTimeout,
 		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
+}
+
+// serveUntil serves h on ln until ctx ends, then shuts h down, letting
+// requests in progress finish for up to grace. It returns nil on a clean
+// stop and the server's error otherwise.
+func serveUntil(ctx context.Context, h *http.Server, ln net.Listener, grace time.Duration) error {
+	errc := make(chan error, 1)
+	go func() { errc <- h.Serve(ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.Background(), grace)
+		defer cancel()
+		_ = h.Shutdown(sctx)
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return err
 	}
 }
 

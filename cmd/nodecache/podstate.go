@@ -51,18 +51,22 @@ func (p podState) enabled() bool { return p.dir != "" }
 
 func (p podState) path(name string) string { return filepath.Join(p.dir, name) }
 
-// superseded reports the successor's pod UID when this pod already handed
-// its sockets over.
-func (p podState) superseded() (string, bool) {
+// read returns the pod UID recorded in the state file name, and whether
+// the file exists.
+func (p podState) read(name string) (string, bool) {
 	if !p.enabled() {
 		return "", false
 	}
-	b, err := os.ReadFile(p.path(supersededFile))
+	b, err := os.ReadFile(p.path(name))
 	if err != nil {
 		return "", false
 	}
 	return strings.TrimSpace(string(b)), true
 }
+
+// superseded reports the successor's pod UID when this pod already handed
+// its sockets over.
+func (p podState) superseded() (string, bool) { return p.read(supersededFile) }
 
 func (p podState) markSuperseded(successor string) error {
 	return writeFileAtomic(p.path(supersededFile), []byte(successor+"\n"))
@@ -70,14 +74,8 @@ func (p podState) markSuperseded(successor string) error {
 
 // predecessor is the pod UID this pod took the sockets from, if any.
 func (p podState) predecessor() string {
-	if !p.enabled() {
-		return ""
-	}
-	b, err := os.ReadFile(p.path(predecessorFile))
-	if err != nil {
-		return ""
-	}
-	return strings.TrimSpace(string(b))
+	uid, _ := p.read(predecessorFile)
+	return uid
 }
 
 func (p podState) recordPredecessor(uid string) error {
@@ -111,20 +109,10 @@ func (a *agent) serveProbes(ctx context.Context, mux http.Handler) error {
 	}
 	h := &http.Server{Handler: mux, ReadHeaderTimeout: 2 * time.Second, ReadTimeout: 5 * time.Second,
 		WriteTimeout: 10 * time.Second, IdleTimeout: 10 * time.Second, MaxHeaderBytes: 4 << 10}
-	errc := make(chan error, 1)
-	go func() { errc <- h.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = h.Shutdown(sctx)
-		return nil
-	case err := <-errc:
-		if errors.Is(err, http.ErrServerClosed) {
-			return nil
-		}
+	if err := serveUntil(ctx, h, ln, time.Second); err != nil {
 		return fmt.Errorf("probe socket: %w", err)
 	}
+	return nil
 }
 
 // supersededMux answers the probes of an agent that handed over: alive, and

@@ -504,12 +504,10 @@ func (a *agent) keepHostState() (bool, string) {
 func (a *agent) shutdown(cause error) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	select {
-	case <-a.handedOff:
+	if isHandedOff(a.handedOff) {
 		a.log.Info("handed over to a successor; leaving interface and rules in place")
 		_ = a.server.StopReading(ctx)
 		return nil
-	default:
 	}
 	// Rules and address go first, while the sockets still answer: traffic
 	// stops being steered here before anything stops serving it.
