@@ -72,7 +72,7 @@ lint:
 # docs/flags.md and docs/metrics.md from the flag sets and an in-process
 # agent's registry; `go test ./...` fails when the committed pages drift.
 docs:
-	$(GO) test -count=1 ./cmd/nodecache -run '^Test(Flags|Metrics)Doc$$' -update-docs
+	$(GO) test -count=1 ./cmd/nodecache ./internal/agent -run '^Test(Flags|Metrics)Doc$$' -update-docs
 
 clean:
 	rm -rf bin

@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/nodecache/nodecache/internal/agent"
 	"github.com/nodecache/nodecache/pkg/iface"
 )
 
@@ -51,11 +52,11 @@ func cmdCleanup(args []string) error {
 			rest = append(rest, a)
 		}
 	}
-	cfg, err := parseRunConfig(rest)
+	cfg, err := agent.ParseConfig(rest)
 	if err != nil {
 		return fmt.Errorf("cleanup: %w", err)
 	}
-	log, err := newLogger(cfg)
+	log, err := agent.NewLogger(cfg)
 	if err != nil {
 		return err
 	}
@@ -65,7 +66,7 @@ func cmdCleanup(args []string) error {
 }
 
 // cleanup does the work of cmdCleanup and reports in one line to out.
-func cleanup(ctx context.Context, cfg *runConfig, force bool, out io.Writer, log *slog.Logger) error {
+func cleanup(ctx context.Context, cfg *agent.Config, force bool, out io.Writer, log *slog.Logger) error {
 	if !cfg.SetupInterface && !cfg.SetupIPTables {
 		fmt.Fprintln(out, "nothing to clean up: --setup-interface=false --setup-iptables=false")
 		return nil

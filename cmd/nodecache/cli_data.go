@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/netip"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/miekg/dns"
@@ -141,24 +139,4 @@ func cmdZone(ctx context.Context, out io.Writer, args []string) error {
 		}
 		fmt.Fprintf(w, "%d records\n", len(recs))
 	})
-}
-
-// zoneShow returns the records of recs owned by name or by names below it,
-// for /v1/zone/show. name may be short: "web.demo" means the service
-// web.demo.svc.<domain>, and an IP address means its reverse name.
-func zoneShow(recs []kubezone.Record, name, domain string) []kubezone.Record {
-	name = strings.ToLower(dns.Fqdn(name))
-	domain = strings.ToLower(dns.Fqdn(domain))
-	if ip, err := netip.ParseAddr(strings.TrimSuffix(name, ".")); err == nil {
-		name, _ = dns.ReverseAddr(ip.String())
-	} else if !dns.IsSubDomain(domain, name) && dns.CountLabel(name) == 2 {
-		name += "svc." + domain
-	}
-	out := []kubezone.Record{}
-	for _, r := range recs {
-		if dns.IsSubDomain(name, strings.ToLower(r.Name)) {
-			out = append(out, r)
-		}
-	}
-	return out
 }

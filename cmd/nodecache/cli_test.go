@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +20,8 @@ import (
 	"github.com/miekg/dns"
 
 	"github.com/nodecache/nodecache/internal/adminapi"
+	"github.com/nodecache/nodecache/internal/agent"
+	"github.com/nodecache/nodecache/internal/agent/agenttest"
 	"github.com/nodecache/nodecache/internal/doctor"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
@@ -29,17 +33,30 @@ type cliAgent struct {
 	socket  string
 	dns     string // 127.0.0.1:port
 	metrics string // host:port of /metrics
-	up      *testUpstream
+	up      *agenttest.Upstream
+	cfg     *agent.Config
 }
 
-func startCLIAgent(t testing.TB) *cliAgent {
+func startCLIAgent(t testing.TB, extra ...string) *cliAgent {
 	t.Helper()
-	up := startUpstream(t)
-	port := freePort(t)
+	up := agenttest.StartUpstream(t)
+	port := agenttest.FreePort(t)
 	dir := t.TempDir()
-	cfg := testAgentConfig(t, up.addr, dir, port, "--node-name", "node-a") // the fixture's node of demo/web-1
-	startAgent(t, cfg)
-	return &cliAgent{socket: filepath.Join(dir, "admin.sock"), dns: fmt.Sprintf("127.0.0.1:%d", port), metrics: cfg.MetricsAddr, up: up}
+	args := agenttest.Args(t, up.Addr, dir, port, append([]string{"--node-name", "node-a"}, extra...)...) // the fixture's node of demo/web-1
+	cfg := startAgentArgs(t, args)
+	return &cliAgent{socket: cfg.AdminSocket, dns: fmt.Sprintf("127.0.0.1:%d", port), metrics: cfg.MetricsAddr, up: up, cfg: cfg}
+}
+
+// startAgentArgs runs `nodecache run ARGS` in the test process until the
+// test ends, and returns once it is ready.
+func startAgentArgs(t testing.TB, args []string) *agent.Config {
+	t.Helper()
+	cfg, err := agent.ParseConfig(args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	agenttest.Start(t, cfg.HealthAddr, agent.New(cfg, agenttest.Logger(t, "cli"), "dev").Run)
+	return cfg
 }
 
 // cli runs a CLI command against a and returns what it printed.
@@ -85,14 +102,14 @@ func (a *cliAgent) json(t testing.TB, v any, args ...string) {
 // cache and upstream state it checks.
 func (a *cliAgent) ask(t testing.TB, name string, qtype uint16) {
 	t.Helper()
-	ask(t, a.dns, name, qtype)
+	agenttest.Ask(t, a.dns, name, qtype)
 }
 
 // TestCLIAgainstTheAgent runs every command against one agent. Each subtest
 // makes the state it checks, so any one runs alone (-run .../cache).
 func TestCLIAgainstTheAgent(t *testing.T) {
 	a := startCLIAgent(t)
-	upAddr := a.up.addr.String()
+	upAddr := a.up.Addr.String()
 
 	t.Run("status", func(t *testing.T) {
 		a.text(t, []string{"status"}, "serving, ready", "udp+tcp "+a.dns, "not managed (--setup-interface=false)",
@@ -123,7 +140,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 
 	t.Run("explain", func(t *testing.T) {
 		host := filepath.Join(t.TempDir(), "host-resolv.conf")
-		if err := writeFile(host, "search corp.example\nnameserver 10.0.0.2\n"); err != nil {
+		if err := os.WriteFile(host, []byte("search corp.example\nnameserver 10.0.0.2\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		var rep explainReport
@@ -153,7 +170,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 			}
 		}
 		conf := filepath.Join(t.TempDir(), "resolv.conf")
-		if err := writeFile(conf, "search example.org\noptions ndots:1\n"); err != nil {
+		if err := os.WriteFile(conf, []byte("search example.org\noptions ndots:1\n"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		a.text(t, []string{"explain", "www", "--resolv-conf", conf}, "resolved as www.example.org. after 2 queries for 1 names")
@@ -322,6 +339,33 @@ func hasRecord(recs []kubezone.Record, name, typ, data string) bool {
 	return false
 }
 
+// TestCLIReload checks what `nodecache reload` and `status` print for an
+// applied reload and for a refused one, and that a refusal exits 1.
+func TestCLIReload(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(file, []byte("max-ttl: 10s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startCLIAgent(t, "--config", file, "--config-check-interval", "0s")
+	if err := os.WriteFile(file, []byte("max-ttl: 20s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a.text(t, []string{"reload"}, "config generation 2 is live")
+	out := a.text(t, []string{"status"})
+	if !regexp.MustCompile(`(?m)^config +generation 2$`).MatchString(out) {
+		t.Errorf("status: got\n%s\nwant a config line with generation 2", out)
+	}
+
+	if err := os.WriteFile(file, []byte("upstream-policy: fastest\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := a.cli(t, "reload")
+	if err == nil || exitCode(err) != exitError || !strings.Contains(out, "reload refused; generation 2 keeps serving") {
+		t.Errorf("refused reload: got %q, exit %d (%v); want the refusal and exit %d", out, exitCode(err), err, exitError)
+	}
+	a.text(t, []string{"status"}, "generation 2; the last reload was REFUSED: ")
+}
+
 func TestCLIAgentNotRunning(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "admin.sock")
 	for _, cmd := range []string{"status", "upstreams", "top"} {
@@ -376,31 +420,6 @@ func TestParseCLI(t *testing.T) {
 	fs.SetOutput(&bytes.Buffer{})
 	if _, err := parseCLI(fs, &o, []string{"-h"}, 0, 0); !errors.Is(err, flag.ErrHelp) {
 		t.Errorf("-h: got %v, want flag.ErrHelp", err)
-	}
-}
-
-func TestZoneShow(t *testing.T) {
-	recs := []kubezone.Record{
-		{Name: "web.demo.svc.cluster.local.", Type: "A", Data: "10.96.0.10"},
-		{Name: "_http._tcp.web.demo.svc.cluster.local.", Type: "SRV"},
-		{Name: "web2.demo.svc.cluster.local.", Type: "A"},
-		{Name: "10.0.96.10.in-addr.arpa.", Type: "PTR"},
-	}
-	tests := []struct {
-		name string
-		want int
-	}{
-		{"web.demo", 2},
-		{"WEB.demo.svc.cluster.local.", 2},
-		{"_http._tcp.web.demo.svc.cluster.local", 1},
-		{"10.96.0.10", 1},
-		{"demo.svc.cluster.local", 3},
-		{"nope.demo", 0},
-	}
-	for _, tt := range tests {
-		if got := zoneShow(recs, tt.name, "cluster.local"); len(got) != tt.want {
-			t.Errorf("%s: got %d records, want %d", tt.name, len(got), tt.want)
-		}
 	}
 }
 

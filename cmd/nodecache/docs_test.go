@@ -9,14 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodecache/nodecache/internal/agent"
 	"github.com/nodecache/nodecache/internal/gendocs"
 )
 
-// The reference pages docs/flags.md and docs/metrics.md are generated from
-// the flag sets and an in-process agent's registry; these tests fail when
-// the committed pages drift. `make docs` runs them with -update-docs.
+// The reference page docs/flags.md is generated from the flag sets that -h
+// prints; TestFlagsDoc fails when the committed page drifts. `make docs`
+// runs it (and internal/agent's TestMetricsDoc) with -update-docs.
 
-var updateDocs = flag.Bool("update-docs", false, "rewrite docs/flags.md and docs/metrics.md from the code")
+var updateDocs = flag.Bool("update-docs", false, "rewrite docs/flags.md from the code")
 
 // helpEnv holds the arguments (space-separated) the helper process hands
 // to dispatch.
@@ -77,7 +78,7 @@ func docCommands(t testing.TB) map[string][]string {
 // on the machine that generates it.
 func flagEnv(t *testing.T) {
 	re := regexp.MustCompile(`\(default \$([A-Z_]+)\)`)
-	newRunFlags(&runConfig{}).VisitAll(func(f *flag.Flag) {
+	agent.NewFlagSet(&agent.Config{}).VisitAll(func(f *flag.Flag) {
 		for _, m := range re.FindAllStringSubmatch(f.Usage, -1) {
 			t.Setenv(m[1], "")
 		}
@@ -99,7 +100,7 @@ flag names; a flag on the command line wins over the file. See [operating.md](op
 ## nodecache run
 
 `)
-	b.WriteString(gendocs.FlagTable(newRunFlags(&runConfig{})))
+	b.WriteString(gendocs.FlagTable(agent.NewFlagSet(&agent.Config{})))
 	b.WriteString("\n## CLI commands\n\nSee [cli.md](cli.md) for what each command shows.\n")
 	cmds := docCommands(t)
 	names := make([]string, 0, len(cmds))
@@ -111,40 +112,4 @@ flag names; a flag on the command line wins over the file. See [operating.md](op
 		b.WriteString("\n### nodecache " + name + "\n\n```\n" + commandHelp(t, cmds[name]...) + "```\n")
 	}
 	gendocs.Golden(t, "../../docs/flags.md", []byte(b.String()), *updateDocs)
-}
-
-func TestMetricsDoc(t *testing.T) {
-	up := startUpstream(t)
-	port := freePort(t)
-	ta := startAgent(t, testAgentConfig(t, up.addr, t.TempDir(), port))
-	// The Go and process collectors are the client library's own.
-	ms, err := gendocs.Describe(ta.agent().reg, "go_", "process_")
-	if err != nil {
-		t.Fatal(err)
-	}
-	types, err := gendocs.SourceTypes("../../cmd", "../../pkg", "../../internal")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gendocs.FillTypes(ms, types)
-	for _, m := range ms {
-		if m.Type == "" {
-			t.Errorf("%s: no sample in a fresh agent and no literal name in a prometheus.*Opts, so its type is unknown", m.Name)
-		}
-	}
-	var b strings.Builder
-	b.WriteString(gendocs.Header)
-	b.WriteString(`# Metrics
-
-Every metric the agent exports on ` + "`--metrics-addr`" + ` (` + "`/metrics`" + `), read from the registry of an
-agent built in-process: its own ` + "`nodecache_*`" + ` series and the ` + "`coredns_*`" + ` series that CoreDNS and
-NodeLocal DNSCache dashboards and alerts query ([observability.md](observability.md)). No label carries a
-query name or a client IP: label values come from small fixed sets (an upstream ` + "`server`" + ` is one of the
-configured ` + "`IP:port`" + `s). The Go runtime (` + "`go_*`" + `) and process (` + "`process_*`" + `) collectors are exported too.
-
-` + "`deploy/grafana-dashboard.json`" + ` and ` + "`deploy/monitoring`" + ` chart and alert on them; a unit test checks that every series they select is one the agent exports.
-
-`)
-	b.WriteString(gendocs.MetricTable(ms))
-	gendocs.Golden(t, "../../docs/metrics.md", []byte(b.String()), *updateDocs)
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodecache/nodecache/internal/adminapi"
+	"github.com/nodecache/nodecache/internal/agent"
 	"github.com/nodecache/nodecache/internal/doctor"
 	"github.com/nodecache/nodecache/pkg/corefile"
 	"github.com/nodecache/nodecache/pkg/iface"
@@ -34,7 +35,8 @@ func cmdDoctor(ctx context.Context, out io.Writer, args []string) error {
 	if _, err := parseCLI(fs, &o, args, 0, 0); err != nil {
 		return err
 	}
-	if err := (ipListFlag{&env.LocalIPs}).Set(localIPs); err != nil {
+	var err error
+	if env.LocalIPs, err = agent.ParseIPList(localIPs); err != nil {
 		return usageErrorf("doctor: --local-ip: %v", err)
 	}
 	if port == 0 || port > 65535 {
@@ -93,7 +95,7 @@ func readCoreDNSCorefile(kubeconfig string) func(ctx context.Context) (string, e
 // canReachAPI reports whether doctor has credentials to try: in a pod,
 // $KUBECONFIG, ~/.kube/config or --kubeconfig.
 func canReachAPI(kubeconfig string) bool {
-	if kubeconfig != "" || os.Getenv("KUBECONFIG") != "" || inCluster() {
+	if kubeconfig != "" || os.Getenv("KUBECONFIG") != "" || agent.InCluster() {
 		return true
 	}
 	home, err := os.UserHomeDir()

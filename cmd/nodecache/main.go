@@ -6,6 +6,8 @@ package main
 import (
 	"fmt"
 	"os"
+
+	"github.com/nodecache/nodecache/internal/agent"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -57,7 +59,7 @@ func dispatch(args []string) error {
 	cmd, rest := args[0], args[1:]
 	switch cmd {
 	case "run":
-		return cmdRun(rest)
+		return agent.Main(rest, version)
 	case "migrate":
 		return cmdMigrate(rest)
 	case "probe":

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/nodecache/nodecache/internal/agent"
 	"github.com/nodecache/nodecache/pkg/corefile"
 	"github.com/nodecache/nodecache/pkg/upstream"
 )
@@ -277,6 +279,19 @@ func checkRunConfig(data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	_, err = parseRunConfig([]string{"--config", f.Name()})
+	_, err = agent.ParseConfig([]string{"--config", f.Name()})
 	return err
+}
+
+// joinAddrs is addrs as a comma list, the form --stub-domain and
+// --upstream take.
+func joinAddrs(addrs []netip.AddrPort) string {
+	var b strings.Builder
+	for i, a := range addrs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(a.String())
+	}
+	return b.String()
 }

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/internal/agent/agenttest"
 )
 
 // compareCorefile is served by CoreDNS as it is and, translated by
@@ -62,46 +64,13 @@ func corednsBinary() string {
 	return filepath.Join(home, ".cache", "nodecache-bench", "bin", "coredns-v1.15.0")
 }
 
-// compareUpstream answers like a small authoritative server: A records
-// for any name (TTL 600), NXDOMAIN with an SOA for names starting "nx".
-// With tcpOnly it ignores UDP queries.
-func compareUpstream(ip string, tcpOnly bool) dns.HandlerFunc {
-	return func(w dns.ResponseWriter, r *dns.Msg) {
-		if tcpOnly && w.LocalAddr().Network() == "udp" {
-			return
-		}
-		m := new(dns.Msg)
-		m.SetReply(r)
-		m.Authoritative = true
-		q := r.Question[0]
-		switch {
-		case strings.HasPrefix(strings.ToLower(q.Name), "nx"):
-			m.Rcode = dns.RcodeNameError
-			m.Ns = []dns.RR{&dns.SOA{Hdr: dns.RR_Header{Name: "example.", Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: 300},
-				Ns: "ns.example.", Mbox: "h.example.", Serial: 1, Refresh: 60, Retry: 60, Expire: 60, Minttl: 300}}
-		case q.Qtype == dns.TypeA:
-			m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: q.Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 600}, A: net.ParseIP(ip)}}
-		}
-		_ = w.WriteMsg(m)
-	}
-}
-
-func serveOn(t *testing.T, srv *dns.Server) {
-	t.Helper()
-	started := make(chan struct{})
-	srv.NotifyStartedFunc = func() { close(started) }
-	go func() { _ = srv.ActivateAndServe() }()
-	<-started
-	t.Cleanup(func() { _ = srv.Shutdown() })
-}
-
 // startCompareUpstreams starts the three upstreams and returns the
 // Corefile variables for them.
 func startCompareUpstreams(t *testing.T, dir string) map[string]string {
 	t.Helper()
 	vars := map[string]string{}
-	for name, h := range map[string]dns.HandlerFunc{"U1": compareUpstream("192.0.2.7", false), "U2": compareUpstream("10.20.0.7", true)} {
-		port := freePort(t)
+	for name, h := range map[string]dns.HandlerFunc{"U1": agenttest.Authoritative("192.0.2.7", false), "U2": agenttest.Authoritative("10.20.0.7", true)} {
+		port := agenttest.FreePort(t)
 		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", port))
 		if err != nil {
 			t.Fatal(err)
@@ -110,11 +79,11 @@ func startCompareUpstreams(t *testing.T, dir string) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		serveOn(t, &dns.Server{PacketConn: pc, Handler: h})
-		serveOn(t, &dns.Server{Listener: ln, Handler: h})
+		agenttest.Serve(t, &dns.Server{PacketConn: pc, Handler: h})
+		agenttest.Serve(t, &dns.Server{Listener: ln, Handler: h})
 		vars[name] = fmt.Sprint(port)
 	}
-	ln, caFile := startDoTServer(t, dir, nil, compareUpstream("198.51.100.7", false))
+	ln, caFile := agenttest.StartDoTServer(t, dir, nil, agenttest.Authoritative("198.51.100.7", false))
 	vars["U3"] = fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 	vars["CA"] = caFile
 	return vars
@@ -149,16 +118,12 @@ func TestMigrateMatchesCoreDNS(t *testing.T) {
 	if err := runMigrate(context.Background(), args, migrateEnv{stdout: &stderr, stderr: &stderr, client: noCluster}); err != nil {
 		t.Fatalf("migrate: %v\n%s", err, stderr.String())
 	}
-	ncPort := freePort(t)
-	cfg := testAgentConfig(t, netip.MustParseAddrPort("127.0.0.1:"+vars["U1"]), dir, ncPort, "--config", filepath.Join(dir, "nodecache.yaml"))
-	cfg, err := parseRunConfig(withoutFlag(withoutFlag(cfg.args, "--upstream"), "--fixture"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	startAgent(t, cfg)
+	ncPort := agenttest.FreePort(t)
+	ncArgs := agenttest.Args(t, netip.MustParseAddrPort("127.0.0.1:"+vars["U1"]), dir, ncPort, "--config", filepath.Join(dir, "nodecache.yaml"))
+	startAgentArgs(t, agenttest.WithoutFlag(agenttest.WithoutFlag(ncArgs, "--upstream"), "--fixture"))
 
 	// CoreDNS: the same Corefile on another loopback port.
-	cdPort := freePort(t)
+	cdPort := agenttest.FreePort(t)
 	cmd := exec.Command(bin, "-conf", corefilePath, "-quiet")
 	cmd.Env = append(os.Environ(), "PORT="+fmt.Sprint(cdPort))
 	for k, v := range vars {
@@ -171,7 +136,7 @@ func TestMigrateMatchesCoreDNS(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	cdAddr := fmt.Sprintf("127.0.0.1:%d", cdPort)
-	waitFor(t, "CoreDNS to answer", func() bool {
+	agenttest.WaitFor(t, "CoreDNS to answer", func() bool {
 		m := new(dns.Msg)
 		m.SetQuestion("ready.example.org.", dns.TypeA)
 		_, _, err := (&dns.Client{Timeout: 200 * time.Millisecond}).Exchange(m, cdAddr)
@@ -214,7 +179,7 @@ func TestMigrateMatchesCoreDNS(t *testing.T) {
 // spelling it cached: the same name, so case is ignored.
 func summary(t *testing.T, addr, name string, qtype uint16) string {
 	t.Helper()
-	r := ask(t, addr, name, qtype)
+	r := agenttest.Ask(t, addr, name, qtype)
 	var rrs []string
 	for _, sec := range [][]dns.RR{r.Answer, r.Ns} {
 		for _, rr := range sec {

@@ -1,12 +1,11 @@
 package main
 
 import (
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"net/netip"
 	"strings"
 
+	"github.com/nodecache/nodecache/internal/agent"
 	"github.com/nodecache/nodecache/pkg/corefile"
 	"github.com/nodecache/nodecache/pkg/upstream"
 )
@@ -22,7 +21,6 @@ type forwardTargets struct {
 // forward's tls_servername ("" verifies the IP).
 func parseForwardTargets(args []string, serverName string) (forwardTargets, error) {
 	var t forwardTargets
-	dot := &upstreamTLS{servers: map[netip.AddrPort]*tls.Config{}}
 	for _, to := range args {
 		lower := strings.ToLower(to)
 		switch {
@@ -33,7 +31,7 @@ func parseForwardTargets(args []string, serverName string) (forwardTargets, erro
 			if serverName != "" {
 				spec += "#" + serverName
 			}
-			if _, err := dot.parseTLS(spec); err != nil {
+			if _, err := agent.ParseTLSUpstream(spec); err != nil {
 				return t, fmt.Errorf("%q: %w", to, err)
 			}
 			t.servers = append(t.servers, "tls://"+spec)

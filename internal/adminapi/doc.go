@@ -9,7 +9,7 @@
 //
 // NewHandler is the server: it parses and checks each request's
 // parameters, answers 400 to bad ones, and asks an Agent, which the
-// running agent (cmd/nodecache) implements with typed values. The tail
+// running agent (internal/agent) implements with typed values. The tail
 // stream stays with the agent (Agent.ServeTail).
 //
 // The package has no config and no metrics.

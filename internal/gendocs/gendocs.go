@@ -1,9 +1,9 @@
 // Package gendocs renders the reference pages docs/flags.md and
 // docs/metrics.md from the code: a flag.FlagSet walked with VisitAll, the
 // text a command prints for -h, and the descriptors and samples of a
-// Prometheus registry. The tests that own the flag sets and the registry
-// (cmd/nodecache) call it and compare the result with the committed file
-// through Golden; `make docs` runs them with -update.
+// Prometheus registry. The tests that own the flag sets (cmd/nodecache) and
+// the registry (internal/agent) call it and compare the result with the
+// committed file through Golden; `make docs` runs them with -update-docs.
 package gendocs
 
 import (

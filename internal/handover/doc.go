@@ -2,7 +2,7 @@
 // successor) takes the listening DNS sockets and the warm cache over from the
 // running one (the predecessor), over the unix socket --handover-socket. The
 // agent's side of it (when to dial, what to check, when to stop reading)
-// lives in cmd/nodecache; this package only encodes and decodes.
+// lives in internal/agent; this package only encodes and decodes.
 //
 // # Frames
 //

@@ -1,5 +1,0 @@
-package main
-
-import "os"
-
-func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }

@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/nodecache/nodecache/internal/resolvconf"
+	"github.com/nodecache/nodecache/pkg/cache"
+	"github.com/nodecache/nodecache/pkg/kubezone"
+	"github.com/nodecache/nodecache/pkg/server"
+	"github.com/nodecache/nodecache/pkg/upstream"
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// zoneAdapter lets the server call the kubezone zone.
+type zoneAdapter struct{ z *kubezone.Zone }
+
+var _ server.Zone = zoneAdapter{}
+
+func (a zoneAdapter) InZone(qname string) bool { return a.z.InZone(qname) }
+func (a zoneAdapter) Generation() uint64       { return a.z.Generation() }
+func (a zoneAdapter) Lookup(qname string, qtype uint16) server.ZoneAnswer {
+	ans := a.z.Lookup(qname, qtype)
+	return server.ZoneAnswer{Rcode: ans.Rcode, Answer: ans.Answer, Ns: ans.Ns, Extra: ans.Extra, Chase: ans.Chase}
+}
+
+// resolverAdapter lets the server call the cache, mapping its sources and the
+// upstream's overload sentinel to the server's. Static records and rewrites
+// (local, nil without them) come first.
+type resolverAdapter struct {
+	c     *cache.Cache
+	local *localAnswers
+}
+
+var _ server.Resolver = resolverAdapter{}
+
+func (a resolverAdapter) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
+	if p, rewritten := a.local.lookup(q); p != nil || rewritten {
+		return p, wire.TTLMode{}, p != nil
+	}
+	return a.c.Lookup(q, now)
+}
+
+func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, by time.Time) (server.Resolution, error) {
+	if a.local != nil {
+		if res, ok, err := a.local.resolveRewritten(ctx, resolverAdapter{c: a.c}, key, by); ok {
+			return res, err
+		}
+	}
+	res, err := a.c.ResolveBy(ctx, key, by)
+	if err != nil {
+		if errors.Is(err, upstream.ErrOverloaded) {
+			return server.Resolution{}, errors.Join(server.ErrOverloaded, err)
+		}
+		return server.Resolution{}, err
+	}
+	src := server.SourceUpstream
+	switch res.Source {
+	case cache.SourceCache:
+		src = server.SourceCache
+	case cache.SourceStale:
+		src = server.SourceStale
+	}
+	return server.Resolution{Packed: res.Packed, Mode: res.Mode, Source: src, Server: res.Server}, nil
+}
+
+// listenAddrs pairs every local IP with the DNS port.
+func listenAddrs(ips []netip.Addr, port uint16) []netip.AddrPort {
+	out := make([]netip.AddrPort, 0, len(ips))
+	for _, ip := range ips {
+		out = append(out, netip.AddrPortFrom(ip, port))
+	}
+	return out
+}
+
+// podsAdapter tells the server's autopath which namespace a client pod
+// searches first, for pods whose search path is the cluster default.
+type podsAdapter struct{ z *kubezone.Zone }
+
+var _ server.Pods = podsAdapter{}
+
+func (a podsAdapter) SearchNamespace(ip netip.Addr) (string, bool) {
+	p, ok := a.z.PodByIP(ip)
+	if !ok || p.Shared || p.HostNetwork || p.Phase != "Running" || p.CustomDNS {
+		return "", false
+	}
+	if p.DNSPolicy != "ClusterFirst" && p.DNSPolicy != "" {
+		return "", false
+	}
+	return p.Namespace, true
+}
+
+// hostSearch is the node's search list, which ClusterFirst pods inherit
+// after the cluster's own, as kubelet reads it (search lines only); read
+// from the resolv.conf that --upstream names.
+func hostSearch(cfg *Config) []string {
+	rc, err := resolvconf.ReadFile(cfg.Upstream)
+	if err != nil {
+		return nil // --upstream is a list of addresses
+	}
+	return rc.Search
+}

@@ -1,0 +1,26 @@
+// Package agent is `nodecache run`: the node-local DNS agent. It turns a
+// Config (the flags, and a --config YAML file for what they leave unset)
+// into the components of pkg/ and runs them:
+//
+//   - the cluster zone (pkg/kubezone) from an API server, a fixture or a
+//     snapshot; the cache (pkg/cache) over the upstream forwarder
+//     (pkg/upstream), with static records and rewrites in front
+//     (local.go); the DNS server (pkg/server) on the listeners, new or
+//     taken over from a predecessor (handover.go, over internal/handover);
+//     the interface and iptables reconciler (pkg/iface);
+//   - the health and metrics listeners (health.go, guarded by
+//     httpguard.go), the admin API for the CLI (admin.go, over
+//     internal/adminapi), the handover socket, the pod's probe socket and
+//     pod state (podstate.go), the query log and tail stream (querylog.go,
+//     tail.go), dnstap;
+//   - live reloads of --config and the kube-dns ConfigMap (reload.go).
+//
+// Run starts them in order and stops them in reverse; docs/architecture.md
+// gives the order and why.
+//
+// Metrics: the agent's own (nodecache_build_info, nodecache_handovers_total,
+// nodecache_http_connections_refused_total, nodecache_memory_limit_bytes,
+// nodecache_config_*), the CoreDNS-compatible build, panic and cache
+// series, and those of every component, all on one registry served on
+// --metrics-addr; docs/metrics.md lists them.
+package agent

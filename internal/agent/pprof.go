@@ -1,0 +1,19 @@
+package agent
+
+import (
+	"net/http"
+	"net/http/pprof"
+)
+
+// handlePprof serves the runtime profiles under /debug/pprof/ on mux
+// (`--pprof`, off by default): `go tool pprof
+// http://<metrics-addr>/debug/pprof/profile?seconds=10` profiles the hit
+// path under load. The handlers are registered on this mux only, never on
+// http.DefaultServeMux.
+func handlePprof(mux *http.ServeMux) {
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+}

@@ -1,0 +1,187 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nodecache/nodecache/internal/adminapi"
+	"github.com/nodecache/nodecache/internal/agent/agenttest"
+	"github.com/nodecache/nodecache/pkg/upstream"
+)
+
+// TestLiveReload changes the --config file under a running agent: a
+// valid config is applied (upstream, static records, TTL cap) by
+// `nodecache reload` and by the file watch, an invalid one is refused
+// whole while the old one keeps serving, and a client querying all along
+// loses no query.
+func TestLiveReload(t *testing.T) {
+	upA, upB := startUpstream(t), startUpstream(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.yaml")
+	writeConfig := func(body string) { // atomically, as a ConfigMap volume swaps its files
+		t.Helper()
+		tmp := file + ".tmp"
+		if err := os.WriteFile(tmp, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeConfig(fmt.Sprintf("upstream: '%s'\nstatic-record: ['10.0.0.1 static.example.internal']\n", upA.Addr))
+	port := freePort(t)
+	cfg := testAgentConfig(t, upA.Addr, dir, port, "--config", file, "--config-check-interval", "20ms")
+	// testAgentConfig's --upstream flag would win over the file; drop it.
+	cfg, err := ParseConfig(agenttest.WithoutFlag(cfg.args, "--upstream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := startAgent(t, cfg)
+	a := ta.agent()
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+
+	// A client that asks all along; every answer must be NOERROR.
+	ctx, stop := context.WithCancel(context.Background())
+	var lost atomic.Int64
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		c := &dns.Client{Timeout: 2 * time.Second}
+		for i := 0; ctx.Err() == nil; i++ {
+			m := new(dns.Msg)
+			m.SetQuestion(fmt.Sprintf("load%d.example.org.", i), dns.TypeA)
+			if r, _, err := c.Exchange(m, addr); err != nil || r.Rcode != dns.RcodeSuccess {
+				lost.Add(1)
+			}
+		}
+	}()
+
+	if r := ask(t, addr, "static.example.internal.", dns.TypeA); len(r.Answer) != 1 {
+		t.Fatalf("static record before reload: got %v", r)
+	}
+	writeConfig(fmt.Sprintf("upstream: '%s'\nstatic-record: ['10.0.0.2 static.example.internal']\nmax-ttl: 20s\n", upB.Addr))
+	rep, err := adminapi.NewClient(cfg.AdminSocket).Reload(context.Background())
+	if err != nil || rep.Error != "" || rep.Generation < 2 || a.live.gen.Load() < 2 {
+		t.Fatalf("reload over the admin API: got %+v %v, want a new generation live", rep, err)
+	}
+	before := upB.Queries.Load()
+	r := ask(t, addr, "after-reload.example.org.", dns.TypeA)
+	if upB.Queries.Load() == before || len(r.Answer) != 1 || r.Answer[0].Header().Ttl != 20 {
+		t.Errorf("after reload: got %v (upstream B asked %d times), want the new upstream and TTL 20", r, upB.Queries.Load()-before)
+	}
+	if r := ask(t, addr, "static.example.internal.", dns.TypeA); len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "10.0.0.2" {
+		t.Errorf("static record after reload: got %v, want 10.0.0.2", r.Answer)
+	}
+
+	gen := a.live.gen.Load()
+	writeConfig("upstream: 'not-an-address'\n")
+	agenttest.WaitFor(t, "the broken config to be refused", func() bool { return testutil.ToFloat64(a.live.reloads.WithLabelValues("refused")) == 1 })
+	if st := a.status(); st.ConfigGeneration != gen || st.ConfigError == "" {
+		t.Errorf("after a broken config: got generation %d, error %q; want %d and the reason", st.ConfigGeneration, st.ConfigError, gen)
+	}
+	before = upB.Queries.Load()
+	ask(t, addr, "still-b.example.org.", dns.TypeA)
+	if upB.Queries.Load() == before {
+		t.Error("after a broken config: the previous upstream was not asked")
+	}
+
+	writeConfig(fmt.Sprintf("upstream: '%s'\n", upA.Addr))
+	agenttest.WaitFor(t, "the fixed config to be applied by the watch", func() bool { return a.live.gen.Load() == gen+1 })
+	if st := a.status(); st.ConfigError != "" {
+		t.Errorf("after a good config: got error %q, want none", st.ConfigError)
+	}
+	if r := ask(t, addr, "static.example.internal.", dns.TypeA); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 || r.Answer[0].(*dns.A).A.String() != "192.0.2.7" {
+		t.Errorf("static record removed: got %v, want the upstream's answer", r.Answer)
+	}
+	stop()
+	wg.Wait()
+	if n := lost.Load(); n != 0 {
+		t.Errorf("got %d queries lost or failed across the reloads, want 0", n)
+	}
+}
+
+// TestLiveUpstreamSwapLosesNoQuery holds a query between reading the
+// live forwarder and asking it, swaps the forwarder (closing the one
+// read) meanwhile, and checks that the query is answered by the new one.
+func TestLiveUpstreamSwapLosesNoQuery(t *testing.T) {
+	upA, upB := startUpstream(t), startUpstream(t)
+	newFwd := func(up *agenttest.Upstream) *upstream.Forwarder {
+		f, err := upstream.New(upstream.Config{Servers: []netip.AddrPort{up.Addr}}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = f.Close() })
+		return f
+	}
+	l := newLiveUpstream(newFwd(upA))
+	l.loaded = func() { l.loaded = nil; l.swap(newFwd(upB)) }
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.org.", dns.TypeA)
+	if _, from, err := l.ExchangeBy(context.Background(), m, time.Time{}); err != nil || from != upB.Addr {
+		t.Fatalf("got %v from %v, want an answer from the new forwarder %v", err, from, upB.Addr)
+	}
+	if upA.Queries.Load() != 0 {
+		t.Errorf("the closed forwarder's server got %d queries, want 0", upA.Queries.Load())
+	}
+}
+
+// TestReloadOnSIGHUP checks that a SIGHUP applies a changed config at
+// once when the file watch is off, that status shows the generation, and
+// that the admin API's reload reports a refusal (the CLI's printing of it
+// is tested with the CLI).
+func TestReloadOnSIGHUP(t *testing.T) {
+	upA, upB := startUpstream(t), startUpstream(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("upstream: '%s'\n", upA.Addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port := freePort(t)
+	cfg := testAgentConfig(t, upA.Addr, dir, port, "--config", file, "--config-check-interval", "0s")
+	cfg, err := ParseConfig(agenttest.WithoutFlag(cfg.args, "--upstream"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, cfg).agent()
+	hup := make(chan os.Signal, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.watchConfig(ctx, hup) }() // as Main wires signal.Notify
+	t.Cleanup(func() { cancel(); <-done })
+
+	if err := os.WriteFile(file, []byte(fmt.Sprintf("upstream: '%s'\n", upB.Addr)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup <- syscall.SIGHUP
+	agenttest.WaitFor(t, "SIGHUP to apply the config", func() bool { return a.live.gen.Load() == 2 })
+	before := upB.Queries.Load()
+	ask(t, fmt.Sprintf("127.0.0.1:%d", port), "after-hup.example.org.", dns.TypeA)
+	if upB.Queries.Load() == before {
+		t.Error("after SIGHUP: the new upstream was not asked")
+	}
+	if st := a.status(); st.ConfigGeneration != 2 {
+		t.Errorf("status: got config generation %d, want 2", st.ConfigGeneration)
+	}
+
+	if err := os.WriteFile(file, []byte("upstream-policy: fastest\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := adminapi.NewClient(cfg.AdminSocket).Reload(context.Background())
+	if err != nil || rep.Error == "" || rep.Generation != 2 {
+		t.Errorf("refused reload: got %+v %v; want the refusal, generation 2 serving", rep, err)
+	}
+}

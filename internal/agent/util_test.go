@@ -1,0 +1,5 @@
+package agent
+
+import "os"
+
+func writeFile(path, content string) error { return os.WriteFile(path, []byte(content), 0o600) }
