@@ -4,8 +4,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -92,13 +92,24 @@ func (n *nodeNS) startAgent(t *testing.T) *exec.Cmd {
 		"--health-addr", "127.0.0.1:18080", "--metrics-addr", "127.0.0.1:19253"}, n.flags()...)
 	cmd, out := n.nodecache(t, args...)
 	deadline := time.Now().Add(15 * time.Second)
-	for !agentAnswers(context.Background(), filepath.Join(n.dir, "admin.sock")) {
+	for !dials(filepath.Join(n.dir, "admin.sock")) {
 		if time.Now().After(deadline) || cmd.ProcessState != nil {
 			t.Fatalf("agent did not set up within 15s: %+v\n%s", n.state(t), out)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return cmd
+}
+
+// dials reports whether something accepts connections on the unix socket
+// path.
+func dials(path string) bool {
+	c, err := net.DialTimeout("unix", path, time.Second)
+	if err != nil {
+		return false
+	}
+	_ = c.Close()
+	return true
 }
 
 // cleanup runs `nodecache cleanup` and returns its output and error.

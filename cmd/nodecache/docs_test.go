@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/nodecache/nodecache/internal/agent"
+	"github.com/nodecache/nodecache/internal/cli"
 	"github.com/nodecache/nodecache/internal/gendocs"
 )
 
@@ -56,12 +57,12 @@ func commandHelp(t testing.TB, args ...string) string {
 func docCommands(t testing.TB) map[string][]string {
 	t.Helper()
 	cmds := map[string][]string{"probe": {"probe", "live", "-h"}, "migrate": {"migrate", "-h"}, "cleanup": {"cleanup", "-h"}}
-	for name := range cliTable() {
+	for _, name := range cli.Commands() {
 		cmds[name] = []string{name, "-h"}
 	}
 	// Every command of the usage text is documented, bar run (its own
 	// table) and version (no flags).
-	for _, line := range strings.Split(usage, "\n") {
+	for _, line := range strings.Split(cli.Usage, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 2 || f[0] != "nodecache" || f[1] == "run" || f[1] == "version" {
 			continue

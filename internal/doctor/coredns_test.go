@@ -15,7 +15,7 @@ import (
 // with the reason when nodecache cannot reproduce it.
 func TestDoctorCoreDNS(t *testing.T) {
 	read := func(name string) func(context.Context) (string, error) {
-		data, err := os.ReadFile("../../cmd/nodecache/testdata/migrate/" + name + "/Corefile")
+		data, err := os.ReadFile("../cli/testdata/migrate/" + name + "/Corefile")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -62,7 +62,7 @@ func startAgentArgs(t testing.TB, args []string) *agent.Config {
 // cli runs a CLI command against a and returns what it printed.
 func (a *cliAgent) cli(t testing.TB, args ...string) (string, error) {
 	t.Helper()
-	fn, ok := cliTable()[args[0]]
+	fn, ok := cliTable("dev")[args[0]]
 	if !ok {
 		t.Fatalf("no command %q", args[0])
 	}
@@ -196,10 +196,10 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 		a.text(t, []string{"cache", "dump", "example.org"}, "cached.example.org.", "positive", "nx-cached.example.org.", "negative")
 		// No name: a usage error, and nothing flushed.
 		before := len(dump)
-		if _, err := a.cli(t, "cache", "flush"); exitCode(err) != exitUsage {
-			t.Errorf("cache flush with no name: got %v (exit %d), want a usage error (exit %d)", err, exitCode(err), exitUsage)
+		if _, err := a.cli(t, "cache", "flush"); ExitCode(err) != exitUsage {
+			t.Errorf("cache flush with no name: got %v (exit %d), want a usage error (exit %d)", err, ExitCode(err), exitUsage)
 		}
-		if _, err := a.cli(t, "cache", "flush", "x.example.org", "--all"); exitCode(err) != exitUsage {
+		if _, err := a.cli(t, "cache", "flush", "x.example.org", "--all"); ExitCode(err) != exitUsage {
 			t.Errorf("cache flush NAME --all: got %v, want a usage error", err)
 		}
 		a.json(t, &dump, "cache", "dump", "--filter", "cached.example.org")
@@ -218,7 +218,7 @@ func TestCLIAgainstTheAgent(t *testing.T) {
 			t.Errorf("dump after a zone flush: got %+v, want none", dump)
 		}
 		a.text(t, []string{"cache", "flush", "--all", "-o", "yaml"}, "all: true", "flushed: ")
-		if _, err := a.cli(t, "cache", "drop"); exitCode(err) != exitUsage {
+		if _, err := a.cli(t, "cache", "drop"); ExitCode(err) != exitUsage {
 			t.Errorf("cache drop: got %v, want a usage error", err)
 		}
 	})
@@ -360,8 +360,8 @@ func TestCLIReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	out, err := a.cli(t, "reload")
-	if err == nil || exitCode(err) != exitError || !strings.Contains(out, "reload refused; generation 2 keeps serving") {
-		t.Errorf("refused reload: got %q, exit %d (%v); want the refusal and exit %d", out, exitCode(err), err, exitError)
+	if err == nil || ExitCode(err) != exitError || !strings.Contains(out, "reload refused; generation 2 keeps serving") {
+		t.Errorf("refused reload: got %q, exit %d (%v); want the refusal and exit %d", out, ExitCode(err), err, exitError)
 	}
 	a.text(t, []string{"status"}, "generation 2; the last reload was REFUSED: ")
 }
@@ -370,7 +370,7 @@ func TestCLIAgentNotRunning(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "admin.sock")
 	for _, cmd := range []string{"status", "upstreams", "top"} {
 		var out bytes.Buffer
-		err := cliTable()[cmd](context.Background(), &out, []string{"--admin-socket", sock})
+		err := cliTable("dev")[cmd](context.Background(), &out, []string{"--admin-socket", sock})
 		want := "cannot reach the agent at " + sock + ": is nodecache running? (connect: no such file or directory)"
 		if err == nil || err.Error() != want {
 			t.Errorf("%s: got error %v, want %q", cmd, err, want)
@@ -378,7 +378,7 @@ func TestCLIAgentNotRunning(t *testing.T) {
 		if !errors.Is(err, adminapi.ErrAgentUnreachable) {
 			t.Errorf("%s: got an error not wrapping adminapi.ErrAgentUnreachable", cmd)
 		}
-		if got := exitCode(err); got != exitUnreachable {
+		if got := ExitCode(err); got != exitUnreachable {
 			t.Errorf("%s: got exit status %d, want %d (agent unreachable)", cmd, got, exitUnreachable)
 		}
 	}
@@ -436,13 +436,13 @@ func TestExitCodes(t *testing.T) {
 		{fmt.Errorf("doctor: 1 checks warned: %w", errWarnings), exitDoctorWarn},
 		{errors.New("the agent answered 502"), exitError},
 	} {
-		if got := exitCode(tt.err); got != tt.want {
-			t.Errorf("exitCode(%v): got %d, want %d", tt.err, got, tt.want)
+		if got := ExitCode(tt.err); got != tt.want {
+			t.Errorf("ExitCode(%v): got %d, want %d", tt.err, got, tt.want)
 		}
 	}
-	// The dispatcher's own usage errors.
+	// Main's own usage errors.
 	for _, args := range [][]string{{}, {"bogus"}, {"cache", "flush"}, {"tail", "--min-latency", "x"}, {"tail", "--rcode", "BOGUS"}} {
-		if got := exitCode(dispatch(args)); got != exitUsage {
+		if got := ExitCode(Main(args, "dev")); got != exitUsage {
 			t.Errorf("nodecache %q: got exit status %d, want %d", args, got, exitUsage)
 		}
 	}

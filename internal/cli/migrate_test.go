@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -39,13 +39,13 @@ func TestMigrateGolden(t *testing.T) {
 			}
 			var stdout, stderr bytes.Buffer
 			err := runMigrate(context.Background(), args, migrateEnv{stdout: &stdout, stderr: &stderr, client: noCluster})
-			fmt.Fprintf(&stderr, "exit %d\n", exitCode(err))
+			fmt.Fprintf(&stderr, "exit %d\n", ExitCode(err))
 			if err != nil {
 				fmt.Fprintln(&stderr, err)
 			}
 			golden(t, filepath.Join(dir, "want.yaml"), stdout.String())
 			golden(t, filepath.Join(dir, "want.stderr"), stderr.String())
-			if exitCode(err) == 0 || exitCode(err) == exitUnsupported {
+			if ExitCode(err) == 0 || ExitCode(err) == exitUnsupported {
 				if err := checkRunConfig(stdout.Bytes()); err != nil {
 					t.Errorf("the config written does not load: %v", err)
 				}
@@ -116,7 +116,7 @@ func TestMigrateFromCluster(t *testing.T) {
 			}
 			err := runMigrate(context.Background(), args, migrateEnv{stdout: &stdout, stderr: &stderr,
 				client: func(string) (kubernetes.Interface, error) { return client, nil }})
-			if got := exitCode(err); got != tt.code {
+			if got := ExitCode(err); got != tt.code {
 				t.Fatalf("got exit %d (%v), want %d; stderr:\n%s", got, err, tt.code, stderr.String())
 			}
 			for _, w := range tt.want {
@@ -152,7 +152,7 @@ func TestMigrateAcceptAndOutput(t *testing.T) {
 		t.Errorf("got file %q (%v) and stdout %q, want the golden config in the file only", got, err, stdout.String())
 	}
 	for _, args := range [][]string{{}, {"--corefile", "nope/Corefile"}, {"--corefile", out, "extra"}, {"--var", "novalue", "--corefile", out}} {
-		if err := runMigrate(context.Background(), args, migrateEnv{stdout: &stdout, stderr: &stderr, client: noCluster}); exitCode(err) != exitBadInput {
+		if err := runMigrate(context.Background(), args, migrateEnv{stdout: &stdout, stderr: &stderr, client: noCluster}); ExitCode(err) != exitBadInput {
 			t.Errorf("args %q: got %v, want exit %d", args, err, exitBadInput)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ const (
 	exitBadInput    = 2 // nothing written
 )
 
-// statusError carries a command's own exit status up to main.
+// statusError carries a command's own exit status up to ExitCode.
 type statusError struct {
 	code int
 	err  error
@@ -60,8 +60,9 @@ func (v varsFlag) Set(s string) error {
 }
 
 // cmdMigrate is `nodecache migrate`.
-func cmdMigrate(args []string) error {
-	return runMigrate(context.Background(), args, migrateEnv{stdout: os.Stdout, stderr: os.Stderr, client: kubeClientFor})
+func cmdMigrate(args []string, version string) error {
+	client := func(kubeconfig string) (kubernetes.Interface, error) { return kubeClientFor(kubeconfig, version) }
+	return runMigrate(context.Background(), args, migrateEnv{stdout: os.Stdout, stderr: os.Stderr, client: client})
 }
 
 func runMigrate(ctx context.Context, args []string, env migrateEnv) error {
@@ -198,7 +199,9 @@ func clusterKubeDNS(ctx context.Context, c kubernetes.Interface, dir string) (bo
 	return true, nil
 }
 
-func kubeClientFor(kubeconfig string) (kubernetes.Interface, error) {
+// kubeClientFor is a client for kubeconfig (default: in-cluster, then
+// $KUBECONFIG) whose user agent names the build.
+func kubeClientFor(kubeconfig, version string) (kubernetes.Interface, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = kubeconfig
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()

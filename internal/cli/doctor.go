@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 
 // cmdDoctor is `nodecache doctor`: flags, the node's real inputs, and the
 // report. The checks are internal/doctor's.
-func cmdDoctor(ctx context.Context, out io.Writer, args []string) error {
+func cmdDoctor(ctx context.Context, out io.Writer, args []string, version string) error {
 	var o cliOpts
 	var localIPs, inspect string
 	var port uint
@@ -51,7 +51,7 @@ func cmdDoctor(ctx context.Context, out io.Writer, args []string) error {
 	}
 	env.Client = adminapi.NewClient(o.socket)
 	if canReachAPI(*kubeconfig) {
-		env.CoreDNS = readCoreDNSCorefile(*kubeconfig)
+		env.CoreDNS = readCoreDNSCorefile(*kubeconfig, version)
 	}
 	found := env.Diagnose(ctx)
 	if err := emit(out, &o, found, func(w io.Writer) { doctor.Print(w, found) }); err != nil {
@@ -78,9 +78,9 @@ func corefileUnsupported(cf *corefile.Corefile, clusterDomain string) ([]string,
 
 // readCoreDNSCorefile reads the coredns ConfigMap's Corefile with the
 // default client config (in-cluster, then $KUBECONFIG, or kubeconfig).
-func readCoreDNSCorefile(kubeconfig string) func(ctx context.Context) (string, error) {
+func readCoreDNSCorefile(kubeconfig, version string) func(ctx context.Context) (string, error) {
 	return func(ctx context.Context) (string, error) {
-		c, err := kubeClientFor(kubeconfig)
+		c, err := kubeClientFor(kubeconfig, version)
 		if err != nil {
 			return "", err
 		}

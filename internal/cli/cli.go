@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"sort"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -18,17 +19,73 @@ import (
 	"github.com/nodecache/nodecache/internal/adminapi"
 )
 
-// The troubleshooting CLI: every command but `run` and `doctor` is a thin
-// client of the admin API (adminapi.Client; the agent answers in
-// admin.go) that prints a table, or with -o json the data itself for
-// scripts.
+// Usage is what `nodecache help` prints.
+const Usage = `nodecache: node-local DNS for Kubernetes
+
+Usage:
+  nodecache run [flags]                 start the agent (nodecache run -h for flags)
+  nodecache status                      one screen: listeners, interface, rules, zone, cache, upstreams
+  nodecache query NAME [TYPE]           ask the local agent; shows answer, rcode, time and source
+  nodecache explain NAME (--pod NS/NAME | --resolv-conf FILE)
+                                        walk a pod resolver's search path and show every query
+  nodecache cache stats|dump [--filter SUFFIX]|flush (NAME | --zone SUFFIX | --all)
+  nodecache zone list [--namespace NS]|show NAME
+  nodecache upstreams                   upstream health and latency
+  nodecache top                         live query rate, rcodes, latency, top client pods
+  nodecache tail [--pod P] [--namespace NS] [--suffix S] [--rcode R] [--min-latency D]
+                                        the node's queries as they are answered
+  nodecache doctor                      check this node and say what to fix
+  nodecache reload                      apply the config files now (the agent also watches them)
+  nodecache migrate --corefile FILE [--kube-dns-config DIR] [--from-cluster] [-o FILE]
+                                        write a config that reproduces a CoreDNS or
+                                        node-local-dns Corefile; exit 3 lists what it cannot
+  nodecache probe live|ready            the kubelet's exec probe: asks this pod's agent over its probe socket
+  nodecache cleanup [--force] [run flags]
+                                        remove the rules and the link a crashed agent left
+  nodecache version
+
+The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json|yaml.
+Exit status: 0 ok, 1 error, 2 usage error, 3 agent unreachable, 4 doctor found
+a FAIL, 5 doctor found a WARN and no FAIL.
+`
+
+// Main runs the CLI command args names (every command but `run`, which is
+// the agent's) and returns its error, which ExitCode maps to the exit
+// status. version is what `nodecache version` prints.
+func Main(args []string, version string) error {
+	if len(args) == 0 {
+		fmt.Fprint(os.Stderr, Usage)
+		return usageErrorf("no command given")
+	}
+	cmd, rest := args[0], args[1:]
+	switch cmd {
+	case "migrate":
+		return cmdMigrate(rest, version)
+	case "probe":
+		return cmdProbe(rest)
+	case "cleanup":
+		return cmdCleanup(rest)
+	case "version", "--version":
+		fmt.Println(version)
+		return nil
+	case "help", "-h", "--help":
+		fmt.Print(Usage)
+		return nil
+	}
+	if c, ok := cliCommands(version)[cmd]; ok {
+		return c(rest)
+	}
+	fmt.Fprint(os.Stderr, Usage)
+	return usageErrorf("unknown command %q", cmd)
+}
 
 // cliFunc is one CLI command: it parses args, talks to the agent and writes
 // its report to out. ctx ends on SIGINT/SIGTERM.
 type cliFunc func(ctx context.Context, out io.Writer, args []string) error
 
-// cliTable maps command names to their implementations.
-func cliTable() map[string]cliFunc {
+// cliTable maps command names to their implementations; version is the
+// build's, for the user agent of doctor's API client.
+func cliTable(version string) map[string]cliFunc {
 	return map[string]cliFunc{
 		"status":    cmdStatus,
 		"upstreams": cmdUpstreams,
@@ -37,17 +94,31 @@ func cliTable() map[string]cliFunc {
 		"cache":     cmdCache,
 		"zone":      cmdZone,
 		"top":       cmdTop,
-		"doctor":    cmdDoctor,
-		"reload":    cmdReload,
-		"tail":      cmdTail,
+		"doctor": func(ctx context.Context, out io.Writer, args []string) error {
+			return cmdDoctor(ctx, out, args, version)
+		},
+		"reload": cmdReload,
+		"tail":   cmdTail,
 	}
 }
 
-// cliCommands returns the commands main dispatches to, each bound to
+// Commands are the names of the commands that take the common flags
+// (--admin-socket, -o), sorted; Main also runs migrate, probe, cleanup,
+// version and help.
+func Commands() []string {
+	names := make([]string, 0, len(cliTable("")))
+	for name := range cliTable("") {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// cliCommands returns the commands Main dispatches to, each bound to
 // stdout and to a context that ends on Ctrl-C.
-func cliCommands() map[string]func(args []string) error {
+func cliCommands(version string) map[string]func(args []string) error {
 	out := make(map[string]func([]string) error)
-	for name, fn := range cliTable() {
+	for name, fn := range cliTable(version) {
 		out[name] = func(args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -85,8 +156,8 @@ const (
 	exitDoctorWarn  = 5 // doctor found WARNs and no FAIL
 )
 
-// exitCode maps a command's error to the process exit status.
-func exitCode(err error) int {
+// ExitCode maps a command's error to the process exit status.
+func ExitCode(err error) int {
 	var ue *usageError
 	var se *statusError
 	switch {
