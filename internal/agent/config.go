@@ -387,6 +387,12 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// healthAddr is --health-addr, by default port 8080 on the first local IP.
+func (c *Config) healthAddr() string { return c.defaultAddr(c.HealthAddr, 8080) }
+
+// metricsAddr is --metrics-addr, by default port 9253 on the first local IP.
+func (c *Config) metricsAddr() string { return c.defaultAddr(c.MetricsAddr, 9253) }
+
 // defaultAddr is host:port on the first local IP.
 func (c *Config) defaultAddr(v string, port uint16) string {
 	if v != "" {

@@ -15,8 +15,11 @@
 //     tail.go), dnstap;
 //   - live reloads of --config and the kube-dns ConfigMap (reload.go).
 //
-// Run starts them in order and stops them in reverse; docs/architecture.md
-// gives the order and why.
+// Each component's config comes from a pure builder of the Config
+// (builders.go: upstreamConfig, cacheConfig, zoneConfig, serverConfig,
+// ifaceConfig, staticConfig, tapConfig), so build (run.go) only wires. Run
+// starts the components in order and shutdown.go stops them in reverse;
+// docs/architecture.md gives the order and why.
 //
 // Metrics: the agent's own (nodecache_build_info, nodecache_handovers_total,
 // nodecache_http_connections_refused_total, nodecache_memory_limit_bytes,

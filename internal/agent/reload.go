@@ -19,7 +19,6 @@ import (
 
 	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/cache"
-	"github.com/nodecache/nodecache/pkg/static"
 	"github.com/nodecache/nodecache/pkg/upstream"
 )
 
@@ -219,7 +218,7 @@ func restartOnly(old, cur *Config) []string {
 // applyLive builds everything cfg changes, then swaps it in. Whatever
 // can fail runs before the first swap.
 func (a *Agent) applyLive(cfg *Config) error {
-	fcfg, stubs, err := a.forwarderConfig(cfg)
+	fcfg, stubs, err := upstreamConfig(cfg, a.addrs, a.upstreamTap())
 	if err != nil {
 		return err
 	}
@@ -252,52 +251,6 @@ func (a *Agent) applyLive(cfg *Config) error {
 		a.log.Error("setting TTL caps", logkey.Err, err)
 	}
 	return nil
-}
-
-// zoneLimitsFor is the cache's TTL caps: per stub domain, and for the
-// root (the cache-wide --max-ttl and --max-negative-ttl, live this way).
-func zoneLimitsFor(cfg *Config, stubs stubConfig) map[string]cache.ZoneLimit {
-	out := map[string]cache.ZoneLimit{".": {MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL}}
-	for z, l := range stubs.limits {
-		out[z] = l
-	}
-	return out
-}
-
-func staticConfig(cfg *Config) static.Config {
-	return static.Config{Entries: cfg.StaticRecords, Files: cfg.StaticFiles, TTL: cfg.StaticTTL, NoReverse: cfg.StaticNoReverse}
-}
-
-// forwarderConfig is the upstream config cfg asks for, and its stub
-// domains' settings.
-func (a *Agent) forwarderConfig(cfg *Config) (upstream.Config, stubConfig, error) {
-	dot, err := newUpstreamTLS(cfg.UpstreamTLSCA)
-	if err != nil {
-		return upstream.Config{}, stubConfig{}, err
-	}
-	ups, err := dot.parseList(cfg.Upstream)
-	if err != nil {
-		return upstream.Config{}, stubConfig{}, fmt.Errorf("--upstream: %w", err)
-	}
-	stubs, kubeUps, err := loadStubs(cfg.KubeDNSConfig, cfg.StubDomains, dot)
-	if err != nil {
-		return upstream.Config{}, stubConfig{}, err
-	}
-	if len(kubeUps) > 0 {
-		ups = kubeUps
-	}
-	fcfg := upstream.Config{
-		Servers: ups, StubDomains: stubs.servers, StubOptions: stubs.opts, Policy: cfg.UpstreamPolicy,
-		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
-		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: a.addrs, Tap: a.upstreamTap(),
-	}
-	if len(dot.servers) > 0 {
-		fcfg.TLS = dot.servers
-	}
-	if err := fcfg.Validate(); err != nil {
-		return upstream.Config{}, stubConfig{}, fmt.Errorf("upstreams: %w", err)
-	}
-	return fcfg, stubs, nil
 }
 
 // watchConfig reloads when the watched files change, and on SIGHUP.

@@ -19,8 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/nodecache/nodecache/internal/logkey"
@@ -221,56 +219,6 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-func isHandedOff(c chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
-}
-
-// idleAfterHandover keeps the process of a pod that handed over alive until
-// the pod is deleted (see podstate.go): exiting would make the kubelet
-// restart it.
-func (a *Agent) idleAfterHandover(ctx context.Context) {
-	successor := ""
-	if p := a.successorPod.Load(); p != nil {
-		successor = *p
-	}
-	if err := a.pod.markSuperseded(successor); err != nil {
-		a.log.Error("recording the handover in the pod state dir; a restart of this container would start cold", logkey.Err, err)
-	}
-	a.probes.set(supersededMux(successor))
-	a.log.Info("handed over; idle until this pod is deleted", "successor_pod", successor)
-	<-ctx.Done()
-	a.log.Info("superseded agent stopping; interface and rules are the successor's")
-}
-
-// abort stops what run started in g before serving, for an early return.
-func (a *Agent) abort(g *errgroup.Group) error {
-	a.stopEarly()
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
-}
-
-// waitZoneSynced waits until the zone answers (synced, or from a snapshot),
-// at most d.
-func (a *Agent) waitZoneSynced(ctx context.Context, d time.Duration) {
-	if a.zone == nil {
-		return
-	}
-	deadline := time.Now().Add(d)
-	for !a.zoneAnswers() && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !a.zoneAnswers() {
-		a.log.Warn("taking over before the zone synced", "waited", d)
-	}
-}
-
 // build constructs the forwarder, cache, zone, server and interface manager.
 func (a *Agent) build() error {
 	cfg, log := a.cfg, a.log
@@ -281,7 +229,7 @@ func (a *Agent) build() error {
 	if err != nil {
 		return err
 	}
-	fcfg, stubs, err := a.forwarderConfig(cfg)
+	fcfg, stubs, err := upstreamConfig(cfg, a.addrs, a.upstreamTap())
 	if err != nil {
 		return err
 	}
@@ -297,12 +245,8 @@ func (a *Agent) build() error {
 		return fmt.Errorf("cache: %w", err)
 	}
 	var zone server.Zone
-	if cfg.Kubeconfig != "" || cfg.Fixture != "" || InCluster() {
-		a.zone, err = kubezone.New(kubezone.Config{
-			Domain: cfg.ClusterDomain, TTL: cfg.TTL, NegativeTTL: cfg.NegativeTTL, Pods: cfg.Pods,
-			NodeName: cfg.NodeName, LocalIPs: cfg.LocalIPs, SnapshotPath: cfg.ZoneSnapshot,
-			SnapshotMaxAge: cfg.SnapshotAge,
-		}, a.reg, log) // kubezone names itself in its log lines
+	if zoneSource(cfg) {
+		a.zone, err = kubezone.New(zoneConfig(cfg), a.reg, log) // kubezone names itself in its log lines
 		if err != nil {
 			return fmt.Errorf("cluster zone: %w", err)
 		}
@@ -323,26 +267,13 @@ func (a *Agent) build() error {
 	if a.zone != nil {
 		deps.Pods = podsAdapter{a.zone}
 	}
-	stubNames := make([]string, 0, len(stubs.servers))
-	for d := range stubs.servers {
-		stubNames = append(stubNames, d)
-	}
+	stubNames := stubDomainNames(stubs)
 	a.reg.MustRegister(newCorednsCacheCollector(a.cache, corednsServers(a.addrs), a.pluginZones(stubNames)))
-	a.server, err = server.New(server.Config{
-		Addrs: a.addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
-		MaxTCPConnsPerClient: cfg.MaxTCPConnsPerClient, MaxInFlightPerClient: cfg.MaxInFlightPerClient,
-		Domain: cfg.ClusterDomain, StubDomains: stubNames, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
-		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
-	}, deps, a.reg, log.With(logkey.Component, "server"))
+	a.server, err = server.New(serverConfig(cfg, a.addrs, stubNames), deps, a.reg, log.With(logkey.Component, "server"))
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	a.iface, err = iface.New(iface.Config{
-		InterfaceName: cfg.InterfaceName, LocalIPs: cfg.LocalIPs, Port: uint16(cfg.Port),
-		ExtraTCPPorts:  a.localHTTPPorts(),
-		SetupInterface: cfg.SetupInterface, SetupIPTables: cfg.SetupIPTables,
-		IPTablesMode: cfg.IPTablesMode, SyncInterval: cfg.SyncInterval,
-	}, a.reg, log.With(logkey.Component, "iface"))
+	a.iface, err = iface.New(ifaceConfig(cfg), a.reg, log.With(logkey.Component, "iface"))
 	if err != nil {
 		return fmt.Errorf("interface: %w", err)
 	}
@@ -384,12 +315,8 @@ func (a *Agent) buildTap() error {
 	if a.cfg.Dnstap == "" {
 		return nil
 	}
-	identity := a.cfg.NodeName
-	if identity == "" {
-		identity, _ = os.Hostname()
-	}
-	t, err := tap.New(tap.Config{Addr: a.cfg.Dnstap, Identity: identity, Version: "nodecache " + a.version},
-		a.reg, a.log.With(logkey.Component, "dnstap"))
+	hostname, _ := os.Hostname()
+	t, err := tap.New(tapConfig(a.cfg, a.version, hostname), a.reg, a.log.With(logkey.Component, "dnstap"))
 	if err != nil {
 		return fmt.Errorf("--dnstap: %w", err)
 	}
@@ -406,138 +333,13 @@ func (a *Agent) upstreamTap() upstream.Tap {
 	return a.tap
 }
 
-// cacheConfig is the cache's config from the agent's: 0 (off) becomes
-// the cache's "disabled" for serve-stale, and --prefetch=false likewise.
-func cacheConfig(cfg *Config, zoneLimits map[string]cache.ZoneLimit) cache.Config {
-	c := cache.Config{
-		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
-		StaleMaxAge: cfg.StaleMaxAge, Overloaded: upstream.ErrOverloaded, ZoneLimits: zoneLimits,
-	}
-	if c.StaleMaxAge == 0 {
-		c.StaleMaxAge = -1
-	}
-	if !cfg.Prefetch {
-		c.PrefetchPercent = -1
-	}
-	return c
-}
-
-// localHTTPPorts are the health and metrics ports that listen on a local IP
-// and so need ACCEPT/NOTRACK rules too.
-func (a *Agent) localHTTPPorts() []uint16 {
-	var ports []uint16
-	for _, s := range []string{a.healthAddr(), a.metricsAddr()} {
-		ap, err := netip.ParseAddrPort(s)
-		if err != nil {
-			continue
-		}
-		for _, ip := range a.cfg.LocalIPs {
-			if ap.Addr() == ip {
-				ports = append(ports, ap.Port())
-				break
-			}
-		}
-	}
-	return ports
-}
-
-func (a *Agent) healthAddr() string  { return a.cfg.defaultAddr(a.cfg.HealthAddr, 8080) }
-func (a *Agent) metricsAddr() string { return a.cfg.defaultAddr(a.cfg.MetricsAddr, 9253) }
+func (a *Agent) healthAddr() string  { return a.cfg.healthAddr() }
+func (a *Agent) metricsAddr() string { return a.cfg.metricsAddr() }
 
 // InCluster reports whether the process runs in a pod with the API
 // server's address in its environment.
 func InCluster() bool {
 	return os.Getenv("KUBERNETES_SERVICE_HOST") != "" && os.Getenv("KUBERNETES_SERVICE_PORT") != ""
-}
-
-// startZone loads a snapshot if there is one and starts the informers.
-func (a *Agent) startZone(ctx context.Context, g *errgroup.Group) error {
-	client, err := a.kubeClient()
-	if err != nil {
-		return err
-	}
-	a.kube = client
-	if a.cfg.ZoneSnapshot != "" {
-		if err := a.zone.LoadSnapshot(); err != nil && !errors.Is(err, os.ErrNotExist) {
-			a.log.Warn("not serving from the zone snapshot", logkey.Err, err)
-		}
-	}
-	g.Go(func() error { return a.zone.Run(ctx, client) })
-	return nil
-}
-
-func (a *Agent) kubeClient() (kubernetes.Interface, error) {
-	if a.cfg.Fixture != "" {
-		c, err := kubezone.LoadFixture(a.cfg.Fixture)
-		if err != nil {
-			return nil, fmt.Errorf("--fixture: %w", err)
-		}
-		return c, nil
-	}
-	var rc *rest.Config
-	var err error
-	if a.cfg.Kubeconfig != "" {
-		rc, err = clientcmd.BuildConfigFromFlags("", a.cfg.Kubeconfig)
-	} else {
-		rc, err = rest.InClusterConfig()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
-	rc.UserAgent = "nodecache/" + a.version
-	rc.QPS, rc.Burst = 20, 40
-	c, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return c, nil
-}
-
-// keepHostState says whether stopping must leave the interface and rules
-// alone, and why: --skip-teardown, or a successor that refused our sockets
-// (other --local-ip) and serves on its own, relying on the same link.
-func (a *Agent) keepHostState() (bool, string) {
-	switch {
-	case a.cfg.SkipTeardown:
-		return true, "--skip-teardown"
-	case a.successorSeen.Load():
-		return true, "a successor agent is running"
-	}
-	if restart, why := a.containerRestart(); restart {
-		return true, why
-	}
-	return false, ""
-}
-
-// shutdown stops serving and, unless a successor took over or
-// --skip-teardown is set, removes the rules, then the address and link.
-func (a *Agent) shutdown(cause error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if isHandedOff(a.handedOff) {
-		a.log.Info("handed over to a successor; leaving interface and rules in place")
-		_ = a.server.StopReading(ctx)
-		return nil
-	}
-	// Rules and address go first, while the sockets still answer: traffic
-	// stops being steered here before anything stops serving it.
-	if keep, why := a.keepHostState(); keep {
-		a.log.Info(why + ": leaving interface and rules in place")
-	} else if err := a.iface.Teardown(ctx); err != nil {
-		a.log.Error("tearing down interface and rules", logkey.Err, err)
-	}
-	if err := a.server.Shutdown(ctx); err != nil {
-		a.log.Warn("shutting down listeners", logkey.Err, err)
-	}
-	if a.zone != nil {
-		a.log.Info("zone at exit", "stats", fmt.Sprintf("%+v", a.zone.Stats()))
-	}
-	if cause != nil && !errors.Is(cause, context.Canceled) {
-		return cause
-	}
-	return nil
 }
 
 func joinAddrs(addrs []netip.AddrPort) string {

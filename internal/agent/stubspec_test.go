@@ -53,23 +53,3 @@ func TestAgentStubDomainSettings(t *testing.T) {
 		t.Errorf("outside the stub: got %v, want TTL 300", r.Answer)
 	}
 }
-
-func TestCacheConfigFromFlags(t *testing.T) {
-	for _, tt := range []struct {
-		args        []string
-		stale       time.Duration
-		prefetchOff bool
-	}{
-		{nil, time.Hour, false},
-		{[]string{"--prefetch=false", "--stale-max-age=0s"}, -1, true},
-	} {
-		cfg, err := ParseConfig(tt.args)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c := cacheConfig(cfg, nil)
-		if c.StaleMaxAge != tt.stale || (c.PrefetchPercent < 0) != tt.prefetchOff {
-			t.Errorf("%q: got stale %v, prefetch percent %d; want %v, prefetch off %v", tt.args, c.StaleMaxAge, c.PrefetchPercent, tt.stale, tt.prefetchOff)
-		}
-	}
-}

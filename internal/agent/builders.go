@@ -1,0 +1,164 @@
+package agent
+
+import (
+	"fmt"
+	"net/netip"
+
+	"github.com/nodecache/nodecache/pkg/cache"
+	"github.com/nodecache/nodecache/pkg/iface"
+	"github.com/nodecache/nodecache/pkg/kubezone"
+	"github.com/nodecache/nodecache/pkg/server"
+	"github.com/nodecache/nodecache/pkg/static"
+	"github.com/nodecache/nodecache/pkg/tap"
+	"github.com/nodecache/nodecache/pkg/upstream"
+)
+
+// The config builders: one pure function per component that turns the
+// agent's Config into the component's, so that build only wires and each
+// mapping (defaults, units, "0 means off") is tested alone.
+
+// upstreamConfig is the forwarder's config: the servers of --upstream (or
+// the kube-dns ConfigMap's upstreamNameservers, which replace them), the
+// stub domains with their options, the DNS over TLS servers among them,
+// queries sent from the listen addresses localAddrs, and tap (nil: none).
+// It also returns the stub domains' settings, for the cache's TTL caps.
+// Reading --upstream-tls-ca, a resolv.conf and the ConfigMap directory is
+// all it does besides mapping.
+func upstreamConfig(cfg *Config, localAddrs []netip.AddrPort, tap upstream.Tap) (upstream.Config, stubConfig, error) {
+	dot, err := newUpstreamTLS(cfg.UpstreamTLSCA)
+	if err != nil {
+		return upstream.Config{}, stubConfig{}, err
+	}
+	ups, err := dot.parseList(cfg.Upstream)
+	if err != nil {
+		return upstream.Config{}, stubConfig{}, fmt.Errorf("--upstream: %w", err)
+	}
+	stubs, kubeUps, err := loadStubs(cfg.KubeDNSConfig, cfg.StubDomains, dot)
+	if err != nil {
+		return upstream.Config{}, stubConfig{}, err
+	}
+	if len(kubeUps) > 0 {
+		ups = kubeUps
+	}
+	fcfg := upstream.Config{
+		Servers: ups, StubDomains: stubs.servers, StubOptions: stubs.opts, Policy: cfg.UpstreamPolicy,
+		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
+		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: localAddrs, Tap: tap,
+	}
+	if len(dot.servers) > 0 {
+		fcfg.TLS = dot.servers
+	}
+	if err := fcfg.Validate(); err != nil {
+		return upstream.Config{}, stubConfig{}, fmt.Errorf("upstreams: %w", err)
+	}
+	return fcfg, stubs, nil
+}
+
+// zoneLimitsFor is the cache's TTL caps: per stub domain, and for the
+// root (the cache-wide --max-ttl and --max-negative-ttl, live this way).
+func zoneLimitsFor(cfg *Config, stubs stubConfig) map[string]cache.ZoneLimit {
+	out := map[string]cache.ZoneLimit{".": {MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL}}
+	for z, l := range stubs.limits {
+		out[z] = l
+	}
+	return out
+}
+
+// staticConfig is the static records' config: --static-record lines,
+// --static-file hosts files, their TTL and whether PTR queries are answered.
+func staticConfig(cfg *Config) static.Config {
+	return static.Config{Entries: cfg.StaticRecords, Files: cfg.StaticFiles, TTL: cfg.StaticTTL, NoReverse: cfg.StaticNoReverse}
+}
+
+// cacheConfig is the cache's config from the agent's: 0 (off) becomes
+// the cache's "disabled" for serve-stale, and --prefetch=false likewise.
+func cacheConfig(cfg *Config, zoneLimits map[string]cache.ZoneLimit) cache.Config {
+	c := cache.Config{
+		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
+		StaleMaxAge: cfg.StaleMaxAge, Overloaded: upstream.ErrOverloaded, ZoneLimits: zoneLimits,
+	}
+	if c.StaleMaxAge == 0 {
+		c.StaleMaxAge = -1
+	}
+	if !cfg.Prefetch {
+		c.PrefetchPercent = -1
+	}
+	return c
+}
+
+// zoneSource reports whether cfg gives the cluster zone a source: a
+// kubeconfig, a fixture, or the in-cluster config of a pod.
+func zoneSource(cfg *Config) bool {
+	return cfg.Kubeconfig != "" || cfg.Fixture != "" || InCluster()
+}
+
+// zoneConfig is the cluster zone's config.
+func zoneConfig(cfg *Config) kubezone.Config {
+	return kubezone.Config{
+		Domain: cfg.ClusterDomain, TTL: cfg.TTL, NegativeTTL: cfg.NegativeTTL, Pods: cfg.Pods,
+		NodeName: cfg.NodeName, LocalIPs: cfg.LocalIPs, SnapshotPath: cfg.ZoneSnapshot,
+		SnapshotMaxAge: cfg.SnapshotAge,
+	}
+}
+
+// serverConfig is the DNS server's config: its listen addresses, the stub
+// domains (names it forwards, never autopaths), and its per-client limits.
+// The autopath search list is the node's, read from the resolv.conf that
+// --upstream names (none when it lists addresses).
+func serverConfig(cfg *Config, addrs []netip.AddrPort, stubDomains []string) server.Config {
+	return server.Config{
+		Addrs: addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
+		MaxTCPConnsPerClient: cfg.MaxTCPConnsPerClient, MaxInFlightPerClient: cfg.MaxInFlightPerClient,
+		Domain: cfg.ClusterDomain, StubDomains: stubDomains, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
+		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
+	}
+}
+
+// stubDomainNames are the stub domains of stubs, in no particular order.
+func stubDomainNames(stubs stubConfig) []string {
+	names := make([]string, 0, len(stubs.servers))
+	for d := range stubs.servers {
+		names = append(names, d)
+	}
+	return names
+}
+
+// ifaceConfig is the interface and rules manager's config. The health and
+// metrics ports that listen on a local IP get ACCEPT/NOTRACK rules too.
+func ifaceConfig(cfg *Config) iface.Config {
+	return iface.Config{
+		InterfaceName: cfg.InterfaceName, LocalIPs: cfg.LocalIPs, Port: uint16(cfg.Port),
+		ExtraTCPPorts:  localHTTPPorts(cfg),
+		SetupInterface: cfg.SetupInterface, SetupIPTables: cfg.SetupIPTables,
+		IPTablesMode: cfg.IPTablesMode, SyncInterval: cfg.SyncInterval,
+	}
+}
+
+// localHTTPPorts are the health and metrics ports that listen on a local IP
+// and so need ACCEPT/NOTRACK rules too.
+func localHTTPPorts(cfg *Config) []uint16 {
+	var ports []uint16
+	for _, s := range []string{cfg.healthAddr(), cfg.metricsAddr()} {
+		ap, err := netip.ParseAddrPort(s)
+		if err != nil {
+			continue
+		}
+		for _, ip := range cfg.LocalIPs {
+			if ap.Addr() == ip {
+				ports = append(ports, ap.Port())
+				break
+			}
+		}
+	}
+	return ports
+}
+
+// tapConfig is the dnstap output's config: identity is the node name, else
+// hostname.
+func tapConfig(cfg *Config, version, hostname string) tap.Config {
+	identity := cfg.NodeName
+	if identity == "" {
+		identity = hostname
+	}
+	return tap.Config{Addr: cfg.Dnstap, Identity: identity, Version: "nodecache " + version}
+}
