@@ -12,8 +12,9 @@
 //
 //   - doctor checks the node (internal/doctor) and maps its findings to
 //     the exit status;
-//   - migrate translates a CoreDNS or node-local-dns Corefile into a
-//     nodecache config (migrate_*.go) and checks that the agent loads it;
+//   - migrate reads a CoreDNS or node-local-dns Corefile (a file or the
+//     cluster's ConfigMaps), has internal/migrate translate it, and writes
+//     the config;
 //   - probe is the kubelet's exec probe over the pod's probe socket;
 //   - cleanup removes the interface and rules a crashed agent left
 //     (pkg/iface), taking the flags of run.

@@ -12,6 +12,7 @@ import (
 	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/internal/agent"
 	"github.com/nodecache/nodecache/internal/doctor"
+	"github.com/nodecache/nodecache/internal/migrate"
 	"github.com/nodecache/nodecache/pkg/corefile"
 	"github.com/nodecache/nodecache/pkg/iface"
 )
@@ -69,11 +70,11 @@ func cmdDoctor(ctx context.Context, out io.Writer, args []string, version string
 // corefileUnsupported is what `nodecache migrate` cannot reproduce of the
 // cluster's Corefile, for doctor's coredns check.
 func corefileUnsupported(cf *corefile.Corefile, clusterDomain string) ([]string, error) {
-	m, err := translate(cf, migrateOpts{clusterDomain: clusterDomain}, "coredns")
+	m, err := migrate.Translate(cf, migrate.Options{ClusterDomain: clusterDomain}, "coredns")
 	if err != nil {
 		return nil, err
 	}
-	return m.unsupported, nil
+	return m.Unsupported(), nil
 }
 
 // readCoreDNSCorefile reads the coredns ConfigMap's Corefile with the

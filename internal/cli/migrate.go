@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,9 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/nodecache/nodecache/internal/agent"
+	"github.com/nodecache/nodecache/internal/migrate"
 	"github.com/nodecache/nodecache/pkg/corefile"
-	"github.com/nodecache/nodecache/pkg/upstream"
 )
 
 // Exit statuses of `nodecache migrate`.
@@ -36,9 +34,6 @@ type statusError struct {
 
 func (e *statusError) Error() string { return e.err.Error() }
 func (e *statusError) Unwrap() error { return e.err }
-
-// kubeDNSMountPath is where the DaemonSet mounts the kube-dns ConfigMap.
-const kubeDNSMountPath = "/etc/kube-dns"
 
 // migrateEnv is what cmdMigrate reads and writes; tests replace parts.
 type migrateEnv struct {
@@ -91,26 +86,26 @@ func runMigrate(ctx context.Context, args []string, env migrateEnv) error {
 	if corefilePath == "" && !fromCluster {
 		return &statusError{exitBadInput, errors.New("migrate: give --corefile FILE or --from-cluster")}
 	}
-	if _, ok := vars[upstreamPillar]; !ok {
-		vars[upstreamPillar] = "/etc/resolv.conf" // what node-cache fills in
+	if _, ok := vars[migrate.UpstreamPillar]; !ok {
+		vars[migrate.UpstreamPillar] = "/etc/resolv.conf" // what node-cache fills in
 	}
 	in, err := readMigrateInput(ctx, env, corefilePath, kubeDNSDir, fromCluster, kubeconfig)
 	if err != nil {
 		return &statusError{exitBadInput, fmt.Errorf("migrate: %w", err)}
 	}
 	defer in.cleanup()
-	m, err := migrateFrom(in, vars, migrateOpts{clusterDomain: clusterDomain})
+	m, err := migrateFrom(in, vars, migrate.Options{ClusterDomain: clusterDomain})
 	if err != nil {
 		return &statusError{exitBadInput, fmt.Errorf("migrate: %w", err)}
 	}
 	if err := writeMigration(m, out, env.stdout); err != nil {
 		return fmt.Errorf("migrate: %w", err)
 	}
-	for _, u := range m.unsupported {
+	for _, u := range m.Unsupported() {
 		fmt.Fprintln(env.stderr, "not reproduced:", u)
 	}
-	if len(m.unsupported) > 0 && !accept {
-		return &statusError{exitUnsupported, fmt.Errorf("migrate: %d directives not reproduced (listed above); the config was written. --accept-unsupported takes them as they are", len(m.unsupported))}
+	if len(m.Unsupported()) > 0 && !accept {
+		return &statusError{exitUnsupported, fmt.Errorf("migrate: %d directives not reproduced (listed above); the config was written. --accept-unsupported takes them as they are", len(m.Unsupported()))}
 	}
 	return nil
 }
@@ -213,53 +208,31 @@ func kubeClientFor(kubeconfig, version string) (kubernetes.Interface, error) {
 }
 
 // migrateFrom parses the input and translates it.
-func migrateFrom(in *migrateInput, vars corefile.Vars, o migrateOpts) (*migration, error) {
+func migrateFrom(in *migrateInput, vars corefile.Vars, o migrate.Options) (*migrate.Migration, error) {
 	cf, err := corefile.Parse(in.name, in.text, vars)
 	if err != nil {
 		return nil, err
 	}
-	m, err := translate(cf, o, in.name)
+	m, err := migrate.Translate(cf, o, in.name)
 	if err != nil {
 		return nil, err
 	}
 	if in.kubeDNSDir != "" {
-		if err := addKubeDNS(m, in.kubeDNSDir); err != nil {
+		if err := m.AddKubeDNS(in.kubeDNSDir); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
 }
 
-// addKubeDNS points the agent at the mounted kube-dns ConfigMap, which it
-// reads as node-local-dns does, after checking that it parses.
-func addKubeDNS(m *migration, dir string) error {
-	stubs, ups, err := upstream.LoadKubeDNSConfig(dir)
-	if err != nil {
-		return fmt.Errorf("--kube-dns-config: %w", err)
-	}
-	var parts []string
-	for _, d := range sortedKeys(stubs) {
-		parts = append(parts, strings.TrimSuffix(d, ".")+"="+joinAddrs(stubs[d]))
-	}
-	from := "kube-dns ConfigMap"
-	if len(parts) > 0 {
-		from += ": stubDomains " + strings.Join(parts, " ")
-	}
-	if len(ups) > 0 {
-		from += fmt.Sprintf(": upstreamNameservers %s (they replace --upstream, as in node-local-dns)", joinAddrs(ups))
-	}
-	m.set("kube-dns-config-dir", kubeDNSMountPath, from+"; the DaemonSet mounts it here")
-	return nil
-}
-
 // writeMigration writes the config to path (or w when path is ""), after
 // checking that `nodecache run` reads it.
-func writeMigration(m *migration, path string, w io.Writer) error {
+func writeMigration(m *migrate.Migration, path string, w io.Writer) error {
 	var buf bytes.Buffer
-	if err := m.writeYAML(&buf); err != nil {
+	if err := m.WriteYAML(&buf); err != nil {
 		return err
 	}
-	if err := checkRunConfig(buf.Bytes()); err != nil {
+	if err := migrate.Check(buf.Bytes()); err != nil {
 		return fmt.Errorf("the config written does not load (a bug in migrate): %w", err)
 	}
 	if path == "" {
@@ -267,34 +240,4 @@ func writeMigration(m *migration, path string, w io.Writer) error {
 		return err
 	}
 	return os.WriteFile(path, buf.Bytes(), 0o644) //nolint:gosec // a config file, not a secret
-}
-
-// checkRunConfig parses data as `nodecache run --config` would.
-func checkRunConfig(data []byte) error {
-	f, err := os.CreateTemp("", "nodecache-migrate-*.yaml")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		return errors.Join(err, f.Close())
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	_, err = agent.ParseConfig([]string{"--config", f.Name()})
-	return err
-}
-
-// joinAddrs is addrs as a comma list, the form --stub-domain and
-// --upstream take.
-func joinAddrs(addrs []netip.AddrPort) string {
-	var b strings.Builder
-	for i, a := range addrs {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		b.WriteString(a.String())
-	}
-	return b.String()
 }

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/nodecache/nodecache/pkg/corefile"
+	"github.com/nodecache/nodecache/internal/migrate"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files of TestMigrateGolden")
@@ -46,7 +46,7 @@ func TestMigrateGolden(t *testing.T) {
 			golden(t, filepath.Join(dir, "want.yaml"), stdout.String())
 			golden(t, filepath.Join(dir, "want.stderr"), stderr.String())
 			if ExitCode(err) == 0 || ExitCode(err) == exitUnsupported {
-				if err := checkRunConfig(stdout.Bytes()); err != nil {
+				if err := migrate.Check(stdout.Bytes()); err != nil {
 					t.Errorf("the config written does not load: %v", err)
 				}
 			}
@@ -156,31 +156,4 @@ func TestMigrateAcceptAndOutput(t *testing.T) {
 			t.Errorf("args %q: got %v, want exit %d", args, err, exitBadInput)
 		}
 	}
-}
-
-// FuzzMigrate feeds Corefiles to the translation: it must never panic,
-// and whatever config it writes must load in `nodecache run`.
-func FuzzMigrate(f *testing.F) {
-	seeds, _ := filepath.Glob("testdata/migrate/*/Corefile")
-	for _, s := range seeds {
-		data, err := os.ReadFile(s)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(string(data))
-	}
-	f.Fuzz(func(t *testing.T, text string) {
-		in := &migrateInput{name: "Corefile", text: text, cleanup: func() {}}
-		m, err := migrateFrom(in, corefile.Vars{upstreamPillar: "/etc/resolv.conf"}, migrateOpts{clusterDomain: "cluster.local"})
-		if err != nil {
-			return // bad input: an error, as wanted
-		}
-		var buf bytes.Buffer
-		if err := m.writeYAML(&buf); err != nil {
-			t.Fatal(err)
-		}
-		if err := checkRunConfig(buf.Bytes()); err != nil {
-			t.Fatalf("the config written does not load: %v\n%s", err, buf.String())
-		}
-	})
 }

@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"fmt"
@@ -19,9 +19,9 @@ import (
 // cluster zone itself, from the API server.
 const clusterDNSPillar = "__PILLAR__CLUSTER__DNS__"
 
-// upstreamPillar is node-local-dns's name for the node's resolvers, filled
+// UpstreamPillar is node-local-dns's name for the node's resolvers, filled
 // in at run time from /etc/resolv.conf.
-const upstreamPillar = "__PILLAR__UPSTREAM__SERVERS__"
+const UpstreamPillar = "__PILLAR__UPSTREAM__SERVERS__"
 
 // CoreDNS's cache defaults (plugin/cache): the longest positive and
 // negative TTLs kept when the Corefile gives none.
@@ -36,9 +36,9 @@ const (
 	defaultPromPort   = "9253"
 )
 
-// migrateOpts are the inputs of a translation besides the Corefile.
-type migrateOpts struct {
-	clusterDomain string // used when no kubernetes plugin names one
+// Options are the inputs of a translation besides the Corefile.
+type Options struct {
+	ClusterDomain string // used when no kubernetes plugin names one
 }
 
 // blockCtx is one server block being translated.
@@ -66,7 +66,7 @@ type ttlCaps struct {
 }
 
 type translator struct {
-	m             *migration
+	m             *Migration
 	file          string
 	clusterDomain string // lowercased FQDN
 	localIPs      []string
@@ -78,14 +78,14 @@ type translator struct {
 	zoneTTLFrom   string
 }
 
-// translate turns cf into a migration. It fails only on input CoreDNS
+// Translate turns cf, read from source, into a Migration. It fails only on input CoreDNS
 // itself would refuse, or on placeholders without values.
-func translate(cf *corefile.Corefile, o migrateOpts, source string) (*migration, error) {
+func Translate(cf *corefile.Corefile, o Options, source string) (*Migration, error) {
 	t := &translator{m: newMigration(source), file: cf.File, stubs: map[string]*stubOut{}, zoneTTL: nodecacheZoneTTL}
 	if err := checkPillars(cf); err != nil {
 		return nil, err
 	}
-	t.clusterDomain = dns.Fqdn(strings.ToLower(o.clusterDomain))
+	t.clusterDomain = dns.Fqdn(strings.ToLower(o.ClusterDomain))
 	t.findClusterDomain(cf)
 	for _, b := range cf.Blocks {
 		if err := t.block(b); err != nil {
@@ -102,7 +102,7 @@ func checkPillars(cf *corefile.Corefile) error {
 	check := func(line int, words []string) error {
 		for _, w := range words {
 			for _, p := range corefile.Pillars(w) {
-				if p != clusterDNSPillar && p != upstreamPillar {
+				if p != clusterDNSPillar && p != UpstreamPillar {
 					return fmt.Errorf("%s:%d: %s has no value: give it with --var %s=VALUE (the node-local-dns manifest is filled in when it is installed)",
 						cf.File, line, p, p)
 				}

@@ -1,4 +1,4 @@
-package cli
+package migrate
 
 import (
 	"fmt"
@@ -10,15 +10,19 @@ import (
 	"github.com/nodecache/nodecache/pkg/corefile"
 )
 
-// A migration is what `nodecache migrate` made of a Corefile: settings of
+// A Migration is what `nodecache migrate` made of a Corefile: settings of
 // the --config file, each with the directive it reproduces, notes on what
 // behaves the same without a setting, and what cannot be reproduced.
-type migration struct {
+type Migration struct {
 	source      string              // "Corefile" or "node-local-dns ConfigMap", for the header
 	settings    map[string]*setting // by flag name
 	notes       []string            // comment lines: same behaviour, no setting needed
 	unsupported []string            // one line each: what changes for pods
 }
+
+// Unsupported lists, one line each, what the config cannot reproduce and
+// how pods will see the difference.
+func (m *Migration) Unsupported() []string { return m.unsupported }
 
 // setting is one key of the config file. A list key has items; a scalar
 // one has a value. from names the directive it came from.
@@ -30,8 +34,8 @@ type setting struct {
 
 type item struct{ value, from string }
 
-func newMigration(source string) *migration {
-	return &migration{source: source, settings: map[string]*setting{}}
+func newMigration(source string) *Migration {
+	return &Migration{source: source, settings: map[string]*setting{}}
 }
 
 // where names a directive for comments and messages: "Corefile:12 cache 30".
@@ -42,7 +46,7 @@ func where(file string, d *corefile.Directive) string {
 // set records a scalar setting. A second directive asking for the same
 // value adds itself to the comment; one asking for another value is
 // reported, and the first one stays.
-func (m *migration) set(key, value, from string) {
+func (m *Migration) set(key, value, from string) {
 	if s, ok := m.settings[key]; ok {
 		if s.value != value {
 			m.unsupport(from, fmt.Sprintf("asks for %s %s, but %s already set it to %s; nodecache has one %s for every zone",
@@ -58,7 +62,7 @@ func (m *migration) set(key, value, from string) {
 }
 
 // add appends an item to a list setting.
-func (m *migration) add(key, value, from string) {
+func (m *Migration) add(key, value, from string) {
 	s, ok := m.settings[key]
 	if !ok {
 		s = &setting{}
@@ -67,15 +71,15 @@ func (m *migration) add(key, value, from string) {
 	s.items = append(s.items, item{value, from})
 }
 
-func (m *migration) note(from, msg string) { m.notes = append(m.notes, from+": "+msg) }
+func (m *Migration) note(from, msg string) { m.notes = append(m.notes, from+": "+msg) }
 
-func (m *migration) unsupport(from, msg string) {
+func (m *Migration) unsupport(from, msg string) {
 	m.unsupported = append(m.unsupported, from+": "+msg)
 }
 
-// writeYAML writes the config file: every line a setting or a comment,
+// WriteYAML writes the config file: every line a setting or a comment,
 // every setting with the directive it came from.
-func (m *migration) writeYAML(w io.Writer) error {
+func (m *Migration) WriteYAML(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# nodecache config written by `nodecache migrate` from %s.\n", m.source)
 	b.WriteString("# Use it with `nodecache run --config FILE`; each setting names the directive it reproduces.\n")
