@@ -33,7 +33,7 @@
 //
 // # Exit statuses
 //
-// The command (cmd/nodecache) maps the report to its exit status: 0 when
+// The command (internal/cli) maps the report to its exit status: 0 when
 // every finding is OK or SKIP, 4 when any is FAIL, 5 when some are WARN and
 // none FAIL, 2 for bad flags. An unreachable agent is a FAIL finding of the
 // agent check (status 4), not the CLI's status 3: the node checks still run.
