@@ -44,6 +44,7 @@ type testAgent struct {
 
 // newTestAgent is New with the log lines going to the test log.
 func newTestAgent(t testing.TB, cfg *Config) *Agent {
+	t.Helper()
 	return New(cfg, agenttest.Logger(t, fmt.Sprintf("%p", cfg)), "dev")
 }
 

@@ -113,6 +113,7 @@ func Args(tb testing.TB, up netip.AddrPort, dir string, port uint16, extra ...st
 // Logger sends log lines to the test log (shown on failure), each with
 // the attribute agent=name.
 func Logger(tb testing.TB, name string) *slog.Logger {
+	tb.Helper()
 	return slog.New(slog.NewTextHandler(logWriter{tb}, nil)).With("agent", name)
 }
 
@@ -151,7 +152,7 @@ func Start(tb testing.TB, healthAddr string, run func(context.Context) error) *R
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if resp, err := http.Get("http://" + healthAddr + "/readyz"); err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				return r
 			}
