@@ -1,158 +1,194 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/internal/resolvconf"
+	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
-// The search-path walk of a pod's stub resolver, for `nodecache explain`.
-// It is pure: the outcome of each name comes from a function, so the walk
-// is table-tested without an agent.
-
-// Stub resolver flavours the walk can mirror.
-const (
-	libcGlibc = "glibc" // Debian, Ubuntu, RHEL, distroless/base
-	libcMusl  = "musl"  // Alpine
-)
-
-// resolverConf is the part of a resolv.conf that decides the walk.
-type resolverConf struct {
-	Search []string `json:"search"`
-	Ndots  int      `json:"ndots"`
-	Libc   string   `json:"libc"`
+// explainReport is the result of `nodecache explain`.
+type explainReport struct {
+	Name     string        `json:"name"`
+	Conf     resolverConf  `json:"resolver"`
+	Steps    []explainStep `json:"steps"`
+	Resolved string        `json:"resolved"` // "" when no name resolved
+	Queries  int           `json:"queries"`
+	Micros   int64         `json:"took_us"` // per step the slowest type (they go in parallel), summed
 }
 
-// podResolverConf is what kubelet writes for a ClusterFirst pod in ns:
-// its namespace's service domain, the cluster's, then the node's search
-// list (host, as kubelet reads it), with ndots 5.
-func podResolverConf(ns, domain string, host []string) resolverConf {
-	search := resolvconf.PodSearch(domain, host, resolvconf.Pod{Namespace: ns, DNSPolicy: "ClusterFirst"})
-	return resolverConf{Search: search, Ndots: 5, Libc: libcGlibc}
+// explainStep is one name of the walk and the agent's reply for each type.
+type explainStep struct {
+	walkStep
+	Replies []adminapi.Query `json:"replies"`
 }
 
-// Outcomes of asking for one name (A and AAAA together, as getaddrinfo does).
-const (
-	outcomeFound    = "found"    // NOERROR with an answer to either type
-	outcomeNXDomain = "nxdomain" // the name does not exist
-	outcomeNoData   = "nodata"   // the name exists, not with these types
-	outcomeServFail = "servfail" // the server failed
-	outcomeError    = "error"    // REFUSED, FORMERR, a timeout, ...
-)
-
-// walkStep is one name the resolver asks for, and what came back.
-type walkStep struct {
-	Name    string `json:"name"`
-	Outcome string `json:"outcome"`
+type explainOpts struct {
+	cliOpts
+	pod, resolvConf, hostResolvConf, domain, libc, types string
+	ndots                                                int
 }
 
-// walk returns the names a stub resolver of conf asks for when resolving
-// name, in order, with their outcomes, and the name that resolved ("" if
-// none did). ask gives the outcome of one fully qualified name.
-//
-// glibc (res_nsearch): a trailing dot means the name alone; a name with at
-// least ndots dots is tried as-is first; then each search domain, moving on
-// after NXDOMAIN, NODATA and SERVFAIL and leaving the list after any other
-// failure; then the name as-is, if not tried yet.
-// musl: a trailing dot or at least ndots dots means the name alone;
-// otherwise each search domain, stopping at the first answer that is not
-// NXDOMAIN, then the name as-is.
-func walk(name string, conf resolverConf, ask func(fqdn string) string) ([]walkStep, string) {
-	var steps []walkStep
-	try := func(fqdn string) bool {
-		out := ask(fqdn)
-		steps = append(steps, walkStep{Name: fqdn, Outcome: out})
-		return out == outcomeFound
+// cmdExplain is `nodecache explain NAME (--pod NS/NAME | --resolv-conf FILE)`.
+func cmdExplain(ctx context.Context, out io.Writer, args []string) error {
+	var o explainOpts
+	fs := newCLIFlags("explain", &o.cliOpts)
+	fs.StringVar(&o.pod, "pod", "", "NS/NAME: a ClusterFirst pod of namespace NS (kubelet's search list, ndots 5)")
+	fs.StringVar(&o.resolvConf, "resolv-conf", "", "take search and ndots from this resolv.conf instead")
+	fs.StringVar(&o.hostResolvConf, "host-resolv-conf", "/etc/resolv.conf", "the node's resolv.conf, whose search list kubelet appends for --pod")
+	fs.StringVar(&o.domain, "cluster-domain", "", "cluster domain for --pod (default: the agent's)")
+	fs.StringVar(&o.libc, "libc", libcGlibc, "stub resolver to mirror: glibc or musl (Alpine)")
+	fs.StringVar(&o.types, "types", "A,AAAA", "query types sent for each name (getaddrinfo sends A and AAAA)")
+	fs.IntVar(&o.ndots, "ndots", -1, "override ndots")
+	pos, err := parseCLI(fs, &o.cliOpts, args, 1, 1)
+	if err != nil {
+		return err
 	}
-	if name == "" || name == "." {
-		return nil, ""
+	c := adminapi.NewClient(o.socket)
+	conf, err := explainConf(ctx, c, &o)
+	if err != nil {
+		return err
 	}
-	absolute := strings.HasSuffix(name, ".")
-	base := strings.TrimSuffix(name, ".")
-	asIs := base + "."
-	if absolute {
-		if try(asIs) {
-			return steps, asIs
-		}
-		return steps, ""
+	rep, err := explain(ctx, c, pos[0], conf, strings.Split(strings.ToUpper(o.types), ","))
+	if err != nil {
+		return err
 	}
-	dots := strings.Count(base, ".")
-	triedAsIs := false
-	if dots >= conf.Ndots {
-		if try(asIs) {
-			return steps, asIs
-		}
-		if conf.Libc == libcMusl {
-			return steps, ""
-		}
-		triedAsIs = true
-	}
-	for _, d := range conf.Search {
-		d = strings.Trim(d, ".")
-		fqdn := base + "." + d + "."
-		if d == "" {
-			fqdn, triedAsIs = asIs, true // the root on the search list
-		}
-		if try(fqdn) {
-			return steps, fqdn
-		}
-		if !keepSearching(conf.Libc, steps[len(steps)-1].Outcome) {
-			break
-		}
-	}
-	if !triedAsIs && try(asIs) {
-		return steps, asIs
-	}
-	return steps, ""
+	return emit(out, &o.cliOpts, rep, func(w io.Writer) { printExplain(w, rep) })
 }
 
-// keepSearching reports whether the resolver moves to the next search
-// domain after outcome.
-func keepSearching(libc, outcome string) bool {
-	if libc == libcMusl {
-		return outcome == outcomeNXDomain
-	}
-	switch outcome {
-	case outcomeNXDomain, outcomeNoData, outcomeServFail:
-		return true
-	}
-	return false
-}
-
-// combineOutcome is the outcome of a name from the replies to its types
-// (rcode names and answer counts, A first): found when any type has an
-// answer; otherwise the first reply's rcode decides, as in glibc, unless it
-// is NOERROR and a later one failed.
-func combineOutcome(rcodes []string, answers []int) string {
-	for i := range rcodes {
-		if rcodes[i] == "NOERROR" && answers[i] > 0 {
-			return outcomeFound
+// explainConf builds the resolver configuration the flags describe.
+func explainConf(ctx context.Context, c *adminapi.Client, o *explainOpts) (resolverConf, error) {
+	var conf resolverConf
+	switch {
+	case (o.pod == "") == (o.resolvConf == ""):
+		return conf, usageErrorf("explain: give exactly one of --pod NS/NAME and --resolv-conf FILE")
+	case o.resolvConf != "":
+		rc, err := resolvconf.ReadFile(o.resolvConf)
+		if err != nil {
+			return conf, fmt.Errorf("explain: reading --resolv-conf: %w", err)
+		}
+		conf = resolverConf{Search: rc.StubSearch(), Ndots: rc.Ndots}
+	default:
+		ns, name, ok := strings.Cut(o.pod, "/")
+		if !ok || ns == "" || name == "" {
+			return conf, usageErrorf("explain: --pod %q: want NAMESPACE/NAME", o.pod)
+		}
+		pod, err := c.PodByName(ctx, ns, name)
+		if err != nil {
+			return conf, fmt.Errorf("explain: --pod %s: %w", o.pod, err)
+		}
+		host := resolvconf.Conf{Ndots: 1}
+		if rc, err := resolvconf.ReadFile(o.hostResolvConf); err == nil {
+			host = rc
+		} else if !errors.Is(err, os.ErrNotExist) {
+			return conf, fmt.Errorf("explain: reading --host-resolv-conf: %w", err)
+		}
+		if conf, err = podConf(ctx, c, o, pod, host); err != nil {
+			return conf, err
 		}
 	}
-	out := outcomeNoData
-	for i, rc := range rcodes {
-		o := rcodeOutcome(rc)
-		if i == 0 || out == outcomeNoData {
-			out = o
+	if o.ndots >= 0 {
+		conf.Ndots = min(o.ndots, resolvconf.MaxNdots)
+	}
+	if o.libc != libcGlibc && o.libc != libcMusl {
+		return conf, usageErrorf("explain: --libc %q: want glibc or musl", o.libc)
+	}
+	conf.Libc = o.libc
+	return conf, nil
+}
+
+// podConf is the resolver configuration kubelet gives pod: the node's own
+// (host) for dnsPolicy Default and host-network ClusterFirst pods, the
+// cluster's search path for the others; a pod with its own dnsConfig or
+// dnsPolicy None has one the agent does not know.
+func podConf(ctx context.Context, c *adminapi.Client, o *explainOpts, pod kubezone.PodInfo, host resolvconf.Conf) (resolverConf, error) {
+	switch {
+	case pod.DefaultDNS():
+		search := resolvconf.PodSearch("", host.Search, resolvconf.Pod{Namespace: pod.Namespace, DNSPolicy: pod.DNSPolicy, HostNetwork: pod.HostNetwork})
+		return resolverConf{Search: search, Ndots: host.Ndots}, nil
+	case pod.DNSPolicy == "None" || pod.CustomDNS:
+		return resolverConf{}, fmt.Errorf("explain: pod %s/%s sets its own DNS config (dnsPolicy %s): give its resolv.conf with --resolv-conf (kubectl exec %s -n %s -- cat /etc/resolv.conf)",
+			pod.Namespace, pod.Name, pod.DNSPolicy, pod.Name, pod.Namespace)
+	}
+	domain := o.domain
+	if domain == "" {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return resolverConf{}, err
+		}
+		domain = st.Config["cluster-domain"]
+	}
+	return podResolverConf(pod.Namespace, domain, host.Search), nil
+}
+
+// explain walks the search path of name under conf, asking the agent.
+func explain(ctx context.Context, c *adminapi.Client, name string, conf resolverConf, types []string) (explainReport, error) {
+	rep := explainReport{Name: name, Conf: conf, Steps: []explainStep{}}
+	var fatal error
+	steps, resolved := walk(name, conf, func(fqdn string) string {
+		if fatal != nil {
+			return outcomeError
+		}
+		st := explainStep{walkStep: walkStep{Name: fqdn}}
+		var rcodes []string
+		var answers []int
+		var slowest int64
+		for _, typ := range types {
+			qr, err := c.Query(ctx, fqdn, typ)
+			if err != nil {
+				if errors.Is(err, adminapi.ErrAgentUnreachable) || ctx.Err() != nil {
+					fatal = err
+					return outcomeError
+				}
+				qr = adminapi.Query{Name: fqdn, Type: typ, Rcode: "ERROR: " + err.Error()}
+			}
+			rep.Queries++
+			slowest = max(slowest, qr.Micros)
+			st.Replies = append(st.Replies, qr)
+			rcodes = append(rcodes, qr.Rcode)
+			answers = append(answers, len(qr.Answer))
+		}
+		rep.Micros += slowest
+		rep.Steps = append(rep.Steps, st)
+		return combineOutcome(rcodes, answers)
+	})
+	if fatal != nil {
+		return rep, fatal
+	}
+	for i := range steps {
+		rep.Steps[i].Outcome = steps[i].Outcome
+	}
+	rep.Resolved = resolved
+	return rep, nil
+}
+
+func printExplain(w io.Writer, rep explainReport) {
+	fmt.Fprintf(w, "explain %s (%s)\n", rep.Name, describeConf(rep.Conf))
+	fmt.Fprintln(w, "#\tNAME\tTYPE\tRCODE\tANSWERS\tSOURCE\tTIME\tOUTCOME")
+	for i, st := range rep.Steps {
+		for j, qr := range st.Replies {
+			outcome := ""
+			if j == len(st.Replies)-1 {
+				outcome = st.Outcome
+			}
+			fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\t%s\n", i+1, st.Name, qr.Type, qr.Rcode, len(qr.Answer),
+				sourceText(qr), fmtMicros(float64(qr.Micros)), outcome)
 		}
 	}
-	return out
-}
-
-func rcodeOutcome(rc string) string {
-	switch rc {
-	case "NOERROR":
-		return outcomeNoData
-	case "NXDOMAIN":
-		return outcomeNXDomain
-	case "SERVFAIL":
-		return outcomeServFail
+	names := len(rep.Steps)
+	if rep.Resolved == "" {
+		fmt.Fprintf(w, "NOT resolved after %d queries for %d names, %s in the agent\n", rep.Queries, names, fmtMicros(float64(rep.Micros)))
+		return
 	}
-	return outcomeError
-}
-
-// describeConf is the one-line summary of conf for the report header.
-func describeConf(conf resolverConf) string {
-	return fmt.Sprintf("%s, ndots %d, search %s", conf.Libc, conf.Ndots, strings.Join(conf.Search, " "))
+	fmt.Fprintf(w, "resolved as %s after %d queries for %d names, %s in the agent\n", rep.Resolved, rep.Queries, names, fmtMicros(float64(rep.Micros)))
+	if names > 1 {
+		fmt.Fprintf(w, "tip: ask for %q (trailing dot) to send %d queries instead of %d\n",
+			rep.Resolved, len(rep.Steps[names-1].Replies), rep.Queries)
+	}
 }
