@@ -22,7 +22,7 @@ func TestHostSafetyInNetns(t *testing.T) {
 	inNetns(t, "TestHostSafetyInNetns", hostSafetyScenario)
 }
 
-func hostSafetyScenario(t *testing.T, mode string) {
+func hostSafetyScenario(t *testing.T, mode IPTablesMode) {
 	requireOwnNetns(t)
 	ctx := context.Background()
 	cfg := Config{
@@ -91,7 +91,7 @@ func checkCNIBridgeRefused(t *testing.T, base Config) {
 // copy of its jump and re-syncs, 30 times: one keeps its rule first with an atomic move (as Calico
 // in insert mode), one inserts and deletes a rule of its own at position 1 (shifting positions).
 // A rule appended before they start must survive, and every rule must end up once.
-func checkForeignWriters(t *testing.T, m *Manager, mode string) {
+func checkForeignWriters(t *testing.T, m *Manager, mode IPTablesMode) {
 	t.Helper()
 	ipt := binary(FamilyV4, mode, "")
 	ref := ourChains()[0]

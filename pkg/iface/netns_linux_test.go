@@ -44,10 +44,10 @@ func TestRealKernelInNetns(t *testing.T) {
 
 // inNetns runs scenario once per iptables flavour, each in a child process (this test binary,
 // -test.run=^name$) inside a network namespace of its own; name must be the calling test.
-func inNetns(t *testing.T, name string, scenario func(t *testing.T, mode string)) {
+func inNetns(t *testing.T, name string, scenario func(t *testing.T, mode IPTablesMode)) {
 	t.Helper()
 	if mode := os.Getenv(childModeEnv); mode != "" {
-		scenario(t, mode)
+		scenario(t, IPTablesMode(mode))
 		return
 	}
 	if os.Geteuid() != 0 {
@@ -57,8 +57,8 @@ func inNetns(t *testing.T, name string, scenario func(t *testing.T, mode string)
 	if err != nil {
 		t.Skip("skipping: ip(8) not found")
 	}
-	for _, mode := range []string{ModeNFT, ModeLegacy} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []IPTablesMode{ModeNFT, ModeLegacy} {
+		t.Run(string(mode), func(t *testing.T) {
 			for _, fam := range []Family{FamilyV4, FamilyV6} {
 				if _, err := exec.LookPath(binary(fam, mode, "")); err != nil {
 					t.Skipf("skipping: %s not installed", binary(fam, mode, ""))
@@ -75,7 +75,7 @@ func inNetns(t *testing.T, name string, scenario func(t *testing.T, mode string)
 			})
 			cmd := exec.Command(ipCmd, "netns", "exec", ns, os.Args[0],
 				"-test.run=^"+name+"$", "-test.v", "-test.count=1")
-			cmd.Env = append(os.Environ(), childModeEnv+"="+mode,
+			cmd.Env = append(os.Environ(), childModeEnv+"="+string(mode),
 				fmt.Sprintf("%s=%d", parentNSEnv, netnsInode(t, "/proc/self/ns/net")))
 			out, err := cmd.CombinedOutput()
 			t.Logf("child in netns %s:\n%s", ns, out)
@@ -99,7 +99,7 @@ func requireOwnNetns(t *testing.T) {
 }
 
 // realKernelScenario runs in the child, inside the fresh namespace.
-func realKernelScenario(t *testing.T, mode string) {
+func realKernelScenario(t *testing.T, mode IPTablesMode) {
 	requireOwnNetns(t)
 	cfg := Config{
 		LocalIPs: []netip.Addr{netip.MustParseAddr("169.254.20.10"), netip.MustParseAddr("10.96.0.10"),
@@ -110,7 +110,7 @@ func realKernelScenario(t *testing.T, mode string) {
 	logs := newLogCapture()
 	ctx := context.Background()
 	m := newReal(t, cfg, logs)
-	if got := m.Status().Rules.Backend; got != mode {
+	if got := m.Status().Rules.Backend; got != string(mode) {
 		t.Errorf("backend: got %s, want %s", got, mode)
 	}
 	start := time.Now()
@@ -171,7 +171,7 @@ func realKernelScenario(t *testing.T, mode string) {
 	iptablesCmd(t, binary(FamilyV4, mode, ""), "-t", "filter", "-A", "FORWARD", "-j", "ACCEPT")
 	auto := cfg
 	auto.IPTablesMode = ModeAuto
-	if got := newReal(t, auto, logs).Status().Rules.Backend; got != mode {
+	if got := newReal(t, auto, logs).Status().Rules.Backend; got != string(mode) {
 		t.Errorf("auto with rules only in %s: got %s, want %s", mode, got, mode)
 	}
 }
@@ -197,7 +197,7 @@ func iptablesCmd(t *testing.T, name string, args ...string) string {
 
 // ourSaveLines returns the rule lines of both families' -save output, in order, each prefixed with
 // its family and table ("ipv4 raw -A ...").
-func ourSaveLines(t *testing.T, mode string) []string {
+func ourSaveLines(t *testing.T, mode IPTablesMode) []string {
 	t.Helper()
 	var out []string
 	for _, fam := range []Family{FamilyV4, FamilyV6} {
@@ -256,7 +256,7 @@ func readdAddressViaRun(t *testing.T, m *Manager, name string) {
 }
 
 // assertRealState checks the kernel against the contract and returns our rule lines.
-func assertRealState(t *testing.T, mode string, cfg Config, logs logCapture) []string {
+func assertRealState(t *testing.T, mode IPTablesMode, cfg Config, logs logCapture) []string {
 	t.Helper()
 	link, err := netlink.LinkByName(DefaultInterfaceName)
 	if err != nil {
