@@ -183,7 +183,7 @@ func TestIfaceConfig(t *testing.T) {
 		"--iptables-mode", "nft", "--sync-interval", "30s", "--setup-iptables=false"))
 	want := iface.Config{InterfaceName: "nc0", LocalIPs: []netip.Addr{ip("169.254.20.10"), ip("10.96.0.10")},
 		Port: 5353, ExtraTCPPorts: []uint16{8081}, SetupInterface: true, SetupIPTables: false,
-		IPTablesMode: "nft", SyncInterval: 30 * time.Second}
+		IPTablesMode: iface.ModeNFT, SyncInterval: 30 * time.Second}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
