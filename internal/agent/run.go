@@ -113,7 +113,7 @@ func New(cfg *Config, log *slog.Logger, version string) *Agent {
 // successor takes the sockets over, and shuts down in reverse. It returns
 // once everything it started has stopped.
 func (a *Agent) Run(ctx context.Context) error {
-	cfg, log := a.cfg, a.log
+	cfg := a.cfg
 	if successor, ok := a.pod.superseded(); ok {
 		return a.idleSuperseded(ctx, successor)
 	}
@@ -129,16 +129,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	// The probe socket outlives the errgroup: after a handover it says
 	// "alive, not ready" until the pod is deleted.
 	parent := ctx
-	a.probes.set(a.healthMux())
-	probesDone := make(chan struct{})
-	probeCtx, stopProbes := context.WithCancel(parent)
+	stopProbes, probesDone := a.startProbes(parent)
 	defer stopProbes()
-	go func() {
-		defer close(probesDone)
-		if err := a.serveProbes(probeCtx, &a.probes); err != nil {
-			log.Error("probe socket unavailable: the kubelet's exec probes will fail", logkey.Err, err)
-		}
-	}()
 	ctx, a.stopEarly = context.WithCancel(ctx)
 	defer a.stopEarly()
 	defer a.forwarder.Close()
@@ -150,6 +142,43 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer a.iface.Close()
 
 	g, gctx := errgroup.WithContext(ctx)
+	if err := a.start(ctx, gctx, g); err != nil {
+		return err
+	}
+	a.runBeside(gctx, g)
+	a.log.Info("nodecache serving", "addrs", a.addrs, "upstreams", a.forwarder.Status(), "zone", a.zone != nil,
+		"startup", time.Since(a.started).Round(time.Millisecond))
+
+	err := g.Wait()
+	err = a.shutdown(err)
+	if a.pod.enabled() && isHandedOff(a.handedOff) {
+		a.idleAfterHandover(parent)
+	}
+	stopProbes()
+	<-probesDone
+	return err
+}
+
+// startProbes serves the probe socket until stop is called; done is closed
+// once it has stopped.
+func (a *Agent) startProbes(ctx context.Context) (stop context.CancelFunc, done <-chan struct{}) {
+	a.probes.set(a.healthMux())
+	probesDone := make(chan struct{})
+	probeCtx, stop := context.WithCancel(ctx)
+	go func() {
+		defer close(probesDone)
+		if err := a.serveProbes(probeCtx, &a.probes); err != nil {
+			a.log.Error("probe socket unavailable: the kubelet's exec probes will fail", logkey.Err, err)
+		}
+	}()
+	return stop, probesDone
+}
+
+// start brings the DNS path up in order: the zone's informers (in g),
+// the listeners (a predecessor's or new), then the link, addresses and
+// rules, each step only once the one before answers. On an error it stops
+// what it started in g.
+func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 	if a.zone != nil {
 		if err := a.startZone(gctx, g); err != nil {
 			return err
@@ -183,40 +212,36 @@ func (a *Agent) Run(ctx context.Context) error {
 		_ = a.server.Shutdown(context.Background())
 		return errors.Join(fmt.Errorf("setting up interface and rules: %w", err), a.abort(g))
 	}
-	if err := a.selfCheck(ctx, cfg.SetupInterface); err != nil {
-		log.Warn("listeners do not answer on their addresses yet", logkey.Err, err)
+	if err := a.selfCheck(ctx, a.cfg.SetupInterface); err != nil {
+		a.log.Warn("listeners do not answer on their addresses yet", logkey.Err, err)
 	}
-	g.Go(func() error { return a.iface.Run(gctx) })
-	g.Go(func() error { return a.local.static.Run(gctx) })
-	g.Go(func() error { return a.watchConfig(gctx, a.hup) })
-	g.Go(func() error { return a.serveHTTP(gctx) })
+	return nil
+}
+
+// runBeside starts in g what runs beside the DNS path once it serves: the
+// interface reconciler, the static-file and config watches, the health and
+// metrics listeners, the admin API and the handover socket.
+func (a *Agent) runBeside(ctx context.Context, g *errgroup.Group) {
+	g.Go(func() error { return a.iface.Run(ctx) })
+	g.Go(func() error { return a.local.static.Run(ctx) })
+	g.Go(func() error { return a.watchConfig(ctx, a.hup) })
+	g.Go(func() error { return a.serveHTTP(ctx) })
 	// The admin API and the handover socket are conveniences: if their
 	// directory is not writable, say so once and keep serving DNS.
 	g.Go(func() error {
-		if err := a.serveAdmin(gctx); err != nil {
-			log.Error("admin API unavailable; DNS keeps serving", logkey.Err, err)
+		if err := a.serveAdmin(ctx); err != nil {
+			a.log.Error("admin API unavailable; DNS keeps serving", logkey.Err, err)
 		}
 		return nil
 	})
 	g.Go(func() error {
-		err := a.serveHandover(gctx)
+		err := a.serveHandover(ctx)
 		if err != nil && !errors.Is(err, errHandedOver) {
-			log.Error("handover socket unavailable: the next upgrade will start cold; DNS keeps serving", logkey.Err, err)
+			a.log.Error("handover socket unavailable: the next upgrade will start cold; DNS keeps serving", logkey.Err, err)
 			return nil
 		}
 		return err
 	})
-	log.Info("nodecache serving", "addrs", a.addrs, "upstreams", a.forwarder.Status(), "zone", a.zone != nil,
-		"startup", time.Since(a.started).Round(time.Millisecond))
-
-	err = g.Wait()
-	err = a.shutdown(err)
-	if a.pod.enabled() && isHandedOff(a.handedOff) {
-		a.idleAfterHandover(parent)
-	}
-	stopProbes()
-	<-probesDone
-	return err
 }
 
 // build constructs the forwarder, cache, zone, server and interface manager.
