@@ -32,36 +32,6 @@ var ErrClosed = errors.New("cache: closed")
 // errBusy means a background refresh was skipped: MaxPrefetches are running.
 var errBusy = errors.New("cache: background refreshes at their limit")
 
-// Source says where a Result came from.
-type Source int
-
-// Sources of a Result.
-const (
-	SourceCache    Source = iota // a fresh entry
-	SourceUpstream               // the upstream's reply, cached or not
-	SourceStale                  // an expired entry, served per RFC 8767
-)
-
-func (s Source) String() string {
-	switch s {
-	case SourceCache:
-		return "cache"
-	case SourceUpstream:
-		return "upstream"
-	case SourceStale:
-		return "stale"
-	}
-	return "unknown"
-}
-
-// Result is Resolve's answer. Packed is shared: do not modify it.
-type Result struct {
-	Packed *wire.Packed   // always non-nil when err is nil
-	Mode   wire.TTLMode   // how to write TTLs: elapsed time, or fixed for stale
-	Source Source         // where the answer came from
-	Server netip.AddrPort // the upstream that answered, for SourceUpstream
-}
-
 // Cache is a byte-bounded, sharded LRU of upstream replies in front of an
 // Exchanger. All methods are safe for concurrent use.
 type Cache struct {

@@ -167,7 +167,7 @@ func newTestCache(tb testing.TB, cfg Config, up Exchanger, clk *clock) *Cache {
 	return c
 }
 
-func resolve(tb testing.TB, c *Cache, qs *question) Result {
+func resolve(tb testing.TB, c *Cache, qs *question) wire.Answer {
 	tb.Helper()
 	r, err := c.Resolve(context.Background(), qs.key)
 	if err != nil {

@@ -40,7 +40,7 @@ type flight struct {
 // set, the key's DO and CD, EDNS, no AD), never from a client's query: the
 // reply is stored under key and served to every client whose query has
 // it, so no client's other flags may shape it.
-func (c *Cache) Resolve(ctx context.Context, key wire.Key) (Result, error) {
+func (c *Cache) Resolve(ctx context.Context, key wire.Key) (wire.Answer, error) {
 	return c.ResolveBy(ctx, key, time.Time{}) // ResolveBy takes ctx's deadline
 }
 
@@ -49,7 +49,7 @@ func (c *Cache) Resolve(ctx context.Context, key wire.Key) (Result, error) {
 // passes its long-lived context and each query's deadline, instead of
 // deriving a timer context per miss (4% of the miss path's CPU). A timer
 // is only made when the caller joins a flight that may outlast it.
-func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, by time.Time) (Result, error) {
+func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
 	if d, ok := ctx.Deadline(); ok && (by.IsZero() || d.Before(by)) {
 		by = d
 	}
@@ -61,7 +61,7 @@ func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, by time.Time) (Resu
 	c.met.misses.Add(1)
 	f, _, err := c.join(key, h, now, false, by)
 	if err != nil {
-		return Result{}, err
+		return wire.Answer{}, err
 	}
 	var expired <-chan time.Time
 	if !by.IsZero() && f.deadline.After(by) { // joined a flight that may outlast the caller
@@ -83,63 +83,63 @@ func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, by time.Time) (Resu
 		}
 	}
 	if f.err != nil {
-		return Result{}, f.err
+		return wire.Answer{}, f.err
 	}
-	return Result{Packed: f.packed, Source: SourceUpstream, Server: f.server}, nil
+	return wire.Answer{Packed: f.packed, Source: wire.SourceUpstream, Server: f.server}, nil
 }
 
 // giveUp answers a caller that stopped waiting for its flight (which goes
 // on, and stores its answer): stale if there is an entry to serve, else why.
-func (c *Cache) giveUp(key *wire.Key, h uint64, why error) (Result, error) {
+func (c *Cache) giveUp(key *wire.Key, h uint64, why error) (wire.Answer, error) {
 	if r, ok := c.stale(key, h, c.cfg.Now(), false); ok {
 		return r, nil
 	}
-	return Result{}, fmt.Errorf("waiting for the upstream answer to %s: %w", key.PresentationName(), why)
+	return wire.Answer{}, fmt.Errorf("waiting for the upstream answer to %s: %w", key.PresentationName(), why)
 }
 
 func (c *Cache) overloaded(err error) bool {
-	return err != nil && c.cfg.Overloaded != nil && errors.Is(err, c.cfg.Overloaded)
+	return errors.Is(err, wire.ErrOverloaded)
 }
 
 // cached returns a fresh entry for key, or a stale one while the upstream
 // failed for it within the last StaleTTL (RFC 8767 failure recheck).
-func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (Result, bool) {
+func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (wire.Answer, bool) {
 	s := c.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.lru.Get(h)
 	switch {
 	case !ok || !e.hasKey(key):
-		return Result{}, false
+		return wire.Answer{}, false
 	case e.fresh(now):
 		s.hits++
 		e.hits++
-		return Result{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
+		return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
 	case e.failedAt != 0 && now.Sub(time.Unix(0, e.failedAt)) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
 		c.met.stale.Add(1)
 		return c.staleResult(e), true
 	}
-	return Result{}, false
+	return wire.Answer{}, false
 }
 
 // stale returns key's entry after an upstream failure: fresh when one was
 // stored meanwhile, else expired but within StaleMaxAge, marked as failed.
 // With kick, a background refresh of the entry is started.
-func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result, bool) {
+func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (wire.Answer, bool) {
 	s := c.shardOf(h)
 	s.mu.Lock()
 	e, ok := s.lru.Peek(h)
 	switch {
 	case !ok || !e.hasKey(key) || e.fresh(now) && e.kind == kindServfail:
 		s.mu.Unlock()
-		return Result{}, false
+		return wire.Answer{}, false
 	case e.fresh(now): // stored by another flight meanwhile
 		s.hits++
 		s.mu.Unlock()
-		return Result{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
+		return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
 	case !staleable(e, now, c.cfg.StaleMaxAge):
 		s.mu.Unlock()
-		return Result{}, false
+		return wire.Answer{}, false
 	}
 	e.failedAt = now.UnixNano()
 	s.mu.Unlock()
@@ -152,8 +152,8 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result
 	return c.staleResult(e), true
 }
 
-func (c *Cache) staleResult(e *entry) Result {
-	return Result{Packed: &e.packed, Mode: wire.TTLMode{Fixed: uint32(c.cfg.StaleTTL / time.Second)}, Source: SourceStale}
+func (c *Cache) staleResult(e *entry) wire.Answer {
+	return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Fixed: uint32(c.cfg.StaleTTL / time.Second)}, Source: wire.SourceStale}
 }
 
 // join returns the flight for key, starting one unless a flight younger

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 func TestConcurrentMissesShareOneQuery(t *testing.T) {
@@ -24,7 +26,7 @@ func TestConcurrentMissesShareOneQuery(t *testing.T) {
 		c := newTestCache(t, Config{}, up, newClock())
 		qs := newQuestion(t, "example.org.", dns.TypeA)
 		const n = 10
-		results := make([]Result, n)
+		results := make([]wire.Answer, n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() { results[i] = resolve(t, c, qs) })
@@ -36,7 +38,7 @@ func TestConcurrentMissesShareOneQuery(t *testing.T) {
 		close(gate)
 		wg.Wait()
 		for i, r := range results {
-			if r.Source != SourceUpstream || r.Packed != results[0].Packed {
+			if r.Source != wire.SourceUpstream || r.Packed != results[0].Packed {
 				t.Errorf("result %d: got source %v packed %p, want upstream %p", i, r.Source, r.Packed, results[0].Packed)
 			}
 		}
@@ -147,7 +149,7 @@ func TestServeStale(t *testing.T) {
 		clk.Advance(2 * time.Minute)
 		up.set(failing)
 		r := resolve(t, c, qs)
-		if r.Source != SourceStale || r.Mode.Fixed != 30 {
+		if r.Source != wire.SourceStale || r.Mode.Fixed != 30 {
 			t.Fatalf("Resolve with upstream down: got source %v mode %+v, want stale, fixed TTL 30", r.Source, r.Mode)
 		}
 		if got := ttls(served(t, r.Packed, qs, r.Mode)); !slices.Equal(got, []uint32{30}) {
@@ -162,7 +164,7 @@ func TestServeStale(t *testing.T) {
 		}
 
 		clk.Advance(10 * time.Second) // within the recheck window: no upstream query
-		if r := resolve(t, c, qs); r.Source != SourceStale {
+		if r := resolve(t, c, qs); r.Source != wire.SourceStale {
 			t.Errorf("Resolve within the recheck window: got source %v, want stale", r.Source)
 		}
 		if got := up.Calls(); got != 3 {
@@ -178,7 +180,7 @@ func TestServeStale(t *testing.T) {
 			}
 			return replyA(req, 60), nil
 		})
-		if r := resolve(t, c, qs); r.Source != SourceStale {
+		if r := resolve(t, c, qs); r.Source != wire.SourceStale {
 			t.Errorf("Resolve past the recheck window, upstream failing: got source %v, want stale", r.Source)
 		}
 		synctest.Wait()
@@ -192,29 +194,28 @@ func TestServeStale(t *testing.T) {
 }
 
 func TestStaleLimits(t *testing.T) {
-	errOverloaded := errors.New("overloaded")
 	servfail := func(r *dns.Msg) (*dns.Msg, error) { return replyNeg(r, dns.RcodeServerFailure, 0, 0), nil }
 	tests := []struct {
 		name        string
 		staleMaxAge time.Duration
 		expiredFor  time.Duration
 		fail        func(*dns.Msg) (*dns.Msg, error)
-		source      Source
+		source      wire.Source
 		err         error
 	}{
-		{"just expired", 0, 0, failing, SourceStale, nil},
-		{"at StaleMaxAge", 0, time.Hour, failing, SourceStale, nil},
+		{"just expired", 0, 0, failing, wire.SourceStale, nil},
+		{"at StaleMaxAge", 0, time.Hour, failing, wire.SourceStale, nil},
 		{"past StaleMaxAge", 0, time.Hour + time.Second, failing, 0, errUpstream},
 		{"shorter StaleMaxAge", 10 * time.Minute, 11 * time.Minute, failing, 0, errUpstream},
 		{"disabled", -1, time.Second, failing, 0, errUpstream},
-		{"overloaded", 0, time.Second, func(*dns.Msg) (*dns.Msg, error) { return nil, fmt.Errorf("shed: %w", errOverloaded) }, 0, errOverloaded},
-		{"upstream SERVFAIL", 0, time.Second, servfail, SourceStale, nil},
-		{"upstream SERVFAIL, nothing stale", 0, 2 * time.Hour, servfail, SourceUpstream, nil},
+		{"overloaded", 0, time.Second, func(*dns.Msg) (*dns.Msg, error) { return nil, fmt.Errorf("shed: %w", wire.ErrOverloaded) }, 0, wire.ErrOverloaded},
+		{"upstream SERVFAIL", 0, time.Second, servfail, wire.SourceStale, nil},
+		{"upstream SERVFAIL, nothing stale", 0, 2 * time.Hour, servfail, wire.SourceUpstream, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, up, clk, qs := primed(t, Config{StaleMaxAge: tt.staleMaxAge, Overloaded: errOverloaded}, 60)
+				c, up, clk, qs := primed(t, Config{StaleMaxAge: tt.staleMaxAge}, 60)
 				clk.Advance(time.Minute + tt.expiredFor)
 				up.set(tt.fail)
 				r, err := c.Resolve(context.Background(), qs.key)
@@ -228,7 +229,7 @@ func TestStaleLimits(t *testing.T) {
 					t.Fatalf("Resolve: got source %v, %v; want %v", r.Source, err, tt.source)
 				}
 				synctest.Wait()
-				if tt.source == SourceStale && r.Packed.Rcode() != dns.RcodeSuccess {
+				if tt.source == wire.SourceStale && r.Packed.Rcode() != dns.RcodeSuccess {
 					t.Errorf("stale rcode: got %d, want the stored NOERROR", r.Packed.Rcode())
 				}
 			})
@@ -245,14 +246,14 @@ func TestStaleWhenCallerGivesUp(t *testing.T) {
 		up.gate = gate
 		up.mu.Unlock()
 		ctx, cancel := context.WithCancel(context.Background())
-		var r Result
+		var r wire.Answer
 		var err error
 		done := make(chan struct{})
 		go func() { r, err = c.Resolve(ctx, qs.key); close(done) }()
 		synctest.Wait()
 		cancel()
 		<-done
-		if err != nil || r.Source != SourceStale {
+		if err != nil || r.Source != wire.SourceStale {
 			t.Errorf("Resolve cancelled with a stale entry: got %v, %v; want a stale answer", r.Source, err)
 		}
 		close(gate) // the flight goes on and stores the answer
@@ -295,7 +296,7 @@ func TestServfailRecachedNeverStale(t *testing.T) {
 	qs := newQuestion(t, "example.org.", dns.TypeA)
 	resolve(t, c, qs)
 	clk.Advance(6 * time.Second)
-	if r := resolve(t, c, qs); r.Source != SourceUpstream || r.Packed.Rcode() != dns.RcodeServerFailure {
+	if r := resolve(t, c, qs); r.Source != wire.SourceUpstream || r.Packed.Rcode() != dns.RcodeServerFailure {
 		t.Fatalf("Resolve after the SERVFAIL expired: got source %v rcode %d, want upstream SERVFAIL", r.Source, r.Packed.Rcode())
 	}
 	if _, _, ok := c.Lookup(&qs.q, clk.Now()); !ok {
@@ -516,7 +517,7 @@ func TestUpstreamPanicFailsTheFlight(t *testing.T) {
 		t.Fatalf("Resolve when the upstream query panics: got %v, want ErrPanicked", err)
 	}
 	up.set(answerA(60))
-	if r := resolve(t, c, qs); r.Source != SourceUpstream || r.Packed.Rcode() != dns.RcodeSuccess {
+	if r := resolve(t, c, qs); r.Source != wire.SourceUpstream || r.Packed.Rcode() != dns.RcodeSuccess {
 		t.Errorf("after the panic: got source %v rcode %d, want an upstream answer", r.Source, r.Packed.Rcode())
 	}
 }

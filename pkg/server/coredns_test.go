@@ -102,7 +102,7 @@ func BenchmarkCorednsObserve(b *testing.B) {
 	}
 	q := parseName(b, "www.example.org.")
 	client := netip.MustParseAddr("10.0.0.1")
-	res := Result{Source: SourceCache}
+	res := Result{Source: wire.SourceCache}
 	reply := make([]byte, 60)
 	reply[7] = 1 // one answer record
 	b.ReportAllocs()
@@ -132,7 +132,7 @@ func BenchmarkNodecacheObserve(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	res := Result{Source: SourceCache}
+	res := Result{Source: wire.SourceCache}
 	reply := make([]byte, 60)
 	reply[7] = 1 // one answer record
 	b.ReportAllocs()

@@ -7,6 +7,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // qtypes with their own label value; the rest count as "other".
@@ -19,8 +21,8 @@ const numRcodes = 24 // rcodes 0..23 get their own label; beyond counts as 23
 type metrics struct {
 	requests  [2][]prometheus.Counter // [proto][qtype index]
 	qtypeIdx  map[uint16]int
-	responses [numSources][numRcodes]prometheus.Counter
-	duration  [numSources]prometheus.Observer
+	responses [wire.NumSources][numRcodes]prometheus.Counter
+	duration  [wire.NumSources]prometheus.Observer
 	drops     *prometheus.CounterVec
 	tcpConns  prometheus.Gauge
 	panics    prometheus.Counter
@@ -76,7 +78,7 @@ func newMetrics(reg prometheus.Registerer, cfg *Config) (*metrics, error) {
 		}
 		m.requests[p] = append(m.requests[p], reqs.WithLabelValues(proto, "other"))
 	}
-	for s := Source(0); s < numSources; s++ {
+	for s := wire.Source(0); s < wire.NumSources; s++ {
 		for r := 0; r < numRcodes; r++ {
 			name, ok := dns.RcodeToString[r]
 			if !ok {
@@ -96,8 +98,8 @@ func (m *metrics) observe(proto int, qtype uint16, res Result, took time.Duratio
 	}
 	m.requests[proto][i].Inc()
 	src := res.Source
-	if src >= numSources {
-		src = SourceLocal
+	if src >= wire.NumSources {
+		src = wire.SourceLocal
 	}
 	m.responses[src][min(max(res.Rcode, 0), numRcodes-1)].Inc()
 	m.duration[src].Observe(took.Seconds())

@@ -324,8 +324,9 @@ func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire
 
 var (
 	// ErrOverloaded is returned by Exchange when Config.MaxInFlight queries
-	// are already in flight. The server edge answers REFUSED.
-	ErrOverloaded = errors.New("upstream: too many queries in flight")
+	// are already in flight. It wraps wire.ErrOverloaded, the sentinel the
+	// cache and the server edge know: the edge answers REFUSED.
+	ErrOverloaded error = errOverloaded{}
 	// ErrNoAnswer is returned by Exchange when no server gave a valid reply
 	// before the deadline. It wraps the last cause, usually an
 	// *AttemptError. The server edge answers SERVFAIL.
@@ -336,6 +337,13 @@ var (
 	// does not carry exactly one question.
 	ErrBadRequest = errors.New("upstream: request must carry exactly one question")
 )
+
+// errOverloaded is ErrOverloaded: its own message, and wire.ErrOverloaded
+// beneath it.
+type errOverloaded struct{}
+
+func (errOverloaded) Error() string { return "upstream: too many queries in flight" }
+func (errOverloaded) Unwrap() error { return wire.ErrOverloaded }
 
 // AttemptError describes one failed attempt at one server.
 type AttemptError struct {

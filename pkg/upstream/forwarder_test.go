@@ -11,6 +11,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 func TestFailedUpstreamFailsOverToNext(t *testing.T) {
@@ -192,6 +194,9 @@ func TestInFlightCapReturnsErrOverloaded(t *testing.T) {
 	_, _, err := f.Exchange(context.Background(), query("b.example.", dns.TypeA))
 	if !errors.Is(err, ErrOverloaded) {
 		t.Errorf("second query: got %v, want ErrOverloaded", err)
+	}
+	if !errors.Is(err, wire.ErrOverloaded) || err.Error() != "upstream: too many queries in flight" {
+		t.Errorf("second query: got %q, want the upstream's message over wire.ErrOverloaded, which the cache and server know", err)
 	}
 	if got := testutil.ToFloat64(f.m.overloaded); got != 1 {
 		t.Errorf("overloaded counter: got %v, want 1", got)
