@@ -46,7 +46,7 @@ func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, by time.Time
 			return res, err
 		}
 	}
-	return a.c.ResolveBy(ctx, key, by)
+	return a.c.Resolve(ctx, key, by)
 }
 
 // listenAddrs pairs every local IP with the DNS port.

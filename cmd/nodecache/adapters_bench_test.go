@@ -44,7 +44,7 @@ func BenchmarkResolverLookupHit(b *testing.B) {
 	if err := wire.Parse(pkt, &q); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := c.Resolve(context.Background(), q.Key()); err != nil {
+	if _, err := c.Resolve(context.Background(), q.Key(), time.Time{}); err != nil {
 		b.Fatal(err)
 	}
 	st, err := static.New(static.Config{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))

@@ -169,7 +169,7 @@ func newTestCache(tb testing.TB, cfg Config, up Exchanger, clk *clock) *Cache {
 
 func resolve(tb testing.TB, c *Cache, qs *question) wire.Answer {
 	tb.Helper()
-	r, err := c.Resolve(context.Background(), qs.key)
+	r, err := c.Resolve(context.Background(), qs.key, time.Time{})
 	if err != nil {
 		tb.Fatalf("Resolve(%s): %v", qs.key.PresentationName(), err)
 	}

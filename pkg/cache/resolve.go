@@ -29,27 +29,22 @@ type flight struct {
 	err    error
 }
 
-// Resolve answers a miss for key: a
-// fresh entry if one arrived meanwhile, else the answer of an upstream
-// query shared with concurrent misses for the same key (stored per the
-// cache policy, and returned even when not cacheable), else, when the
-// upstream fails, an expired entry served stale. Errors wrap the
-// Exchanger's.
+// Resolve answers a miss for key by the deadline by: a fresh entry if one
+// arrived meanwhile, else the answer of an upstream query shared with
+// concurrent misses for the same key (stored per the cache policy, and
+// returned even when not cacheable), else, when the upstream fails, an
+// expired entry served stale. Errors wrap the Exchanger's.
 //
-// The query sent upstream is built from key alone (wire.Key.Request: RD
-// set, the key's DO and CD, EDNS, no AD), never from a client's query: the
-// reply is stored under key and served to every client whose query has
-// it, so no client's other flags may shape it.
-func (c *Cache) Resolve(ctx context.Context, key wire.Key) (wire.Answer, error) {
-	return c.ResolveBy(ctx, key, time.Time{}) // ResolveBy takes ctx's deadline
-}
-
-// ResolveBy is Resolve with the caller's deadline given beside ctx, which
-// then only cancels; a zero by means ctx's deadline alone. The server
-// passes its long-lived context and each query's deadline, instead of
-// deriving a timer context per miss (4% of the miss path's CPU). A timer
-// is only made when the caller joins a flight that may outlast it.
-func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
+// by is given beside ctx, which then only cancels; a zero by means ctx's
+// deadline alone. The server passes its long-lived context and each
+// query's deadline rather than a timer context per miss. A timer is only
+// made when the caller joins a flight that may outlast it.
+//
+// The query sent upstream is built from key alone (RD set, the key's DO
+// and CD, EDNS, no AD), never from a client's query: the reply is stored
+// under key and served to every client whose query has it, so no client's
+// other flags may shape it.
+func (c *Cache) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
 	if d, ok := ctx.Deadline(); ok && (by.IsZero() || d.Before(by)) {
 		by = d
 	}

@@ -218,7 +218,7 @@ func TestStaleLimits(t *testing.T) {
 				c, up, clk, qs := primed(t, Config{StaleMaxAge: tt.staleMaxAge}, 60)
 				clk.Advance(time.Minute + tt.expiredFor)
 				up.set(tt.fail)
-				r, err := c.Resolve(context.Background(), qs.key)
+				r, err := c.Resolve(context.Background(), qs.key, time.Time{})
 				if tt.err != nil {
 					if !errors.Is(err, tt.err) {
 						t.Errorf("Resolve: got %v, want an error wrapping %v", err, tt.err)
@@ -249,7 +249,7 @@ func TestStaleWhenCallerGivesUp(t *testing.T) {
 		var r wire.Answer
 		var err error
 		done := make(chan struct{})
-		go func() { r, err = c.Resolve(ctx, qs.key); close(done) }()
+		go func() { r, err = c.Resolve(ctx, qs.key, time.Time{}); close(done) }()
 		synctest.Wait()
 		cancel()
 		<-done
@@ -271,7 +271,7 @@ func TestClose(t *testing.T) {
 		qs := newQuestion(t, "example.org.", dns.TypeA)
 		var err error
 		done := make(chan struct{})
-		go func() { _, err = c.Resolve(context.Background(), qs.key); close(done) }()
+		go func() { _, err = c.Resolve(context.Background(), qs.key, time.Time{}); close(done) }()
 		synctest.Wait()
 		if cerr := c.Close(); cerr != nil {
 			t.Fatalf("Close: %v", cerr)
@@ -280,7 +280,7 @@ func TestClose(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Resolve in flight at Close: got %v, want context.Canceled", err)
 		}
-		if _, err := c.Resolve(context.Background(), qs.key); !errors.Is(err, ErrClosed) {
+		if _, err := c.Resolve(context.Background(), qs.key, time.Time{}); !errors.Is(err, ErrClosed) {
 			t.Errorf("Resolve after Close: got %v, want ErrClosed", err)
 		}
 		if err := c.Close(); err != nil {
@@ -304,7 +304,7 @@ func TestServfailRecachedNeverStale(t *testing.T) {
 	}
 	clk.Advance(6 * time.Second)
 	up.set(failing)
-	if r, err := c.Resolve(context.Background(), qs.key); !errors.Is(err, errUpstream) {
+	if r, err := c.Resolve(context.Background(), qs.key, time.Time{}); !errors.Is(err, errUpstream) {
 		t.Errorf("Resolve with upstream down and only an expired SERVFAIL: got %v, %v; want errUpstream", r.Source, err)
 	}
 	if got := c.Stats().Stale; got != 0 {
@@ -378,18 +378,18 @@ func BenchmarkResolveMiss(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.Flush("www.example.org.")
-		if _, err := c.Resolve(ctx, qs.key); err != nil {
+		if _, err := c.Resolve(ctx, qs.key, time.Time{}); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// TestResolveByGivesUpOnALongerFlight checks the deadline given beside the
+// TestResolveGivesUpOnALongerFlight checks the deadline given beside the
 // context: a caller that joins a flight which may run past that deadline
 // stops waiting at it (no stale entry here: an error), while the flight
 // goes on and stores its answer; a caller whose own flight it is waits for
 // it, the flight being bounded by the same deadline.
-func TestResolveByGivesUpOnALongerFlight(t *testing.T) {
+func TestResolveGivesUpOnALongerFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gate := make(chan struct{})
 		up := &fakeUpstream{reply: answerA(300), gate: gate}
@@ -399,12 +399,12 @@ func TestResolveByGivesUpOnALongerFlight(t *testing.T) {
 
 		first := make(chan error, 1)
 		go func() { // no deadline of its own: the flight runs to RefreshTimeout
-			_, err := c.Resolve(context.Background(), qs.key)
+			_, err := c.Resolve(context.Background(), qs.key, time.Time{})
 			first <- err
 		}()
 		synctest.Wait()
 
-		_, err := c.ResolveBy(context.Background(), qs.key, time.Now().Add(100*time.Millisecond))
+		_, err := c.Resolve(context.Background(), qs.key, time.Now().Add(100*time.Millisecond))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("joined caller past its deadline: got %v, want context.DeadlineExceeded", err)
 		}
@@ -513,7 +513,7 @@ func TestUpstreamPanicFailsTheFlight(t *testing.T) {
 	up := &fakeUpstream{reply: func(*dns.Msg) (*dns.Msg, error) { panic("injected upstream panic") }}
 	c := newTestCache(t, Config{}, up, newClock())
 	qs := newQuestion(t, "example.org.", dns.TypeA)
-	if _, err := c.Resolve(context.Background(), qs.key); !errors.Is(err, ErrPanicked) {
+	if _, err := c.Resolve(context.Background(), qs.key, time.Time{}); !errors.Is(err, ErrPanicked) {
 		t.Fatalf("Resolve when the upstream query panics: got %v, want ErrPanicked", err)
 	}
 	up.set(answerA(60))

@@ -74,7 +74,7 @@ func (r cacheResolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.
 }
 
 func (r cacheResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
-	return r.c.ResolveBy(ctx, key, by)
+	return r.c.Resolve(ctx, key, by)
 }
 
 func newCacheResolver(t *testing.T, up netip.AddrPort) cacheResolver {
