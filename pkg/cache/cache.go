@@ -10,20 +10,20 @@ import (
 	"sync"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodecache/nodecache/internal/workers"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
-// Exchanger sends one query upstream. *upstream.Forwarder implements it.
-// The query must end by the deadline by; ctx only cancels (the cache passes
-// its own long-lived context rather than deriving one per miss). The reply
-// comes in wire form, checked to answer req and to unpack; the cache does
-// not keep the slice.
+// Exchanger asks the upstream for one key's entry. *upstream.Forwarder
+// implements it. The query (wire.Key.AppendRequest) must end by the
+// deadline by; ctx only cancels (the cache passes its own long-lived
+// context rather than deriving one per miss). The reply comes read once
+// and checked to answer the key's question: scanned in place, or unpacked.
+// It is the cache's: its Msg may be modified, and its bytes are not kept.
 type Exchanger interface {
-	ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error)
+	Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error)
 }
 
 // ErrClosed is returned by Resolve after Close.

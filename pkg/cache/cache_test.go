@@ -279,15 +279,23 @@ type udpExchanger struct {
 	client dns.Client
 }
 
-func (u *udpExchanger) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error) {
+func (u *udpExchanger) Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
 	ctx, cancel := withDeadline(ctx, by)
 	defer cancel()
+	req, err := request(key)
+	if err != nil {
+		return wire.UpstreamReply{}, u.server, err
+	}
 	m, _, err := u.client.ExchangeContext(ctx, req, u.server.String())
 	if err != nil {
-		return nil, u.server, err
+		return wire.UpstreamReply{}, u.server, err
 	}
 	raw, err := m.Pack()
-	return raw, u.server, err
+	if err != nil {
+		return wire.UpstreamReply{}, u.server, err
+	}
+	r, err := wire.ReadUpstream(raw)
+	return r, u.server, err
 }
 
 // loopbackServer starts a miekg/dns server on 127.0.0.1 with its own mux,

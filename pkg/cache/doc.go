@@ -22,9 +22,10 @@
 // (NXDOMAIN, NODATA) for min(SOA TTL, SOA MINIMUM), SERVFAIL for
 // ServfailTTL, each capped; never truncated replies, replies to another
 // question, negatives without SOA, other rcodes, or TTL 0. Record TTLs are
-// clamped to the entry's lifetime before packing. A reply in the shape
-// wire.ScanUpstream takes is judged and stored from its bytes
-// (wire.PackUpstream); any other is unpacked and packed again.
+// clamped to the entry's lifetime before packing. A reply the forwarder
+// scanned in place (wire.ScanUpstream) is judged and stored from its bytes
+// and that scan (wire.PackUpstream); any other arrives unpacked and is
+// packed.
 //
 // Popular entries (PrefetchMinHits hits) are refreshed once in the
 // background when under PrefetchPercent of their TTL is left. When the

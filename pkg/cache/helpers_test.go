@@ -3,6 +3,7 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -43,8 +44,8 @@ var testServer = netip.MustParseAddrPort("192.0.2.53:53")
 // fakeUpstream is an Exchanger that counts calls and answers with reply,
 // after waiting on gate when gate is non-nil. It packs the reply with name
 // compression, as resolvers do, so that the cache stores it from its
-// bytes; with spelled, names are written out in full, and the cache
-// unpacks the reply instead (wire.ScanUpstream refuses an owner name
+// bytes; with spelled, names are written out in full, and the reply
+// reaches the cache unpacked instead (wire.ScanUpstream refuses an owner name
 // equal to the question that is not a pointer to it).
 type fakeUpstream struct {
 	mu      sync.Mutex // guards following
@@ -54,17 +55,31 @@ type fakeUpstream struct {
 	spelled bool
 }
 
-func (f *fakeUpstream) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error) {
+func (f *fakeUpstream) Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
+	req, err := request(key)
+	if err != nil {
+		return wire.UpstreamReply{}, netip.AddrPort{}, err
+	}
 	m, err := f.exchange(ctx, req, by)
 	if err != nil {
-		return nil, netip.AddrPort{}, err
+		return wire.UpstreamReply{}, netip.AddrPort{}, err
 	}
 	m.Compress = !f.spelled
 	raw, err := m.Pack()
 	if err != nil {
-		return nil, netip.AddrPort{}, err
+		return wire.UpstreamReply{}, netip.AddrPort{}, err
 	}
-	return raw, testServer, nil
+	r, err := wire.ReadUpstream(raw)
+	return r, testServer, err
+}
+
+// request is the query the cache has the upstream asked for key, unpacked.
+func request(key wire.Key) (*dns.Msg, error) {
+	m := new(dns.Msg)
+	if err := m.Unpack(key.AppendRequest(nil)); err != nil {
+		return nil, fmt.Errorf("unpacking the request for %s: %w", key.PresentationName(), err)
+	}
+	return m, nil
 }
 
 func (f *fakeUpstream) exchange(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, error) {

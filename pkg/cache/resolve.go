@@ -179,21 +179,21 @@ func (c *Cache) join(key wire.Key, h uint64, now time.Time, bg bool, deadline ti
 	c.wg.Add(1)
 	// On a reused goroutine: unpacking the reply grows a fresh goroutine's
 	// stack, and that copy was ~5% of the miss path's CPU.
-	c.runner.Run(func() { c.run(f, key.Request()) })
+	c.runner.Run(func() { c.run(f) })
 	return f, true, nil
 }
 
 // run sends f's query, stores the reply per policy and wakes the waiters.
-func (c *Cache) run(f *flight, req *dns.Msg) {
+func (c *Cache) run(f *flight) {
 	defer c.wg.Done()
 	// c.ctx cancels (Close); the deadline goes alongside, not in a context
-	// derived per flight, whose timer and bookkeeping were 8% of a miss.
-	raw, server, err := c.exchange(req, f.deadline)
+	// derived per flight.
+	r, server, err := c.exchange(f.key, f.deadline)
 	if err != nil {
 		f.err = fmt.Errorf("resolving %s %s upstream: %w", f.key.PresentationName(), dns.TypeToString[f.key.Type], err)
 	} else {
 		f.server = server
-		f.packed, f.err = c.storeRaw(f.key, f.hash, raw, c.cfg.Now())
+		f.packed, f.err = c.storeReply(f.key, f.hash, &r, c.cfg.Now())
 	}
 	c.mu.Lock()
 	if c.flights[f.key] == f {
@@ -212,41 +212,39 @@ func (c *Cache) run(f *flight, req *dns.Msg) {
 // that is gone, or taking the agent down.
 var ErrPanicked = errors.New("upstream query panicked")
 
-// exchange sends req upstream for a flight, recovering a panic as
-// ErrPanicked and logging it with its stack.
-func (c *Cache) exchange(req *dns.Msg, by time.Time) (raw []byte, server netip.AddrPort, err error) {
+// exchange asks the upstream for key's entry for a flight, recovering a
+// panic as ErrPanicked and logging it with its stack.
+func (c *Cache) exchange(key wire.Key, by time.Time) (r wire.UpstreamReply, server netip.AddrPort, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.log.Error("recovered from a panic in an upstream query", logkey.Panic, v, logkey.Stack, string(debug.Stack()))
-			raw, err = nil, fmt.Errorf("%w: %v", ErrPanicked, v)
+			r, err = wire.UpstreamReply{}, fmt.Errorf("%w: %v", ErrPanicked, v)
 		}
 	}()
-	return c.up.ExchangeBy(c.ctx, req, by)
+	return c.up.Exchange(c.ctx, key, by)
 }
 
-// storeRaw caches the upstream reply raw for key when the policy allows,
-// and returns it packed either way. A reply in the plain shape nearly all
-// have (wire.ScanUpstream) is judged and stored from its bytes; any other
-// is unpacked and goes through store. The bytes path saves unpacking the
-// reply and packing it again: 1.2 µs and 14 allocations a miss (see
-// BenchmarkPackUpstream).
-func (c *Cache) storeRaw(key wire.Key, h uint64, raw []byte, now time.Time) (*wire.Packed, error) {
-	u, ok := wire.ScanUpstream(raw)
-	if !ok {
-		m := new(dns.Msg)
-		if err := m.Unpack(raw); err != nil {
+// storeReply caches the upstream reply r for key when the policy allows,
+// and returns it packed either way. A reply the forwarder scanned in place
+// (wire.ScanUpstream) is judged and stored from its bytes
+// (wire.PackUpstream), with no unpacking and packing again; any other
+// comes unpacked and goes through store.
+func (c *Cache) storeReply(key wire.Key, h uint64, r *wire.UpstreamReply, now time.Time) (*wire.Packed, error) {
+	if !r.Scanned {
+		if r.Msg == nil {
 			c.met.uncacheable[reasonBadReply].Add(1)
-			return nil, fmt.Errorf("unpacking upstream reply for %s: %w", key.PresentationName(), err)
+			return nil, fmt.Errorf("upstream reply for %s: neither scanned nor unpacked", key.PresentationName())
 		}
-		return c.store(key, h, m, now)
+		return c.store(key, h, r.Msg, now)
 	}
-	ttl, k, why := decideScanned(c.limitsFor(key.Name), &key, &u)
+	u := &r.Scan
+	ttl, k, why := decideScanned(c.limitsFor(key.Name), &key, u)
 	if why != reasonNone {
 		c.met.uncacheable[why].Add(1)
-		p := wire.PackUpstream(raw, &u, 0)
+		p := wire.PackUpstream(r.Raw, u, 0)
 		return &p, nil
 	}
-	e := newEntry(&key, wire.PackUpstream(raw, &u, uint32(ttl/time.Second)), k, now, ttl)
+	e := newEntry(&key, wire.PackUpstream(r.Raw, u, uint32(ttl/time.Second)), k, now, ttl)
 	c.insert(h, e, now)
 	return &e.packed, nil
 }

@@ -502,8 +502,9 @@ func TestStoreFromBytesMatchesUnpacked(t *testing.T) {
 // the same reply.
 type fixedUpstream []byte
 
-func (f fixedUpstream) ExchangeBy(context.Context, *dns.Msg, time.Time) ([]byte, netip.AddrPort, error) {
-	return bytes.Clone(f), testServer, nil
+func (f fixedUpstream) Exchange(context.Context, wire.Key, time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
+	r, err := wire.ReadUpstream(bytes.Clone(f))
+	return r, testServer, err
 }
 
 // TestUpstreamPanicFailsTheFlight checks that a panic in the upstream
@@ -519,5 +520,40 @@ func TestUpstreamPanicFailsTheFlight(t *testing.T) {
 	up.set(answerA(60))
 	if r := resolve(t, c, qs); r.Source != wire.SourceUpstream || r.Packed.Rcode() != dns.RcodeSuccess {
 		t.Errorf("after the panic: got source %v rcode %d, want an upstream answer", r.Source, r.Packed.Rcode())
+	}
+}
+
+// readUpstream is an Exchanger that hands over a reply as given: what
+// the forwarder read of it, and nothing else.
+type readUpstream struct{ r wire.UpstreamReply }
+
+func (u readUpstream) Exchange(context.Context, wire.Key, time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
+	return u.r, testServer, nil
+}
+
+// TestStoresWhatTheForwarderRead checks that the cache takes a reply as
+// the forwarder read it, without reading its bytes again: one handed over
+// unpacked is stored from the message (its bytes withheld here), and one
+// neither scanned nor unpacked is refused as a bad reply, not read.
+func TestStoresWhatTheForwarderRead(t *testing.T) {
+	qs := newQuestion(t, "example.org.", dns.TypeA)
+	c := newTestCache(t, Config{}, readUpstream{wire.UpstreamReply{Msg: replyA(qs.req, 60)}}, newClock())
+	if r := resolve(t, c, qs); r.Source != wire.SourceUpstream || len(served(t, r.Packed, qs, r.Mode).Answer) != 1 {
+		t.Errorf("reply handed over unpacked: got source %v, want upstream with one answer", r.Source)
+	}
+	if r := resolve(t, c, qs); r.Source != wire.SourceCache {
+		t.Errorf("second Resolve: got source %v, want cache", r.Source)
+	}
+
+	raw, err := replyA(qs.req, 60).Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = newTestCache(t, Config{}, readUpstream{wire.UpstreamReply{Raw: raw}}, newClock())
+	if _, err := c.Resolve(context.Background(), qs.key, time.Time{}); err == nil {
+		t.Error("reply neither scanned nor unpacked: got no error")
+	}
+	if got := c.met.uncacheable[reasonBadReply].Load(); got != 1 {
+		t.Errorf("uncacheable bad_reply: got %d, want 1", got)
 	}
 }

@@ -18,10 +18,10 @@ type Resolver interface {
 	// Lookup returns a fresh cached reply for q, without allocating.
 	Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool)
 	// Resolve answers a miss: from upstream, or stale from the cache, by
-	// the deadline by. The upstream is asked key.Request(), whose flags are
-	// those the key promises (RD set, DO and CD as keyed, no AD), whoever
-	// asked; ctx only cancels (the server's own context: a timer
-	// context per miss cost 4% of the miss path's CPU). An error wrapping
+	// the deadline by. The upstream is asked the query key.AppendRequest
+	// builds, whose flags are those the key promises (RD set, DO and CD as
+	// keyed, no AD), whoever asked; ctx only cancels (the server's own
+	// context, rather than a timer context per miss). An error wrapping
 	// wire.ErrOverloaded is answered REFUSED, any other SERVFAIL.
 	Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error)
 }

@@ -343,6 +343,8 @@ func FuzzParse(f *testing.F) {
 		switch {
 		case err == nil:
 			checkCopyTo(t, pkt)
+			key := q.Key()
+			checkAppendRequest(t, &key)
 			out := p.AppendReply(nil, &q, TTLMode{Elapsed: 1}, 512)
 			if len(out) > 512 && !q.EDNS {
 				t.Fatalf("reply of %d bytes exceeds 512", len(out))
