@@ -137,7 +137,7 @@ func BenchmarkNodecacheObserve(b *testing.B) {
 	reply[7] = 1 // one answer record
 	b.ReportAllocs()
 	for b.Loop() {
-		m.observe(protoUDP, dns.TypeA, res, 100*time.Microsecond)
+		m.observe(protoUDP, dns.TypeA, res, (100 * time.Microsecond).Seconds())
 	}
 }
 
@@ -158,6 +158,19 @@ func TestCacheHitType(t *testing.T) {
 		reply[7] = tt.an
 		if got := denial(tt.rcode, reply); got != tt.want {
 			t.Errorf("%s: got %d, want %d (0 success, 1 denial)", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestMetricQtypeIndex(t *testing.T) {
+	for i, typ := range metricQtypes {
+		if got := metricQtypeIndex(typ); got != i {
+			t.Errorf("%s: got index %d, want %d", dns.TypeToString[typ], got, i)
+		}
+	}
+	for _, typ := range []uint16{0, dns.TypeNULL, dns.TypeDNSKEY, 256, dns.TypeCAA, 65535} {
+		if got := metricQtypeIndex(typ); got != len(metricQtypes) {
+			t.Errorf("type %d: got index %d, want %d (other)", typ, got, len(metricQtypes))
 		}
 	}
 }
