@@ -360,11 +360,10 @@ func BenchmarkLookupParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkResolveMiss is the cache's share of a miss (flight, building
-// the upstream query from the key with Key.Request, policy, store), with the
-// cache kept from growing by Flush: the instant fake upstream hands over a
-// copy of a reply packed once, as the forwarder hands over a copy of the
-// datagram it read.
+// BenchmarkResolveMiss is the cache's share of a miss (flight, policy,
+// store), with the cache kept from growing by Flush: the instant fake
+// upstream hands over a copy of a reply packed once, scanned, as the
+// forwarder hands over a copy of the datagram it read with its scan.
 func BenchmarkResolveMiss(b *testing.B) {
 	qs := newQuestion(b, "www.example.org.", dns.TypeA)
 	m := replyA(qs.req, 300)

@@ -98,10 +98,10 @@ func TestOverallDeadlineEndsExchange(t *testing.T) {
 	}
 }
 
-// TestExchangeByDeadline checks that the deadline given beside the context
+// TestExchangeDeadline checks that the deadline given beside the context
 // ends the query as a context deadline would (a timeout, the server's
 // fault), and that the context still cancels.
-func TestExchangeByDeadline(t *testing.T) {
+func TestExchangeDeadline(t *testing.T) {
 	a := startServer(t, silent)
 	cfg := testConfig(a)
 	cfg.TryTimeout, cfg.Deadline = time.Hour, time.Hour
