@@ -282,11 +282,7 @@ type udpExchanger struct {
 func (u *udpExchanger) Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
 	ctx, cancel := withDeadline(ctx, by)
 	defer cancel()
-	req, err := request(key)
-	if err != nil {
-		return wire.UpstreamReply{}, u.server, err
-	}
-	m, _, err := u.client.ExchangeContext(ctx, req, u.server.String())
+	m, _, err := u.client.ExchangeContext(ctx, request(key), u.server.String())
 	if err != nil {
 		return wire.UpstreamReply{}, u.server, err
 	}

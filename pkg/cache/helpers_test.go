@@ -3,7 +3,6 @@ package cache
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/netip"
 	"sync"
 	"testing"
@@ -56,11 +55,7 @@ type fakeUpstream struct {
 }
 
 func (f *fakeUpstream) Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
-	req, err := request(key)
-	if err != nil {
-		return wire.UpstreamReply{}, netip.AddrPort{}, err
-	}
-	m, err := f.exchange(ctx, req, by)
+	m, err := f.exchange(ctx, request(key), by)
 	if err != nil {
 		return wire.UpstreamReply{}, netip.AddrPort{}, err
 	}
@@ -73,13 +68,15 @@ func (f *fakeUpstream) Exchange(ctx context.Context, key wire.Key, by time.Time)
 	return r, testServer, err
 }
 
-// request is the query the cache has the upstream asked for key, unpacked.
-func request(key wire.Key) (*dns.Msg, error) {
+// request is the query the upstream is asked for key, as a dns.Msg (what
+// wire.Key.AppendRequest writes; pkg/wire checks the two agree).
+func request(key wire.Key) *dns.Msg {
 	m := new(dns.Msg)
-	if err := m.Unpack(key.AppendRequest(nil)); err != nil {
-		return nil, fmt.Errorf("unpacking the request for %s: %w", key.PresentationName(), err)
-	}
-	return m, nil
+	m.RecursionDesired = true
+	m.CheckingDisabled = key.CD
+	m.Question = []dns.Question{{Name: key.PresentationName(), Qtype: key.Type, Qclass: key.Class}}
+	m.SetEdns0(wire.DefaultUDPSize, key.DO)
+	return m
 }
 
 func (f *fakeUpstream) exchange(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, error) {

@@ -30,7 +30,7 @@ const (
 // startFlagEcho runs an upstream on loopback that answers every A query
 // with one record whose last octet says which flags the query carried, and
 // sets AD on every reply (as a validating resolver would).
-func startFlagEcho(t *testing.T) netip.AddrPort {
+func startFlagEcho(t testing.TB) netip.AddrPort {
 	t.Helper()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -77,12 +77,12 @@ func (r cacheResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) 
 	return r.c.Resolve(ctx, key, by)
 }
 
-func newCacheResolver(t *testing.T, up netip.AddrPort) cacheResolver {
+func newCacheResolver(t testing.TB, up netip.AddrPort) cacheResolver {
 	t.Helper()
 	return newCacheResolverCfg(t, upstream.Config{Servers: []netip.AddrPort{up}})
 }
 
-func newCacheResolverCfg(t *testing.T, cfg upstream.Config) cacheResolver {
+func newCacheResolverCfg(t testing.TB, cfg upstream.Config) cacheResolver {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	fwd, err := upstream.New(cfg, prometheus.NewRegistry(), log)
@@ -215,6 +215,35 @@ func TestZoneAnswerNeverAD(t *testing.T) {
 		}
 		if r.AuthenticatedData || len(r.Answer) != 1 {
 			t.Errorf("got AD %v with %d answers, want AD clear and one answer", r.AuthenticatedData, len(r.Answer))
+		}
+	}
+}
+
+// BenchmarkMissPath is a miss end to end as Server.Query answers it (parse,
+// the fast path missing, the slow path): the real cache and forwarder ask
+// an upstream on loopback, with the cache flushed before each query.
+func BenchmarkMissPath(b *testing.B) {
+	up := startFlagEcho(b)
+	r := newCacheResolver(b, up)
+	s, err := New(Config{Addrs: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}}, Deps{Resolver: r},
+		prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("miss.example.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	pkt, err := m.Pack()
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := netip.MustParseAddr("10.0.0.1")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.c.Flush("miss.example.")
+		if _, res, err := s.Query(ctx, pkt, client); err != nil || res.Rcode != dns.RcodeSuccess {
+			b.Fatalf("got %+v, %v; want an upstream answer", res, err)
 		}
 	}
 }

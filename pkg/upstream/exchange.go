@@ -58,45 +58,47 @@ const (
 )
 
 // parseReply checks that buf answers the packed query req (with the
-// given ID) before trusting it, and reads it once: the reply it returns
-// aliases buf. The header is checked on the raw bytes so that a spoofed
-// datagram costs no allocation; a reply in the plain shape
+// given ID) before trusting it, and reads it once into r, which then
+// aliases buf; r is written only for a reply taken (replyOK,
+// replyTruncatedWhole). The header is checked on the raw bytes so that a
+// spoofed datagram costs no allocation; a reply in the plain shape
 // wire.ScanUpstream takes is checked in place, and any other is unpacked,
 // as a reply that does not unpack is ignored.
-func parseReply(buf []byte, id uint16, req []byte) (r wire.UpstreamReply, v verdict) {
+func parseReply(buf []byte, id uint16, req []byte, r *wire.UpstreamReply) verdict {
 	if len(buf) < headerSize {
-		return r, replyMalformed
+		return replyMalformed
 	}
 	if binary.BigEndian.Uint16(buf) != id || buf[2]&qrBit == 0 {
-		return r, replySpoofed
+		return replySpoofed
 	}
-	r.Raw = buf
-	if r.Scan, r.Scanned = wire.ScanUpstream(buf); r.Scanned {
-		if !r.Scan.AnswersQuery(req) {
-			return wire.UpstreamReply{}, replySpoofed
+	if u, ok := wire.ScanUpstream(buf); ok {
+		if !u.AnswersQuery(req) {
+			return replySpoofed
 		}
-		return r, replyOK
+		*r = wire.UpstreamReply{Raw: buf, Scanned: true, Scan: u}
+		return replyOK
 	}
 	resp := new(dns.Msg)
 	err := resp.Unpack(buf)
 	if !sameQuestion(resp, req) {
 		if err != nil && len(resp.Question) == 0 {
-			return wire.UpstreamReply{}, replyMalformed
+			return replyMalformed
 		}
-		return wire.UpstreamReply{}, replySpoofed
+		return replySpoofed
 	}
 	truncated := buf[2]&tcBit != 0
-	r.Msg = resp
 	switch {
 	case err != nil && truncated:
 		// A truncated reply may be cut anywhere after the question.
-		return wire.UpstreamReply{}, replyTruncated
+		return replyTruncated
 	case err != nil:
-		return wire.UpstreamReply{}, replyMalformed
-	case truncated:
-		return r, replyTruncatedWhole
+		return replyMalformed
 	}
-	return r, replyOK
+	*r = wire.UpstreamReply{Raw: buf, Msg: resp}
+	if truncated {
+		return replyTruncatedWhole
+	}
+	return replyOK
 }
 
 // sameQuestion reports whether m's one question is the one of the packed
@@ -210,7 +212,7 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, req []byte, probe bool) 
 		if err != nil {
 			return wire.UpstreamReply{}, false, false, err
 		}
-		r, v := parseReply(buf[:n], id, req)
+		v := parseReply(buf[:n], id, req, &r)
 		if v == replyOK && !s.acceptCase(buf[:n], req, mixed) {
 			v = replySpoofed
 		}
@@ -310,8 +312,8 @@ func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, req []byte) (wire.Ups
 		if _, err := io.ReadFull(conn, in[:n]); err != nil {
 			return wire.UpstreamReply{}, err
 		}
-		r, v := parseReply(in[:n], id, req)
-		switch v {
+		var r wire.UpstreamReply
+		switch parseReply(in[:n], id, req, &r) {
 		case replyOK, replyTruncatedWhole:
 			// TC over TCP is the server's final word; hand it back.
 			return r.Clone(), nil

@@ -242,8 +242,11 @@ func FuzzParseReply(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r, v := parseReply(data, 0x1234, req)
-		if v != replyOK && v != replyTruncatedWhole {
+		var r wire.UpstreamReply
+		if v := parseReply(data, 0x1234, req, &r); v != replyOK && v != replyTruncatedWhole {
+			if r.Raw != nil {
+				t.Fatalf("verdict %d, and the reply was written", v)
+			}
 			return
 		}
 		resp := new(dns.Msg)
