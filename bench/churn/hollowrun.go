@@ -45,7 +45,7 @@ func hollowMeasure(ctx context.Context, c config, out io.Writer) error {
 	procs := map[string][]*proc{"kube-apiserver": {api.apiserver}, "hollow": {self}}
 	all := func(k int) int { return (k * 7919) % c.services }
 	for step, n := range append([]int{0}, c.hollow...) {
-		if err := addHollow(ctx, api, c.hollowKinds, n, &agents, &proxies); err != nil {
+		if err := addHollow(ctx, api, c, n, &agents, &proxies); err != nil {
 			return err
 		}
 		if _, err := propagation(ctx, api, agents, proxies, fmt.Sprintf("sync-%d", step), 5*time.Minute); err != nil {
@@ -90,13 +90,14 @@ func hollowMeasure(ctx context.Context, c config, out io.Writer) error {
 	if !c.restart {
 		return nil
 	}
-	return hollowStorm(ctx, api, agents, proxies, out)
+	return hollowStorm(ctx, c, api, agents, proxies, out)
 }
 
-// addHollow starts hollow agents and proxies (as kinds says) up to n each.
-func addHollow(ctx context.Context, api *apiServer, kinds string, n int, agents *[]*hollowAgent, proxies *[]*hollowProxy) error {
+// addHollow starts hollow agents and proxies (as c.hollowKinds says) up to n each.
+func addHollow(ctx context.Context, api *apiServer, c config, n int, agents *[]*hollowAgent, proxies *[]*hollowProxy) error {
+	kinds := c.hollowKinds
 	for i := len(*agents); kinds != "proxies" && i < n; i++ {
-		a, err := startHollowAgent(ctx, api.restConfig, i)
+		a, err := startHollowAgent(ctx, api.restConfig, i, c.relistSpread)
 		if err != nil {
 			return err
 		}
@@ -115,7 +116,7 @@ func addHollow(ctx context.Context, api *apiServer, kinds string, n int, agents 
 // hollowStorm restarts kube-apiserver with every hollow watcher connected:
 // the new process's peak RSS, and the time until every watcher has a
 // Service written as soon as the API server takes writes again.
-func hollowStorm(ctx context.Context, api *apiServer, agents []*hollowAgent, proxies []*hollowProxy, out io.Writer) error {
+func hollowStorm(ctx context.Context, c config, api *apiServer, agents []*hollowAgent, proxies []*hollowProxy, out io.Writer) error {
 	_, before, err := api.apiserver.memory()
 	if err != nil {
 		return err
@@ -145,6 +146,18 @@ func hollowStorm(ctx context.Context, api *apiServer, agents []*hollowAgent, pro
 		"peak RSS of the new process %.0f MiB (old process: %.0f MiB); afterwards %s WATCH requests, %s registered watchers.\n",
 		len(agents), len(proxies), ready.Seconds(), lat, total.Seconds(), float64(peak)/(1<<20), float64(before)/(1<<20),
 		watches, watchers)
+	lists, err := scrapeRequests(ctx, api)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\nThe new process's apiserver_request_total for the watched kinds (finished requests): %s.\n", lists)
+	if c.audit {
+		a, err := readStormAudit(filepath.Join(c.dir, "audit.log"), t0)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\nHollow watchers' lists and watches after the stop (audit log): %s.\n", a)
+	}
 	return nil
 }
 
@@ -191,16 +204,72 @@ func propagation(ctx context.Context, api *apiServer, agents []*hollowAgent, pro
 	return fmt.Sprintf("%.2f s / %.2f s", seen[len(seen)/2].Seconds(), seen[len(seen)-1].Seconds()), nil
 }
 
-// scrapeWatches reads the API server's /metrics with the admin token and
-// sums apiserver_longrunning_requests{verb="WATCH"} and
+// scrapeWatches sums apiserver_longrunning_requests{verb="WATCH"} and
 // apiserver_registered_watchers ("n/a" where the server has no such series).
 func scrapeWatches(ctx context.Context, api *apiServer) (watches, watchers string, err error) {
-	b, err := api.admin.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return "", "", fmt.Errorf("scraping kube-apiserver metrics: %w", err)
-	}
 	var w, r float64
 	var haveW, haveR bool
+	err = scrapeMetrics(ctx, api, func(line string, v float64) {
+		switch {
+		case strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `verb="WATCH"`):
+			w, haveW = w+v, true
+		case strings.HasPrefix(line, "apiserver_registered_watchers{"):
+			r, haveR = r+v, true
+		}
+	})
+	watches, watchers = "n/a", "n/a"
+	if haveW {
+		watches = strconv.FormatFloat(w, 'f', 0, 64)
+	}
+	if haveR {
+		watchers = strconv.FormatFloat(r, 'f', 0, 64)
+	}
+	return watches, watchers, err
+}
+
+// scrapeRequests sums apiserver_request_total for LIST and WATCH of the
+// watched kinds by verb and code ("LIST 200: 812, WATCH 429: 40, ..."), and
+// apiserver_watch_list_duration_seconds_count (streaming lists finished).
+func scrapeRequests(ctx context.Context, api *apiServer) (string, error) {
+	sums := map[string]float64{}
+	label := func(line, name string) string {
+		_, rest, ok := strings.Cut(line, name+`="`)
+		if !ok {
+			return ""
+		}
+		v, _, _ := strings.Cut(rest, `"`)
+		return v
+	}
+	watched := map[string]bool{"services": true, "endpointslices": true, "namespaces": true, "pods": true, "nodes": true}
+	err := scrapeMetrics(ctx, api, func(line string, v float64) {
+		switch {
+		case strings.HasPrefix(line, "apiserver_request_total{") && watched[label(line, "resource")]:
+			if verb := label(line, "verb"); verb == "LIST" || verb == "WATCH" {
+				sums[verb+" "+label(line, "code")] += v
+			}
+		case strings.HasPrefix(line, "apiserver_watch_list_duration_seconds_count{"):
+			sums["watch-lists finished"] += v
+		}
+	})
+	keys := make([]string, 0, len(sums))
+	for k := range sums {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s: %.0f", k, sums[k]))
+	}
+	return strings.Join(parts, ", "), err
+}
+
+// scrapeMetrics reads the API server's /metrics with the admin token and
+// calls fn with each sample line and its value.
+func scrapeMetrics(ctx context.Context, api *apiServer, fn func(line string, v float64)) error {
+	b, err := api.admin.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("scraping kube-apiserver metrics: %w", err)
+	}
 	sc := bufio.NewScanner(bytes.NewReader(b))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
@@ -209,23 +278,9 @@ func scrapeWatches(ctx context.Context, api *apiServer) (watches, watchers strin
 		if i < 0 || strings.HasPrefix(line, "#") {
 			continue
 		}
-		v, perr := strconv.ParseFloat(line[i+1:], 64)
-		if perr != nil {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(line, "apiserver_longrunning_requests{") && strings.Contains(line, `verb="WATCH"`):
-			w, haveW = w+v, true
-		case strings.HasPrefix(line, "apiserver_registered_watchers{"):
-			r, haveR = r+v, true
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			fn(line, v)
 		}
 	}
-	watches, watchers = "n/a", "n/a"
-	if haveW {
-		watches = strconv.FormatFloat(w, 'f', 0, 64)
-	}
-	if haveR {
-		watchers = strconv.FormatFloat(r, 'f', 0, 64)
-	}
-	return watches, watchers, sc.Err()
+	return sc.Err()
 }
