@@ -52,7 +52,7 @@ func (s *relistSpread) delay() time.Duration {
 }
 
 // wrap returns lw with its relists spread.
-func (s *relistSpread) wrap(lw cache.ListerWatcher) cache.ListerWatcher {
+func (s *relistSpread) wrap(lw cache.ListerWatcher) *spreadLW {
 	return &spreadLW{inner: cache.ToListerWatcherWithContext(lw), unsupported: watchlist.DoesClientNotSupportWatchListSemantics(lw),
 		spread: s}
 }

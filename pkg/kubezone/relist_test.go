@@ -80,11 +80,11 @@ func TestRelistSpreadWaits(t *testing.T) {
 			var err error
 			switch s.kind {
 			case "list":
-				_, err = lw.List(metav1.ListOptions{})
+				_, err = lw.ListWithContext(t.Context(), metav1.ListOptions{})
 			case "watch":
-				_, err = lw.Watch(metav1.ListOptions{})
+				_, err = lw.WatchWithContext(t.Context(), metav1.ListOptions{})
 			case "watch-list":
-				_, err = lw.Watch(metav1.ListOptions{SendInitialEvents: ptrTo(true)})
+				_, err = lw.WatchWithContext(t.Context(), metav1.ListOptions{SendInitialEvents: ptrTo(true)})
 			}
 			if err != nil {
 				t.Fatalf("%s: %v", s.kind, err)
@@ -109,10 +109,10 @@ func TestRelistSpreadDisabled(t *testing.T) {
 			lw := newRelistSpread(window, rand.NewPCG(1, 2)).wrap(rec)
 			start := time.Now()
 			for range 3 {
-				if _, err := lw.Watch(metav1.ListOptions{}); err != nil {
+				if _, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := lw.List(metav1.ListOptions{}); err != nil {
+				if _, err := lw.ListWithContext(t.Context(), metav1.ListOptions{}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -128,7 +128,7 @@ func TestRelistSpreadDisabled(t *testing.T) {
 func TestRelistSpreadCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		rec := &recordingLW{}
-		lw := newRelistSpread(time.Hour, rand.NewPCG(1, 2)).wrap(rec).(cache.ListerWatcherWithContext)
+		lw := newRelistSpread(time.Hour, rand.NewPCG(1, 2)).wrap(rec)
 		if _, err := lw.WatchWithContext(t.Context(), metav1.ListOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -184,7 +184,7 @@ func TestRelistSpreadWatchListSupport(t *testing.T) {
 		want   bool
 	}{{fake.NewClientset(), true}, {&kubernetes.Clientset{}, false}} {
 		lw := s.wrap(cache.ToListWatcherWithWatchListSemantics(&cache.ListWatch{}, c.client))
-		if got := lw.(*spreadLW).IsWatchListSemanticsUnSupported(); got != c.want {
+		if got := lw.IsWatchListSemanticsUnSupported(); got != c.want {
 			t.Errorf("%T: unsupported got %v, want %v", c.client, got, c.want)
 		}
 	}
