@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 )
@@ -166,9 +167,17 @@ func hollowStorm(ctx context.Context, c config, api *apiServer, agents []*hollow
 // since the write, over agents and proxies together.
 func propagation(ctx context.Context, api *apiServer, agents []*hollowAgent, proxies []*hollowProxy, name string,
 	limit time.Duration) (string, error) {
-	start := time.Now()
-	if _, err := api.admin.CoreV1().Services(markerNamespace).Create(ctx, markerService(name), metav1.CreateOptions{}); err != nil {
-		return "", fmt.Errorf("creating marker %s: %w", name, err)
+	var start time.Time
+	for attempt := 1; ; attempt++ { // an API server starved of CPU may time out a write: try again
+		start = time.Now()
+		_, err := api.admin.CoreV1().Services(markerNamespace).Create(ctx, markerService(name), metav1.CreateOptions{})
+		if err == nil || apierrors.IsAlreadyExists(err) {
+			break
+		}
+		if attempt == 5 || ctx.Err() != nil {
+			return "", fmt.Errorf("creating marker %s: %w", name, err)
+		}
+		logf("creating marker %s (attempt %d): %v", name, attempt, err)
 	}
 	fqdn := name + "." + markerNamespace + ".svc.cluster.local."
 	var checks []func() bool
