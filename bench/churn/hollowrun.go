@@ -123,6 +123,11 @@ func hollowStorm(ctx context.Context, c config, api *apiServer, agents []*hollow
 		return err
 	}
 	logf("restarting kube-apiserver with %d + %d hollow watchers", len(agents), len(proxies))
+	self := &proc{name: "hollow"}
+	selfCPU0, err := self.cpu()
+	if err != nil {
+		return err
+	}
 	t0 := time.Now()
 	if err := api.restart(ctx); err != nil {
 		return err
@@ -133,6 +138,14 @@ func hollowStorm(ctx context.Context, c config, api *apiServer, agents []*hollow
 		return err
 	}
 	total := time.Since(t0)
+	apiCPU, err := api.apiserver.cpu()
+	if err != nil {
+		return err
+	}
+	selfCPU, err := self.cpu()
+	if err != nil {
+		return err
+	}
 	sleep(ctx, 10*time.Second) // relists still in flight show in the peak
 	_, peak, err := api.apiserver.memory()
 	if err != nil {
@@ -147,6 +160,8 @@ func hollowStorm(ctx context.Context, c config, api *apiServer, agents []*hollow
 		"peak RSS of the new process %.0f MiB (old process: %.0f MiB); afterwards %s WATCH requests, %s registered watchers.\n",
 		len(agents), len(proxies), ready.Seconds(), lat, total.Seconds(), float64(peak)/(1<<20), float64(before)/(1<<20),
 		watches, watchers)
+	fmt.Fprintf(out, "\nCPU from the stop until every watcher was in sync: new kube-apiserver %.1f s, hollow process %.1f s.\n",
+		apiCPU.Seconds(), (selfCPU - selfCPU0).Seconds())
 	lists, err := scrapeRequests(ctx, api)
 	if err != nil {
 		return err
