@@ -47,6 +47,7 @@ type auditEvent struct {
 	Verb           string    `json:"verb"`
 	UserAgent      string    `json:"userAgent"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
+	Received       time.Time `json:"requestReceivedTimestamp"`
 	ResponseStatus struct {
 		Code int `json:"code"`
 	} `json:"responseStatus"`
@@ -82,6 +83,8 @@ type stormAudit struct {
 	requests map[string]int  // "kind code" -> requests
 	relisted int             // watchers with a LIST or watch-list answered 200
 	back     []time.Duration // per watcher, its last watch's start after since, sorted
+	relists  []time.Duration // each relist's arrival after since, sorted
+	peak     int             // most relists arriving within one second
 }
 
 func readStormAudit(path string, since time.Time) (*stormAudit, error) {
@@ -117,6 +120,7 @@ func readStormAudit(path string, since time.Time) (*stormAudit, error) {
 		if ev.ResponseStatus.Code == 200 {
 			if kind == "LIST" || kind == "watch-list" {
 				relisted[who] = true
+				a.relists = append(a.relists, ev.Received.Sub(since))
 			}
 			if ev.Verb == "watch" && ev.StageTimestamp.After(back[who]) {
 				back[who] = ev.StageTimestamp
@@ -131,6 +135,13 @@ func readStormAudit(path string, since time.Time) (*stormAudit, error) {
 		a.back = append(a.back, t.Sub(since))
 	}
 	slices.Sort(a.back)
+	slices.Sort(a.relists)
+	for i, j := 0, 0; j < len(a.relists); j++ {
+		for a.relists[j]-a.relists[i] >= time.Second {
+			i++
+		}
+		a.peak = max(a.peak, j-i+1)
+	}
 	return a, nil
 }
 
@@ -150,6 +161,10 @@ func (a *stormAudit) String() string {
 	}
 	if len(a.back) == 0 {
 		return b.String() + "; no watch restarted"
+	}
+	if n := len(a.relists); n > 0 {
+		fmt.Fprintf(&b, "; relists arrived %.1f s to %.1f s after the stop (p50 %.1f s), at most %d within one second",
+			a.relists[0].Seconds(), a.relists[n-1].Seconds(), a.relists[n/2].Seconds(), a.peak)
 	}
 	fmt.Fprintf(&b, "; %d watchers relisted; every watch streaming again after the stop (p50 / last): %.1f s / %.1f s, "+
 		"first %.1f s", a.relisted, a.back[len(a.back)/2].Seconds(), a.back[len(a.back)-1].Seconds(), a.back[0].Seconds())

@@ -122,7 +122,8 @@ func hollowStorm(ctx context.Context, c config, api *apiServer, agents []*hollow
 	if err != nil {
 		return err
 	}
-	logf("restarting kube-apiserver with %d + %d hollow watchers", len(agents), len(proxies))
+	logf("restarting kube-apiserver with %d + %d hollow watchers (stop at %s)", len(agents), len(proxies),
+		time.Now().UTC().Format(time.RFC3339Nano))
 	self := &proc{name: "hollow"}
 	selfCPU0, err := self.cpu()
 	if err != nil {

@@ -98,8 +98,22 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.StringVar(&c.hollowKinds, "hollow-kinds", "both", "hollow mode: which watchers to run: both, agents or proxies")
 	fs.DurationVar(&c.relistSpread, "relist-spread", 0, "hollow mode: the agents' relist spread "+
 		"(kubezone.Config.RelistSpread; 0: its default, negative: none)")
+	auditLog := fs.String("audit-summary", "", "print the restart summary of this kube-apiserver audit log (from -audit) and exit")
+	auditSince := fs.String("audit-since", "", "with -audit-summary: when the stop began, RFC 3339")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *auditLog != "" {
+		since, err := time.Parse(time.RFC3339Nano, *auditSince)
+		if err != nil {
+			return fmt.Errorf("-audit-since: %w", err)
+		}
+		a, err := readStormAudit(*auditLog, since)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Hollow watchers' lists and watches after the stop (audit log): %s.\n", a)
+		return nil
 	}
 	switch {
 	case c.binDir == "" || c.dir == "":
