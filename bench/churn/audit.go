@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/url"
@@ -143,6 +144,21 @@ func readStormAudit(path string, since time.Time) (*stormAudit, error) {
 		a.peak = max(a.peak, j-i+1)
 	}
 	return a, nil
+}
+
+// awaitRelists reads the audit log every 2 s until it holds want relists
+// after since, or 3 minutes have passed (then it returns what it has).
+func awaitRelists(ctx context.Context, path string, since time.Time, want int) (*stormAudit, error) {
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		a, err := readStormAudit(path, since)
+		if err != nil || len(a.relists) >= want || time.Now().After(deadline) {
+			return a, err
+		}
+		if !sleep(ctx, 2*time.Second) {
+			return a, ctx.Err()
+		}
+	}
 }
 
 // String prints the counts and the watch restarts' times.
