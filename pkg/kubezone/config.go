@@ -55,7 +55,7 @@ const (
 	DefaultNegativeTTL      = 5 * time.Second
 	DefaultSnapshotInterval = 10 * time.Second
 	DefaultSnapshotMaxAge   = time.Hour
-	DefaultRelistSpread     = 10 * time.Second
+	DefaultRelistSpread     = 30 * time.Second
 )
 
 // Config configures a Zone. The zero value is usable after Validate, which
@@ -94,7 +94,7 @@ type Config struct {
 	// API server restarts (or a watch expires), each informer waits a random
 	// delay below it before relisting, so that the agents of a cluster do
 	// not all relist at once; the zone answers from what it holds
-	// meanwhile. An informer's first list does not wait. Zero means 10s;
+	// meanwhile. An informer's first list does not wait. Zero means 30s;
 	// negative means relists go out at once.
 	RelistSpread time.Duration
 }
