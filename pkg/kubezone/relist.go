@@ -19,14 +19,15 @@ import (
 //
 // Why it is needed: when kube-apiserver restarts, its new watch cache starts
 // at the current resource version, so every informer's resumed watch is
-// answered "too old resource version" (410) and relists at once, whatever
-// client-go's backoff did before. Every relist but an informer's first waits
+// answered "too old resource version" (410) and relists, all within the few
+// seconds client-go's backoff spreads them over, just as the new server
+// starts (docs/scale.md, Reconnects). Every relist but an informer's first waits
 // a uniform random delay in [0, window) first, drawn from the agent's own
 // random source; a relist that fails and is retried by client-go does not
 // wait again, so one relist is delayed by less than window. The zone keeps
 // answering from what it holds meanwhile.
 type relistSpread struct {
-	window time.Duration // 0: relists go out at once
+	window time.Duration // <= 0: relists go out at once
 
 	mu  sync.Mutex // guards rnd
 	rnd *rand.Rand
