@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/iface"
@@ -97,8 +98,17 @@ func zoneConfig(cfg *Config) kubezone.Config {
 	return kubezone.Config{
 		Domain: cfg.ClusterDomain, TTL: cfg.TTL, NegativeTTL: cfg.NegativeTTL, Pods: cfg.Pods,
 		NodeName: cfg.NodeName, LocalIPs: cfg.LocalIPs, SnapshotPath: cfg.ZoneSnapshot,
-		SnapshotMaxAge: cfg.SnapshotAge,
+		SnapshotMaxAge: cfg.SnapshotAge, RelistSpread: relistSpread(cfg.RelistSpread),
 	}
+}
+
+// relistSpread maps --relist-spread to kubezone.Config.RelistSpread, where
+// zero means the default and a negative value no spread.
+func relistSpread(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // serverConfig is the DNS server's config: its listen addresses, the stub

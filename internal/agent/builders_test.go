@@ -152,9 +152,16 @@ func TestZoneConfig(t *testing.T) {
 		"--zone-snapshot", "/var/lib/nodecache/zone", "--zone-snapshot-max-age", "2h"))
 	want := kubezone.Config{Domain: "k8s.example", TTL: 7 * time.Second, NegativeTTL: 3 * time.Second,
 		Pods: kubezone.PodsVerified, NodeName: "node-1", LocalIPs: []netip.Addr{ip("127.0.0.5")},
-		SnapshotPath: "/var/lib/nodecache/zone", SnapshotMaxAge: 2 * time.Hour}
+		SnapshotPath: "/var/lib/nodecache/zone", SnapshotMaxAge: 2 * time.Hour, RelistSpread: kubezone.DefaultRelistSpread}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
+	}
+	// --relist-spread 0 relists at once: kubezone's "no spread" is negative,
+	// its zero the default.
+	for flag, want := range map[string]time.Duration{"0s": -1, "10s": 10 * time.Second} {
+		if got := zoneConfig(mustConfig(t, "--relist-spread", flag)).RelistSpread; got != want {
+			t.Errorf("--relist-spread %s: got %v, want %v", flag, got, want)
+		}
 	}
 }
 
