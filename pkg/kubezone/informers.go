@@ -20,7 +20,6 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -75,8 +74,8 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 	services := factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, nil)
 	})
-	slices := factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, nil)
+	slices := factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+		return sliceInformer(c) // slimwatch.go: decodes straight into slims
 	})
 	errs := []error{
 		add(services, "services", objService),
