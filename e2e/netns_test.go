@@ -22,6 +22,9 @@ import (
 // so two test binaries on one host do not collide.
 var nsSeq atomic.Int64
 
+// netnsPrefix starts the name of every namespace this suite creates.
+const netnsPrefix = "nce2e-"
+
 // netNS is a named network namespace (/run/netns/Name), usable with
 // `ip netns exec`.
 type netNS struct {
@@ -32,7 +35,7 @@ type netNS struct {
 // and its /etc/netns/Name directory.
 func newNetNS(t testing.TB, role string) *netNS {
 	t.Helper()
-	n := &netNS{Name: fmt.Sprintf("nce2e-%d-%s%d", os.Getpid(), role, nsSeq.Add(1))}
+	n := &netNS{Name: fmt.Sprintf("%s%d-%s%d", netnsPrefix, os.Getpid(), role, nsSeq.Add(1))}
 	mustIP(t, "netns", "add", n.Name)
 	t.Cleanup(func() {
 		if err := os.RemoveAll(filepath.Join("/etc/netns", n.Name)); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/tap"
 	"github.com/nodecache/nodecache/pkg/upstream"
@@ -30,7 +31,7 @@ type runConfig struct {
 	SetupInterface bool
 	SetupIPTables  bool
 	InterfaceName  string
-	IPTablesMode   string
+	IPTablesMode   iface.IPTablesMode
 	SyncInterval   time.Duration
 	SkipTeardown   bool
 
@@ -170,7 +171,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	fs.BoolVar(&c.SetupInterface, "setup-interface", true, "create the interface and its addresses")
 	fs.BoolVar(&c.SetupIPTables, "setup-iptables", true, "install NOTRACK and ACCEPT rules")
 	fs.StringVar(&c.InterfaceName, "interface-name", "nodelocaldns", "name of the link that carries the local IPs")
-	fs.StringVar(&c.IPTablesMode, "iptables-mode", "auto", "iptables backend: auto, nft or legacy")
+	fs.TextVar(&c.IPTablesMode, "iptables-mode", iface.ModeAuto, "iptables backend: auto, nft or legacy")
 	durationVar(fs, &c.SyncInterval, "sync-interval", 10*time.Second, "how often interface and rules are re-checked")
 	fs.BoolVar(&c.SkipTeardown, "skip-teardown", false, "leave interface and rules in place on exit")
 

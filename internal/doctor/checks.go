@@ -54,7 +54,7 @@ func (e *Env) checkInterface(ctx context.Context) []Finding {
 			cfg.InterfaceName = e.st.Interface.Interface.Name
 			cfg.SetupInterface = e.st.Interface.Interface.State != iface.StateDisabled
 			cfg.SetupIPTables = e.st.Interface.Rules.State != iface.StateDisabled
-			if b := e.st.Interface.Rules.Backend; b == iface.ModeNFT || b == iface.ModeLegacy {
+			if b := iface.IPTablesMode(e.st.Interface.Rules.Backend); b == iface.ModeNFT || b == iface.ModeLegacy {
 				cfg.IPTablesMode = b
 			}
 			cfg.ExtraTCPPorts = e.localHTTPPorts(ips)
@@ -179,10 +179,10 @@ func ruleFindings(r iface.RulesStatus, source string) []Finding {
 // checkBackend compares our iptables backend with the one holding
 // kube-proxy's KUBE- chains.
 func (e *Env) checkBackend(ctx context.Context) []Finding {
-	kube := map[string]bool{}
+	kube := map[iface.IPTablesMode]bool{}
 	found := 0
-	for _, mode := range []string{iface.ModeLegacy, iface.ModeNFT} {
-		out, err := e.Run(ctx, "iptables-"+mode+"-save")
+	for _, mode := range []iface.IPTablesMode{iface.ModeLegacy, iface.ModeNFT} {
+		out, err := e.Run(ctx, "iptables-"+string(mode)+"-save")
 		if errors.Is(err, exec.ErrNotFound) {
 			continue
 		}
@@ -190,9 +190,9 @@ func (e *Env) checkBackend(ctx context.Context) []Finding {
 		kube[mode] = strings.Contains(out, "\n:KUBE-") || strings.HasPrefix(out, ":KUBE-")
 	}
 	f := Finding{Check: "backend"}
-	ours := ""
+	var ours iface.IPTablesMode
 	if e.st != nil {
-		ours = e.st.Interface.Rules.Backend
+		ours = iface.IPTablesMode(e.st.Interface.Rules.Backend)
 	}
 	switch {
 	case found == 0:
@@ -210,12 +210,12 @@ func (e *Env) checkBackend(ctx context.Context) []Finding {
 		}
 		switch ours {
 		case theirs:
-			f.Severity, f.Detail = OK, "our rules and kube-proxy's are both in iptables-"+theirs
+			f.Severity, f.Detail = OK, "our rules and kube-proxy's are both in iptables-"+string(theirs)
 		case iface.ModeNFT, iface.ModeLegacy:
 			f.Severity, f.Detail = Fail, fmt.Sprintf("our rules are in iptables-%s, kube-proxy's in iptables-%s", ours, theirs)
-			f.Fix = "run the agent with --iptables-mode " + theirs + " (or auto)"
+			f.Fix = "run the agent with --iptables-mode " + string(theirs) + " (or auto)"
 		default:
-			f.Severity, f.Detail = OK, "kube-proxy's rules are in iptables-"+theirs+"; the agent manages no rules to compare"
+			f.Severity, f.Detail = OK, "kube-proxy's rules are in iptables-"+string(theirs)+"; the agent manages no rules to compare"
 		}
 	}
 	return []Finding{f}

@@ -97,7 +97,7 @@ func TestDoctorBackend(t *testing.T) {
 	tests := []struct {
 		name        string
 		legacy, nft *string
-		ours        string
+		ours        iface.IPTablesMode
 		want        Severity
 	}{
 		{"same backend", &none, &kube, iface.ModeNFT, OK},
@@ -119,7 +119,7 @@ func TestDoctorBackend(t *testing.T) {
 			}
 			e := n.env(t)
 			e.st = &adminapi.Status{}
-			e.st.Interface.Rules.Backend = tt.ours
+			e.st.Interface.Rules.Backend = string(tt.ours)
 			wantOne(t, severities(e.checkBackend(context.Background()), "backend"), tt.want)
 		})
 	}

@@ -60,8 +60,8 @@ type LinkHandle interface {
 // RuleHandle is the part of iptables/ip6tables the Manager uses. Rule specs are in the form
 // `iptables -S` prints them, without the leading "-A <chain>".
 type RuleHandle interface {
-	// Backend names the flavour in use: "nft" or "legacy".
-	Backend() string
+	// Backend names the flavour in use: ModeNFT or ModeLegacy.
+	Backend() IPTablesMode
 	// ListRules returns the rules of chain in order; exists is false when the chain is absent.
 	ListRules(fam Family, table, chain string) (rules []string, exists bool, err error)
 	// ReplaceChain creates chain if absent, flushes it and appends rules in order.

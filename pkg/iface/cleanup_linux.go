@@ -24,7 +24,7 @@ func Cleanup(ctx context.Context, cfg Config, log *slog.Logger) error {
 	}
 	var errs []error
 	if cfg.SetupIPTables {
-		for _, mode := range []string{ModeNFT, ModeLegacy} {
+		for _, mode := range []IPTablesMode{ModeNFT, ModeLegacy} {
 			errs = append(errs, cleanupFlavour(ctx, cfg, mode, log))
 		}
 	}
@@ -47,7 +47,7 @@ func Cleanup(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 // cleanupFlavour removes our jumps and chains from the families of one flavour whose binaries are
 // installed; a flavour without binaries holds nothing of ours.
-func cleanupFlavour(ctx context.Context, cfg Config, mode string, log *slog.Logger) error {
+func cleanupFlavour(ctx context.Context, cfg Config, mode IPTablesMode, log *slog.Logger) error {
 	var fams []Family
 	for _, fam := range []Family{FamilyV4, FamilyV6} {
 		if _, err := exec.LookPath(binary(fam, mode, "")); err == nil {
@@ -63,7 +63,7 @@ func cleanupFlavour(ctx context.Context, cfg Config, mode string, log *slog.Logg
 	}
 	rc := cfg
 	rc.SetupInterface, rc.IPTablesMode = false, mode
-	m, err := NewWithBackends(rc, nil, rules, nil, log.With("backend", mode))
+	m, err := NewWithBackends(rc, nil, rules, nil, log.With("backend", string(mode)))
 	if err != nil {
 		return err
 	}

@@ -16,12 +16,48 @@ const (
 	DefaultSyncInterval  = 10 * time.Second
 )
 
-// IPTables backends accepted in Config.IPTablesMode.
+// IPTablesMode names an iptables flavour: the binaries (iptables-nft or
+// iptables-legacy) the rules are written with. The zero value means ModeAuto.
+type IPTablesMode string
+
+// IPTables flavours accepted in Config.IPTablesMode.
 const (
-	ModeAuto   = "auto"
-	ModeNFT    = "nft"
-	ModeLegacy = "legacy"
+	// ModeAuto picks the flavour that holds kube-proxy's rules (see chooseMode).
+	ModeAuto IPTablesMode = "auto"
+	// ModeNFT writes through iptables-nft (the nf_tables kernel API).
+	ModeNFT IPTablesMode = "nft"
+	// ModeLegacy writes through iptables-legacy (the x_tables kernel API).
+	ModeLegacy IPTablesMode = "legacy"
 )
+
+// ParseIPTablesMode returns the flavour named s; "" is the zero value (ModeAuto).
+func ParseIPTablesMode(s string) (IPTablesMode, error) {
+	m := IPTablesMode(s)
+	return m, m.Validate()
+}
+
+// MarshalText and UnmarshalText let a flag set or a config file hold an
+// IPTablesMode; an unknown name is refused when it is read.
+func (m IPTablesMode) MarshalText() ([]byte, error) { return []byte(m), nil }
+
+// UnmarshalText sets m from its name; see MarshalText.
+func (m *IPTablesMode) UnmarshalText(b []byte) error {
+	v, err := ParseIPTablesMode(string(b))
+	if err != nil {
+		return err
+	}
+	*m = v
+	return nil
+}
+
+// Validate reports whether m is a known flavour or the zero value.
+func (m IPTablesMode) Validate() error {
+	switch m {
+	case "", ModeAuto, ModeNFT, ModeLegacy:
+		return nil
+	}
+	return fmt.Errorf("iface: iptables mode %q, want auto, nft or legacy", string(m))
+}
 
 // maxIfNameLen is IFNAMSIZ-1, the longest interface name Linux accepts.
 const maxIfNameLen = 15
@@ -42,8 +78,8 @@ type Config struct {
 	SetupInterface bool
 	// SetupIPTables installs and keeps the rules. Zero value: false (the part is a no-op).
 	SetupIPTables bool
-	// IPTablesMode picks the iptables flavour: "auto", "nft" or "legacy". Zero value: "auto".
-	IPTablesMode string
+	// IPTablesMode picks the iptables flavour: ModeAuto, ModeNFT or ModeLegacy. Zero value: ModeAuto.
+	IPTablesMode IPTablesMode
 	// SyncInterval is the period of the full reconcile in Run. Zero value: 10s.
 	SyncInterval time.Duration
 }
@@ -75,10 +111,8 @@ func (c *Config) Validate() error {
 	if slices.Contains(c.ExtraTCPPorts, 0) {
 		return errors.New("iface: extra TCP port 0 is not a port")
 	}
-	switch c.IPTablesMode {
-	case "", ModeAuto, ModeNFT, ModeLegacy:
-	default:
-		return fmt.Errorf("iface: iptables mode %q, want auto, nft or legacy", c.IPTablesMode)
+	if err := c.IPTablesMode.Validate(); err != nil {
+		return err
 	}
 	if c.SyncInterval < 0 {
 		return fmt.Errorf("iface: sync interval %v is negative", c.SyncInterval)

@@ -1,6 +1,8 @@
 package iface
 
 import (
+	"flag"
+	"io"
 	"net/netip"
 	"slices"
 	"strings"
@@ -78,7 +80,8 @@ func TestChooseMode(t *testing.T) {
 		warned = "# Warning: iptables-legacy tables present, use iptables-legacy-save to see them\n"
 	)
 	tests := []struct {
-		name, legacy, nft, want string
+		name, legacy, nft string
+		want              IPTablesMode
 	}{
 		{"nothing anywhere", "", "", ModeNFT},
 		{"empty tables both", empty, empty, ModeNFT},
@@ -96,5 +99,36 @@ func TestChooseMode(t *testing.T) {
 				t.Errorf("got %s, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestIPTablesModeFlag: the mode is read through a flag set, so a bad name
+// fails when the flag is parsed, saying what to give instead.
+func TestIPTablesModeFlag(t *testing.T) {
+	for _, tt := range []struct {
+		arg     string
+		want    IPTablesMode
+		wantErr bool
+	}{
+		{"auto", ModeAuto, false},
+		{"nft", ModeNFT, false},
+		{"legacy", ModeLegacy, false},
+		{"iptables", "", true},
+		{"NFT", "", true},
+	} {
+		fs := flag.NewFlagSet("t", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var m IPTablesMode
+		fs.TextVar(&m, "iptables-mode", ModeAuto, "")
+		err := fs.Parse([]string{"--iptables-mode=" + tt.arg})
+		if tt.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "want auto, nft or legacy") {
+				t.Errorf("--iptables-mode=%s: got %v, want an error naming the choices", tt.arg, err)
+			}
+			continue
+		}
+		if err != nil || m != tt.want {
+			t.Errorf("--iptables-mode=%s: got %q, %v, want %q", tt.arg, m, err, tt.want)
+		}
 	}
 }

@@ -43,7 +43,7 @@ func newFakeRules(ops *opLog) *fakeRules {
 	return f
 }
 
-func (f *fakeRules) Backend() string { return "fake" }
+func (f *fakeRules) Backend() IPTablesMode { return "fake" }
 
 func (f *fakeRules) ListRules(fam Family, table, chain string) ([]string, bool, error) {
 	f.mu.Lock()

@@ -20,23 +20,23 @@ const lockWaitSeconds = 5
 
 // xtablesRules is the real RuleHandle: iptables and ip6tables binaries of one flavour.
 type xtablesRules struct {
-	mode string                        // ModeNFT or ModeLegacy
+	mode IPTablesMode                  // ModeNFT or ModeLegacy
 	ipt  map[Family]*iptables.IPTables // only families with local IPs
 }
 
 var _ RuleHandle = (*xtablesRules)(nil)
 
 // binary returns the flavoured command name, e.g. ip6tables-legacy or iptables-nft-save.
-func binary(fam Family, mode, suffix string) string {
+func binary(fam Family, mode IPTablesMode, suffix string) string {
 	cmd := "iptables"
 	if fam == FamilyV6 {
 		cmd = "ip6tables"
 	}
-	return cmd + "-" + mode + suffix
+	return cmd + "-" + string(mode) + suffix
 }
 
 // newXtablesRules resolves mode ("auto" is detected here) and opens the binaries of each family.
-func newXtablesRules(ctx context.Context, mode string, fams []Family) (*xtablesRules, error) {
+func newXtablesRules(ctx context.Context, mode IPTablesMode, fams []Family) (*xtablesRules, error) {
 	if mode == ModeAuto {
 		mode = detectMode(ctx)
 	}
@@ -60,10 +60,10 @@ func newXtablesRules(ctx context.Context, mode string, fams []Family) (*xtablesR
 }
 
 // detectMode runs the -save commands of both flavours (missing or failing ones count as empty).
-func detectMode(ctx context.Context) string {
+func detectMode(ctx context.Context) IPTablesMode {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	dump := func(mode string) string {
+	dump := func(mode IPTablesMode) string {
 		var out bytes.Buffer
 		for _, fam := range []Family{FamilyV4, FamilyV6} {
 			cmd := exec.CommandContext(ctx, binary(fam, mode, "-save"))
@@ -75,7 +75,7 @@ func detectMode(ctx context.Context) string {
 	return chooseMode(dump(ModeLegacy), dump(ModeNFT))
 }
 
-func (r *xtablesRules) Backend() string { return r.mode }
+func (r *xtablesRules) Backend() IPTablesMode { return r.mode }
 
 func (r *xtablesRules) get(fam Family) (*iptables.IPTables, error) {
 	ipt, ok := r.ipt[fam]

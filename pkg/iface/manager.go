@@ -78,7 +78,7 @@ func NewWithBackends(cfg Config, links LinkHandle, rules RuleHandle, reg prometh
 		m.status.Interface.State = StateDisabled
 	}
 	if cfg.SetupIPTables {
-		m.status.Rules.Backend = rules.Backend()
+		m.status.Rules.Backend = string(rules.Backend())
 	} else {
 		m.status.Rules = RulesStatus{State: StateDisabled, Backend: StateDisabled}
 	}
@@ -191,7 +191,7 @@ func (m *Manager) Teardown(ctx context.Context) error {
 		m.status.Interface = InterfaceStatus{State: StateUnknown, Name: m.cfg.InterfaceName}
 	}
 	if m.rules != nil {
-		m.status.Rules = RulesStatus{State: StateUnknown, Backend: m.rules.Backend()}
+		m.status.Rules = RulesStatus{State: StateUnknown, Backend: string(m.rules.Backend())}
 	}
 	m.mu.Unlock()
 	if err != nil {

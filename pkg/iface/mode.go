@@ -30,7 +30,7 @@ func parseSave(out string) saveStats {
 // chooseMode is kube-proxy's iptables-wrapper heuristic: nft when the nft tables hold kube-proxy's
 // (or kubelet's) KUBE- chains; otherwise legacy when legacy holds more rules than nft (in particular
 // when only legacy has rules); otherwise nft.
-func chooseMode(legacySave, nftSave string) string {
+func chooseMode(legacySave, nftSave string) IPTablesMode {
 	legacy, nft := parseSave(legacySave), parseSave(nftSave)
 	switch {
 	case nft.kubeChains:

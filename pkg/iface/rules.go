@@ -104,7 +104,7 @@ func (m *Manager) inspectRules(ctx context.Context) ([]chainView, error) {
 }
 
 func (m *Manager) rulesStatus(views []chainView) RulesStatus {
-	st := RulesStatus{State: StateOK, Backend: m.rules.Backend()}
+	st := RulesStatus{State: StateOK, Backend: string(m.rules.Backend())}
 	for _, v := range views {
 		st.Chains = append(st.Chains, v.st)
 		if !v.st.ok() {

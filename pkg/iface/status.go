@@ -44,7 +44,7 @@ type InterfaceStatus struct {
 // RulesStatus describes our chains in every family that has local IPs.
 type RulesStatus struct {
 	State   string // StateOK, StateDrift, StateDisabled or StateUnknown
-	Backend string // "nft", "legacy", or "disabled"
+	Backend string // an IPTablesMode in use (ModeNFT or ModeLegacy), or StateDisabled
 	Chains  []ChainStatus
 }
 
