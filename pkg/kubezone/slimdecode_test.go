@@ -57,7 +57,13 @@ func checkSlimDecode(t *testing.T, b []byte) {
 	if err != nil {
 		t.Fatalf("decodeSliceProto: got error %v, want the slim of %+v", err, &es)
 	}
-	w, _ := trim(&es)
+	compareSlim(t, got, &es)
+}
+
+// compareSlim fails t unless got is the slim trim makes of es.
+func compareSlim(t *testing.T, got *slim, es *discoveryv1.EndpointSlice) {
+	t.Helper()
+	w, _ := trim(es)
 	want := w.(*slim)
 	if got.name != want.name || got.namespace != want.namespace || got.resourceVersion != want.resourceVersion ||
 		got.uid != want.uid || !got.written.Equal(want.written) {
@@ -127,6 +133,39 @@ func FuzzDecodeSliceProto(f *testing.F) {
 	})
 }
 
+// FuzzSlimDecoder: the watch's object decoder never panics, and on every
+// EndpointSlice client-go's protobuf serializer makes of the input, encoded
+// again (envelope and all), it gives the slim trim makes of it.
+func FuzzSlimDecoder(f *testing.F) {
+	pb := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	for _, es := range sliceSeeds() {
+		var buf bytes.Buffer
+		if err := pb.Encode(es, &buf); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(buf.Bytes())
+	}
+	dec := slimCodecs{}.DecoderToVersion(scheme.Codecs.UniversalDeserializer(), discoveryv1.SchemeGroupVersion)
+	f.Fuzz(func(t *testing.T, data []byte) {
+		_, _, _ = dec.Decode(data, nil, nil)
+		obj, _, err := pb.Decode(data, nil, nil)
+		es, ok := obj.(*discoveryv1.EndpointSlice)
+		if err != nil || !ok {
+			return
+		}
+		var buf bytes.Buffer
+		if err := pb.Encode(es, &buf); err != nil {
+			t.Fatalf("encoding a decoded EndpointSlice: %v", err)
+		}
+		got, _, err := dec.Decode(buf.Bytes(), nil, nil)
+		s, isSlim := got.(*slim)
+		if err != nil || !isSlim {
+			t.Fatalf("got %T, %v; want the slim of %+v", got, err, es)
+		}
+		compareSlim(t, s, es)
+	})
+}
+
 // TestSlimDecoder: the watch's object decoder turns protobuf and JSON
 // EndpointSlices into the same slims and leaves a Status alone.
 func TestSlimDecoder(t *testing.T) {
@@ -140,6 +179,9 @@ func TestSlimDecoder(t *testing.T) {
 	js, err := runtime.Encode(scheme.Codecs.LegacyCodec(discoveryv1.SchemeGroupVersion), es)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := sliceRaw(buf.Bytes()[len(protobufPrefix):]); !ok {
+		t.Fatal("sliceRaw: got no EndpointSlice in the envelope, want the protobuf path taken")
 	}
 	want, _ := trim(es.DeepCopy())
 	dec := slimCodecs{}.DecoderToVersion(scheme.Codecs.UniversalDeserializer(), discoveryv1.SchemeGroupVersion)
