@@ -81,26 +81,33 @@ func nextField(b []byte) (pbField, []byte, error) {
 	if f.num <= 0 || f.typ == wireEndGroup {
 		return pbField{}, nil, errBadTag
 	}
-	b = b[n:]
+	rest, err := f.readValue(b[n:])
+	return f, rest, err
+}
+
+// readValue reads the value of f (its wire type set) at the start of b and
+// returns the rest.
+func (f *pbField) readValue(b []byte) ([]byte, error) {
 	switch f.typ {
 	case wireVarint:
-		f.v, n, err = consumeVarint(b)
-		return f, b[n:], err
+		v, n, err := consumeVarint(b)
+		f.v = v
+		return b[n:], err
 	case wireBytes:
-		var l uint64
-		if l, n, err = consumeVarint(b); err == nil && l > uint64(len(b)-n) {
+		l, n, err := consumeVarint(b)
+		if err == nil && l > uint64(len(b)-n) {
 			err = errTruncated
 		}
 		if err != nil {
-			return pbField{}, nil, err
+			return nil, err
 		}
 		f.b = b[n : n+int(l)]
-		return f, b[n+int(l):], nil
+		return b[n+int(l):], nil
 	case wireStartGroup:
-		rest, err := skipGroup(b)
-		return f, rest, err
+		return skipGroup(b)
 	}
-	return f, nil, skipFixed(&b, f.typ)
+	err := skipFixed(&b, f.typ)
+	return b, err
 }
 
 // skipFixed skips a fixed-size value of wire type typ at the start of *b.
@@ -298,7 +305,8 @@ func (m *sliceMeta) decode(b []byte) error {
 		case 11, 12: // labels, annotations
 			var v []byte
 			if v, err = f.bytes(); err == nil {
-				err = m.mapEntry(f.num, v)
+				// v aliases b: the entry and what follows it in the metadata
+				err = m.mapEntry(f.num, b[cap(b)-cap(v):], len(v))
 			}
 		case 17: // managedFields
 			var v []byte
@@ -310,17 +318,53 @@ func (m *sliceMeta) decode(b []byte) error {
 	})
 }
 
-// mapEntry reads one entry of the labels (11) or annotations (12) map.
-func (m *sliceMeta) mapEntry(num int32, b []byte) error {
-	key, val, err := bytesPair(b)
+// mapEntry reads one entry of the labels (11) or annotations (12) map: the
+// first n bytes of b, followed by the rest of the metadata. It reads as the
+// generated decoder does: a key or value is length-delimited whatever its
+// wire type says and may run past the entry into the rest of b (the entry
+// then ends there); other fields are skipped within the entry.
+func (m *sliceMeta) mapEntry(num int32, b []byte, n int) error {
+	var key, val []byte
+	for i := 0; i < n; {
+		tag, k, err := consumeVarint(b[i:])
+		if err != nil {
+			return err
+		}
+		switch field := int32(tag >> 3); field {
+		case 1, 2:
+			l, k2, err := consumeVarint(b[i+k:])
+			if err == nil && l > uint64(len(b)-i-k-k2) {
+				err = errTruncated
+			}
+			if err != nil {
+				return err
+			}
+			v := b[i+k+k2 : i+k+k2+int(l)]
+			if field == 1 {
+				key = v
+			} else {
+				val = v
+			}
+			i += k + k2 + int(l)
+		default: // skipped within the entry, whatever its field number
+			f := pbField{typ: int(tag & 7)}
+			if f.typ == wireEndGroup || i+k > n {
+				return errBadTag
+			}
+			rest, err := f.readValue(b[i+k : n])
+			if err != nil {
+				return err
+			}
+			i = n - len(rest)
+		}
+	}
 	switch {
-	case err != nil:
 	case num == 11 && string(key) == discoveryv1.LabelServiceName:
 		m.service = string(val)
 	case num == 12 && string(key) == metav1.InitialEventsAnnotationKey:
 		m.initialEventsEnd = string(val) == "true"
 	}
-	return err
+	return nil
 }
 
 // managedFields reads the time of one ManagedFieldsEntry.

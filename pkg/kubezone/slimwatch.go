@@ -3,6 +3,7 @@ package kubezone
 import (
 	"bytes"
 	"context"
+	"slices"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -75,8 +76,18 @@ type slimCodecs struct{}
 
 var _ runtime.NegotiatedSerializer = slimCodecs{}
 
+// SupportedMediaTypes are client-go's, the protobuf watch stream's frames
+// decoded by watchEventDecoder.
 func (slimCodecs) SupportedMediaTypes() []runtime.SerializerInfo {
-	return scheme.Codecs.WithoutConversion().SupportedMediaTypes()
+	infos := slices.Clone(scheme.Codecs.WithoutConversion().SupportedMediaTypes())
+	for i, info := range infos {
+		if info.MediaType == runtime.ContentTypeProtobuf && info.StreamSerializer != nil {
+			stream := *info.StreamSerializer // a copy: client-go's codecs stay as they are
+			stream.Serializer = watchEventDecoder{Serializer: stream.Serializer}
+			infos[i].StreamSerializer = &stream
+		}
+	}
+	return infos
 }
 
 func (slimCodecs) EncoderForVersion(e runtime.Encoder, gv runtime.GroupVersioner) runtime.Encoder {
@@ -111,6 +122,53 @@ func (d slimDecoder) Decode(data []byte, gvk *schema.GroupVersionKind, into runt
 		return t.(*slim), kind, nil
 	}
 	return obj, kind, err
+}
+
+// watchEventDecoder decodes a protobuf watch frame into a
+// metav1.WatchEvent whose object aliases the frame instead of copying it:
+// client-go decodes the object (slimDecoder, which copies what it keeps)
+// before it reads the next frame into the same buffer. Anything else, and
+// a frame it cannot read, goes to the wrapped serializer.
+type watchEventDecoder struct{ runtime.Serializer }
+
+func (d watchEventDecoder) Decode(data []byte, gvk *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	ev, ok := into.(*metav1.WatchEvent)
+	if !ok {
+		return d.Serializer.Decode(data, gvk, into)
+	}
+	var typ, raw []byte
+	err := eachField(data, func(f pbField) (err error) {
+		switch f.num {
+		case 1: // type
+			typ, err = f.bytes()
+		case 2: // object, a RawExtension: merged, its raw bytes replaced
+			var v []byte
+			if v, err = f.bytes(); err == nil {
+				err = eachField(v, func(f pbField) (err error) {
+					if f.num == 1 {
+						raw, err = f.bytes()
+					}
+					return err
+				})
+			}
+		}
+		return err
+	})
+	if err != nil {
+		return d.Serializer.Decode(data, gvk, into)
+	}
+	*ev = metav1.WatchEvent{Type: eventType(typ), Object: runtime.RawExtension{Raw: raw}}
+	return ev, &schema.GroupVersionKind{Group: metav1.GroupName, Version: "v1", Kind: "WatchEvent"}, nil
+}
+
+// eventType is the watch event type b, without allocating for the known ones.
+func eventType(b []byte) string {
+	for _, t := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		if string(b) == string(t) {
+			return string(t)
+		}
+	}
+	return string(b)
 }
 
 // sliceRaw returns the object bytes of a runtime.Unknown envelope when it
