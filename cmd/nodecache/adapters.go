@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"time"
 
@@ -10,7 +9,6 @@ import (
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/server"
-	"github.com/nodecache/nodecache/pkg/upstream"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -26,9 +24,8 @@ func (a zoneAdapter) Lookup(qname string, qtype uint16) server.ZoneAnswer {
 	return server.ZoneAnswer{Rcode: ans.Rcode, Answer: ans.Answer, Ns: ans.Ns, Extra: ans.Extra, Chase: ans.Chase}
 }
 
-// resolverAdapter lets the server call the cache, mapping its sources and the
-// upstream's overload sentinel to the server's. Static records and rewrites
-// (local, nil without them) come first.
+// resolverAdapter lets the server call the cache, with static records and
+// rewrites (local, nil without them) first.
 type resolverAdapter struct {
 	c     *cache.Cache
 	local *localAnswers
@@ -43,27 +40,13 @@ func (a resolverAdapter) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wir
 	return a.c.Lookup(q, now)
 }
 
-func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, by time.Time) (server.Resolution, error) {
+func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
 	if a.local != nil {
 		if res, ok, err := a.local.resolveRewritten(ctx, resolverAdapter{c: a.c}, key, by); ok {
 			return res, err
 		}
 	}
-	res, err := a.c.ResolveBy(ctx, key, by)
-	if err != nil {
-		if errors.Is(err, upstream.ErrOverloaded) {
-			return server.Resolution{}, errors.Join(server.ErrOverloaded, err)
-		}
-		return server.Resolution{}, err
-	}
-	src := server.SourceUpstream
-	switch res.Source {
-	case cache.SourceCache:
-		src = server.SourceCache
-	case cache.SourceStale:
-		src = server.SourceStale
-	}
-	return server.Resolution{Packed: res.Packed, Mode: res.Mode, Source: src, Server: res.Server}, nil
+	return a.c.Resolve(ctx, key, by)
 }
 
 // listenAddrs pairs every local IP with the DNS port.

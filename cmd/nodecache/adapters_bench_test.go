@@ -19,12 +19,18 @@ import (
 // answerAll is an Exchanger that answers every A query at once.
 type answerAll struct{}
 
-func (answerAll) ExchangeBy(_ context.Context, req *dns.Msg, _ time.Time) ([]byte, netip.AddrPort, error) {
+func (answerAll) Exchange(_ context.Context, key wire.Key, _ time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
 	m := new(dns.Msg)
-	m.SetReply(req)
-	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: req.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 1)}}
+	m.SetQuestion(key.PresentationName(), key.Type)
+	m.Response = true
+	m.Answer = []dns.RR{&dns.A{Hdr: dns.RR_Header{Name: m.Question[0].Name, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: 300}, A: net.IPv4(192, 0, 2, 1)}}
+	m.Compress = true
 	raw, err := m.Pack()
-	return raw, netip.AddrPort{}, err
+	if err != nil {
+		return wire.UpstreamReply{}, netip.AddrPort{}, err
+	}
+	r, err := wire.ReadUpstream(raw)
+	return r, netip.AddrPort{}, err
 }
 
 // BenchmarkResolverLookupHit is a cache hit through the resolver the
@@ -44,7 +50,7 @@ func BenchmarkResolverLookupHit(b *testing.B) {
 	if err := wire.Parse(pkt, &q); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := c.Resolve(context.Background(), q.Key()); err != nil {
+	if _, err := c.Resolve(context.Background(), q.Key(), time.Time{}); err != nil {
 		b.Fatal(err)
 	}
 	st, err := static.New(static.Config{}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))

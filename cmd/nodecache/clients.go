@@ -82,7 +82,7 @@ func (c *clientStats) snapshot(n int, pod func(netip.Addr) string) ([]adminapi.C
 	}
 	for s, v := range c.sources {
 		if v > 0 {
-			t.Sources[server.Source(s).String()] = v
+			t.Sources[wire.Source(s).String()] = v
 		}
 	}
 	c.mu.Unlock()

@@ -12,7 +12,6 @@ import (
 	"github.com/nodecache/nodecache/internal/logkey"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/rewrite"
-	"github.com/nodecache/nodecache/pkg/server"
 	"github.com/nodecache/nodecache/pkg/static"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
@@ -67,36 +66,36 @@ func keyPresentation(q *wire.Query) string {
 // resolveRewritten answers key, whose name a rule rewrites: it asks the
 // target (static records, the cluster zone, or the cache) and writes the
 // asked name back into the reply.
-func (l *localAnswers) resolveRewritten(ctx context.Context, a resolverAdapter, key wire.Key, by time.Time) (server.Resolution, bool, error) {
+func (l *localAnswers) resolveRewritten(ctx context.Context, a resolverAdapter, key wire.Key, by time.Time) (wire.Answer, bool, error) {
 	original := key.PresentationName() // lowercased; the server writes the asker's spelling
 	to, rule, ok := l.rewriteRules().Apply(original)
 	if !ok {
-		return server.Resolution{}, false, nil
+		return wire.Answer{}, false, nil
 	}
 	qtype := key.Type
-	src := server.SourceLocal
+	src := wire.SourceLocal
 	m, ok := l.static.LookupNameIfAny(to, qtype)
 	if !ok && l.zone != nil && dns.IsSubDomain(l.domain, to) {
 		var chase string
 		m, chase = l.zoneAnswer(to, qtype)
-		ok, src = true, server.SourceZone
+		ok, src = true, wire.SourceZone
 		if chase != "" {
 			if err := chaseOut(ctx, a, m, chase, key, by); err != nil {
-				return server.Resolution{}, true, err
+				return wire.Answer{}, true, err
 			}
 		}
 	}
 	if !ok {
 		nkey, err := wire.NewKey(to, qtype, key.Class, key.DO, key.CD)
 		if err != nil {
-			return server.Resolution{}, true, fmt.Errorf("rewriting %s to %s: %w", original, to, err)
+			return wire.Answer{}, true, fmt.Errorf("rewriting %s to %s: %w", original, to, err)
 		}
 		res, err := a.Resolve(ctx, nkey, by)
 		if err != nil {
-			return server.Resolution{}, true, err
+			return wire.Answer{}, true, err
 		}
 		if m, err = res.Packed.Msg(); err != nil {
-			return server.Resolution{}, true, err
+			return wire.Answer{}, true, err
 		}
 		applyTTLMode(m, res.Mode)
 		src = res.Source
@@ -104,9 +103,9 @@ func (l *localAnswers) resolveRewritten(ctx context.Context, a resolverAdapter, 
 	rule.Revert(m, original, to)
 	p, err := wire.Pack(m)
 	if err != nil {
-		return server.Resolution{}, true, fmt.Errorf("packing the rewritten reply for %s: %w", original, err)
+		return wire.Answer{}, true, fmt.Errorf("packing the rewritten reply for %s: %w", original, err)
 	}
-	return server.Resolution{Packed: p, Source: src}, true, nil
+	return wire.Answer{Packed: p, Source: src}, true, nil
 }
 
 // zoneAnswer is the cluster zone's reply for name, with records copied

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/nodecache/nodecache/pkg/server"
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 func TestQueryLogFiltersSamplesAndLimits(t *testing.T) {
@@ -29,12 +30,12 @@ func TestQueryLogFiltersSamplesAndLimits(t *testing.T) {
 	}
 	at := time.Now()
 	ql.now = func() time.Time { return at } // no token refills during the test
-	nx := server.Result{Rcode: dns.RcodeNameError, Source: server.SourceCache}
+	nx := server.Result{Rcode: dns.RcodeNameError, Source: wire.SourceCache}
 	in, out := netip.MustParseAddr("10.0.0.9"), netip.MustParseAddr("10.0.1.9")
 	q := parsedQuery(t, "www.Example.org.")
-	ql.Observe(in, q, server.Result{Source: server.SourceCache}, time.Millisecond) // NOERROR: filtered
-	ql.Observe(out, q, nx, time.Millisecond)                                       // other client: filtered
-	ql.Observe(in, parsedQuery(t, "www.example.net."), nx, time.Millisecond)       // other suffix: filtered
+	ql.Observe(in, q, server.Result{Source: wire.SourceCache}, time.Millisecond) // NOERROR: filtered
+	ql.Observe(out, q, nx, time.Millisecond)                                     // other client: filtered
+	ql.Observe(in, parsedQuery(t, "www.example.net."), nx, time.Millisecond)     // other suffix: filtered
 	for range 20 {
 		ql.Observe(in, q, nx, time.Millisecond) // 10 sampled, 3 within the rate (burst 3)
 	}

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodecache/nodecache/internal/adminapi"
@@ -23,6 +22,7 @@ import (
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/static"
 	"github.com/nodecache/nodecache/pkg/upstream"
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // Live configuration: the --config file and the kube-dns ConfigMap
@@ -61,21 +61,21 @@ func newLiveUpstream(f *upstream.Forwarder) *liveUpstream {
 	return l
 }
 
-// ExchangeBy asks the live forwarder. A query that reached one just as a
+// Exchange asks the live forwarder. A query that reached one just as a
 // reload closed it is asked again of its successor, so that no query is
 // lost to a reload.
-func (l *liveUpstream) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error) {
+func (l *liveUpstream) Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
 	f := l.cur.Load()
 	if l.loaded != nil {
 		l.loaded()
 	}
-	raw, from, err := f.ExchangeBy(ctx, req, by)
+	r, from, err := f.Exchange(ctx, key, by)
 	if errors.Is(err, upstream.ErrClosed) {
 		if next := l.cur.Load(); next != f {
-			return next.ExchangeBy(ctx, req, by)
+			return next.Exchange(ctx, key, by)
 		}
 	}
-	return raw, from, err
+	return r, from, err
 }
 
 func (l *liveUpstream) Status() []upstream.ServerStatus { return l.cur.Load().Status() }

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nodecache/nodecache/pkg/upstream"
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // TestLiveReload changes the --config file under a running agent: a
@@ -152,9 +153,11 @@ func TestLiveUpstreamSwapLosesNoQuery(t *testing.T) {
 	}
 	l := newLiveUpstream(newFwd(upA))
 	l.loaded = func() { l.loaded = nil; l.swap(newFwd(upB)) }
-	m := new(dns.Msg)
-	m.SetQuestion("www.example.org.", dns.TypeA)
-	if _, from, err := l.ExchangeBy(context.Background(), m, time.Time{}); err != nil || from != upB.addr {
+	key, err := wire.NewKey("www.example.org.", dns.TypeA, dns.ClassINET, false, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, from, err := l.Exchange(context.Background(), key, time.Time{}); err != nil || from != upB.addr {
 		t.Fatalf("got %v from %v, want an answer from the new forwarder %v", err, from, upB.addr)
 	}
 	if upA.queries.Load() != 0 {

@@ -401,7 +401,7 @@ func (a *agent) upstreamTap() upstream.Tap {
 func cacheConfig(cfg *runConfig, zoneLimits map[string]cache.ZoneLimit) cache.Config {
 	c := cache.Config{
 		MaxBytes: int64(cfg.CacheSize), MaxTTL: cfg.MaxTTL, MaxNegativeTTL: cfg.MaxNegativeTTL,
-		StaleMaxAge: cfg.StaleMaxAge, Overloaded: upstream.ErrOverloaded, ZoneLimits: zoneLimits,
+		StaleMaxAge: cfg.StaleMaxAge, ZoneLimits: zoneLimits,
 	}
 	if c.StaleMaxAge == 0 {
 		c.StaleMaxAge = -1

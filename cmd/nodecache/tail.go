@@ -38,7 +38,7 @@ type tailEvent struct {
 	nameLen  uint8
 	qtype    uint16
 	rcode    int
-	source   server.Source
+	source   wire.Source
 	took     time.Duration
 	upstream netip.AddrPort
 }

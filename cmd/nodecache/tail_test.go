@@ -41,7 +41,7 @@ func TestTailSlowReaderLosesLines(t *testing.T) {
 	h.Observe(client, q, server.Result{}, time.Millisecond) // nobody tails: nothing kept
 	sub := h.subscribe()
 	for range tailBuffer + 10 {
-		h.Observe(client, q, server.Result{Rcode: dns.RcodeNameError, Source: server.SourceCache}, time.Millisecond)
+		h.Observe(client, q, server.Result{Rcode: dns.RcodeNameError, Source: wire.SourceCache}, time.Millisecond)
 	}
 	if got := sub.dropped.Load(); got != 10 {
 		t.Errorf("lost lines: got %d, want 10", got)
@@ -179,7 +179,7 @@ func TestTailAgainstTheAgent(t *testing.T) {
 func BenchmarkObserveIdleTail(b *testing.B) {
 	q := parsedQuery(b, "www.example.org.")
 	client := netip.MustParseAddr("10.0.0.1")
-	res := server.Result{Source: server.SourceCache}
+	res := server.Result{Source: wire.SourceCache}
 	b.Run("clients", func(b *testing.B) {
 		o := newClientStats(4096)
 		b.ReportAllocs()

@@ -10,20 +10,20 @@ import (
 	"sync"
 	"time"
 
-	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodecache/nodecache/internal/workers"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
-// Exchanger sends one query upstream. *upstream.Forwarder implements it.
-// The query must end by the deadline by; ctx only cancels (the cache passes
-// its own long-lived context rather than deriving one per miss). The reply
-// comes in wire form, checked to answer req and to unpack; the cache does
-// not keep the slice.
+// Exchanger asks the upstream for one key's entry. *upstream.Forwarder
+// implements it. The query (wire.Key.AppendRequest) must end by the
+// deadline by; ctx only cancels (the cache passes its own long-lived
+// context rather than deriving one per miss). The reply comes read once
+// and checked to answer the key's question: scanned in place, or unpacked.
+// It is the cache's: its Msg may be modified, and its bytes are not kept.
 type Exchanger interface {
-	ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error)
+	Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error)
 }
 
 // ErrClosed is returned by Resolve after Close.
@@ -31,36 +31,6 @@ var ErrClosed = errors.New("cache: closed")
 
 // errBusy means a background refresh was skipped: MaxPrefetches are running.
 var errBusy = errors.New("cache: background refreshes at their limit")
-
-// Source says where a Result came from.
-type Source int
-
-// Sources of a Result.
-const (
-	SourceCache    Source = iota // a fresh entry
-	SourceUpstream               // the upstream's reply, cached or not
-	SourceStale                  // an expired entry, served per RFC 8767
-)
-
-func (s Source) String() string {
-	switch s {
-	case SourceCache:
-		return "cache"
-	case SourceUpstream:
-		return "upstream"
-	case SourceStale:
-		return "stale"
-	}
-	return "unknown"
-}
-
-// Result is Resolve's answer. Packed is shared: do not modify it.
-type Result struct {
-	Packed *wire.Packed   // always non-nil when err is nil
-	Mode   wire.TTLMode   // how to write TTLs: elapsed time, or fixed for stale
-	Source Source         // where the answer came from
-	Server netip.AddrPort // the upstream that answered, for SourceUpstream
-}
 
 // Cache is a byte-bounded, sharded LRU of upstream replies in front of an
 // Exchanger. All methods are safe for concurrent use.

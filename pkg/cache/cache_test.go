@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 func TestHitAndMiss(t *testing.T) {
@@ -24,7 +26,7 @@ func TestHitAndMiss(t *testing.T) {
 		t.Fatal("Lookup on an empty cache: got a hit, want a miss")
 	}
 	r := resolve(t, c, qs)
-	if r.Source != SourceUpstream || r.Server != testServer || r.Packed == nil {
+	if r.Source != wire.SourceUpstream || r.Server != testServer || r.Packed == nil {
 		t.Errorf("first Resolve: got source %v server %v reply %v, want upstream from %v with its reply", r.Source, r.Server, r.Packed != nil, testServer)
 	}
 	p, mode, ok := c.Lookup(&qs.q, clk.Now())
@@ -34,7 +36,7 @@ func TestHitAndMiss(t *testing.T) {
 	if got := served(t, p, qs, mode).Question[0].Name; got != "Example.org." {
 		t.Errorf("served question: got %q, want the client's case %q", got, "Example.org.")
 	}
-	if r := resolve(t, c, qs); r.Source != SourceCache {
+	if r := resolve(t, c, qs); r.Source != wire.SourceCache {
 		t.Errorf("second Resolve: got source %v, want cache", r.Source)
 	}
 	if got := up.Calls(); got != 1 {
@@ -118,7 +120,7 @@ func TestReplyKinds(t *testing.T) {
 			c := newTestCache(t, Config{PrefetchPercent: -1}, up, clk)
 			qs := newQuestion(t, "example.org.", dns.TypeA)
 			r := resolve(t, c, qs)
-			if r.Source != SourceUpstream || r.Packed.Rcode() != tt.rcode {
+			if r.Source != wire.SourceUpstream || r.Packed.Rcode() != tt.rcode {
 				t.Fatalf("Resolve: got source %v rcode %d, want upstream rcode %d", r.Source, r.Packed.Rcode(), tt.rcode)
 			}
 			if tt.ttls != nil {
@@ -277,15 +279,19 @@ type udpExchanger struct {
 	client dns.Client
 }
 
-func (u *udpExchanger) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error) {
+func (u *udpExchanger) Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
 	ctx, cancel := withDeadline(ctx, by)
 	defer cancel()
-	m, _, err := u.client.ExchangeContext(ctx, req, u.server.String())
+	m, _, err := u.client.ExchangeContext(ctx, request(key), u.server.String())
 	if err != nil {
-		return nil, u.server, err
+		return wire.UpstreamReply{}, u.server, err
 	}
 	raw, err := m.Pack()
-	return raw, u.server, err
+	if err != nil {
+		return wire.UpstreamReply{}, u.server, err
+	}
+	r, err := wire.ReadUpstream(raw)
+	return r, u.server, err
 }
 
 // loopbackServer starts a miekg/dns server on 127.0.0.1 with its own mux,
@@ -328,7 +334,7 @@ func TestLoopbackHitAndMiss(t *testing.T) {
 		t.Fatal("Lookup before any query: got a hit")
 	}
 	r := resolve(t, c, qs)
-	if m, err := r.Packed.Msg(); r.Source != SourceUpstream || r.Server != addr || err != nil || len(m.Answer) != 1 {
+	if m, err := r.Packed.Msg(); r.Source != wire.SourceUpstream || r.Server != addr || err != nil || len(m.Answer) != 1 {
 		t.Fatalf("Resolve: got source %v from %v, want upstream from %v with one answer", r.Source, r.Server, addr)
 	}
 	p, mode, ok := c.Lookup(&qs.q, clk.Now())
@@ -339,7 +345,7 @@ func TestLoopbackHitAndMiss(t *testing.T) {
 	if a, isA := m.Answer[0].(*dns.A); !isA || a.A.String() != "192.0.2.1" || m.Id != qs.q.ID {
 		t.Errorf("served reply: got %v, want 192.0.2.1 with the client's ID %d", m, qs.q.ID)
 	}
-	if r := resolve(t, c, qs); r.Source != SourceCache {
+	if r := resolve(t, c, qs); r.Source != wire.SourceCache {
 		t.Errorf("second Resolve: got source %v, want cache", r.Source)
 	}
 	if got := queries.Load(); got != 1 {

@@ -86,10 +86,6 @@ type Config struct {
 	// to 1024. Zero picks 4×GOMAXPROCS rounded up to a power of two (at most
 	// 64), fewer when that would leave a shard under 256 KiB.
 	Shards int
-	// Overloaded is the upstream's load-shedding sentinel (in nodecache,
-	// upstream.ErrOverloaded). Errors matching it with errors.Is are
-	// returned as they are, never answered stale. Nil means none.
-	Overloaded error
 	// Now is the clock. Nil means time.Now.
 	Now func() time.Time
 }

@@ -22,13 +22,14 @@
 // (NXDOMAIN, NODATA) for min(SOA TTL, SOA MINIMUM), SERVFAIL for
 // ServfailTTL, each capped; never truncated replies, replies to another
 // question, negatives without SOA, other rcodes, or TTL 0. Record TTLs are
-// clamped to the entry's lifetime before packing. A reply in the shape
-// wire.ScanUpstream takes is judged and stored from its bytes
-// (wire.PackUpstream); any other is unpacked and packed again.
+// clamped to the entry's lifetime before packing. A reply the forwarder
+// scanned in place (wire.ScanUpstream) is judged and stored from its bytes
+// and that scan (wire.PackUpstream); any other arrives unpacked and is
+// packed.
 //
 // Popular entries (PrefetchMinHits hits) are refreshed once in the
 // background when under PrefetchPercent of their TTL is left. When the
-// upstream fails (any error but Config.Overloaded, or SERVFAIL), an entry
+// upstream fails (any error but one wrapping wire.ErrOverloaded, or SERVFAIL), an entry
 // expired no longer than StaleMaxAge ago is served with TTL StaleTTL
 // (RFC 8767) and refreshed in the background; for StaleTTL after such a
 // failure the name is answered stale without asking the upstream. Expired
@@ -42,7 +43,7 @@
 // MaxNegativeTTL 1h, ServfailTTL 5s, StaleMaxAge 1h (negative disables),
 // StaleTTL 30s, FlightMaxAge 2s, RefreshTimeout 5s, PrefetchPercent 10
 // (negative disables), PrefetchMinHits 2, MaxPrefetches 16, Shards
-// automatic, Overloaded nil, Now time.Now. ZoneLimits caps the TTLs of
+// automatic, Now time.Now. ZoneLimits caps the TTLs of
 // names under some zones apart from MaxTTL and MaxNegativeTTL (the longest
 // zone wins whole; a zero cap is the cache-wide one); SetZoneLimits
 // replaces them while running, for entries stored from then on.

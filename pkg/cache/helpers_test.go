@@ -43,8 +43,8 @@ var testServer = netip.MustParseAddrPort("192.0.2.53:53")
 // fakeUpstream is an Exchanger that counts calls and answers with reply,
 // after waiting on gate when gate is non-nil. It packs the reply with name
 // compression, as resolvers do, so that the cache stores it from its
-// bytes; with spelled, names are written out in full, and the cache
-// unpacks the reply instead (wire.ScanUpstream refuses an owner name
+// bytes; with spelled, names are written out in full, and the reply
+// reaches the cache unpacked instead (wire.ScanUpstream refuses an owner name
 // equal to the question that is not a pointer to it).
 type fakeUpstream struct {
 	mu      sync.Mutex // guards following
@@ -54,17 +54,29 @@ type fakeUpstream struct {
 	spelled bool
 }
 
-func (f *fakeUpstream) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) ([]byte, netip.AddrPort, error) {
-	m, err := f.exchange(ctx, req, by)
+func (f *fakeUpstream) Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
+	m, err := f.exchange(ctx, request(key), by)
 	if err != nil {
-		return nil, netip.AddrPort{}, err
+		return wire.UpstreamReply{}, netip.AddrPort{}, err
 	}
 	m.Compress = !f.spelled
 	raw, err := m.Pack()
 	if err != nil {
-		return nil, netip.AddrPort{}, err
+		return wire.UpstreamReply{}, netip.AddrPort{}, err
 	}
-	return raw, testServer, nil
+	r, err := wire.ReadUpstream(raw)
+	return r, testServer, err
+}
+
+// request is the query the upstream is asked for key, as a dns.Msg (what
+// wire.Key.AppendRequest writes; pkg/wire checks the two agree).
+func request(key wire.Key) *dns.Msg {
+	m := new(dns.Msg)
+	m.RecursionDesired = true
+	m.CheckingDisabled = key.CD
+	m.Question = []dns.Question{{Name: key.PresentationName(), Qtype: key.Type, Qclass: key.Class}}
+	m.SetEdns0(wire.DefaultUDPSize, key.DO)
+	return m
 }
 
 func (f *fakeUpstream) exchange(ctx context.Context, req *dns.Msg, by time.Time) (*dns.Msg, error) {
@@ -167,9 +179,9 @@ func newTestCache(tb testing.TB, cfg Config, up Exchanger, clk *clock) *Cache {
 	return c
 }
 
-func resolve(tb testing.TB, c *Cache, qs *question) Result {
+func resolve(tb testing.TB, c *Cache, qs *question) wire.Answer {
 	tb.Helper()
-	r, err := c.Resolve(context.Background(), qs.key)
+	r, err := c.Resolve(context.Background(), qs.key, time.Time{})
 	if err != nil {
 		tb.Fatalf("Resolve(%s): %v", qs.key.PresentationName(), err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/miekg/dns"
@@ -23,7 +24,7 @@ func warm(tb testing.TB, c *Cache, n int) {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		if _, err := c.Resolve(ctx, key); err != nil {
+		if _, err := c.Resolve(ctx, key, time.Time{}); err != nil {
 			tb.Fatal(err)
 		}
 	}

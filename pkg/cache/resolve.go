@@ -29,27 +29,22 @@ type flight struct {
 	err    error
 }
 
-// Resolve answers a miss for key: a
-// fresh entry if one arrived meanwhile, else the answer of an upstream
-// query shared with concurrent misses for the same key (stored per the
-// cache policy, and returned even when not cacheable), else, when the
-// upstream fails, an expired entry served stale. Errors wrap the
-// Exchanger's.
+// Resolve answers a miss for key by the deadline by: a fresh entry if one
+// arrived meanwhile, else the answer of an upstream query shared with
+// concurrent misses for the same key (stored per the cache policy, and
+// returned even when not cacheable), else, when the upstream fails, an
+// expired entry served stale. Errors wrap the Exchanger's.
 //
-// The query sent upstream is built from key alone (wire.Key.Request: RD
-// set, the key's DO and CD, EDNS, no AD), never from a client's query: the
-// reply is stored under key and served to every client whose query has
-// it, so no client's other flags may shape it.
-func (c *Cache) Resolve(ctx context.Context, key wire.Key) (Result, error) {
-	return c.ResolveBy(ctx, key, time.Time{}) // ResolveBy takes ctx's deadline
-}
-
-// ResolveBy is Resolve with the caller's deadline given beside ctx, which
-// then only cancels; a zero by means ctx's deadline alone. The server
-// passes its long-lived context and each query's deadline, instead of
-// deriving a timer context per miss (4% of the miss path's CPU). A timer
-// is only made when the caller joins a flight that may outlast it.
-func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, by time.Time) (Result, error) {
+// by is given beside ctx, which then only cancels; a zero by means ctx's
+// deadline alone. The server passes its long-lived context and each
+// query's deadline rather than a timer context per miss. A timer is only
+// made when the caller joins a flight that may outlast it.
+//
+// The query sent upstream is built from key alone (RD set, the key's DO
+// and CD, EDNS, no AD), never from a client's query: the reply is stored
+// under key and served to every client whose query has it, so no client's
+// other flags may shape it.
+func (c *Cache) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
 	if d, ok := ctx.Deadline(); ok && (by.IsZero() || d.Before(by)) {
 		by = d
 	}
@@ -61,7 +56,7 @@ func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, by time.Time) (Resu
 	c.met.misses.Add(1)
 	f, _, err := c.join(key, h, now, false, by)
 	if err != nil {
-		return Result{}, err
+		return wire.Answer{}, err
 	}
 	var expired <-chan time.Time
 	if !by.IsZero() && f.deadline.After(by) { // joined a flight that may outlast the caller
@@ -83,63 +78,63 @@ func (c *Cache) ResolveBy(ctx context.Context, key wire.Key, by time.Time) (Resu
 		}
 	}
 	if f.err != nil {
-		return Result{}, f.err
+		return wire.Answer{}, f.err
 	}
-	return Result{Packed: f.packed, Source: SourceUpstream, Server: f.server}, nil
+	return wire.Answer{Packed: f.packed, Source: wire.SourceUpstream, Server: f.server}, nil
 }
 
 // giveUp answers a caller that stopped waiting for its flight (which goes
 // on, and stores its answer): stale if there is an entry to serve, else why.
-func (c *Cache) giveUp(key *wire.Key, h uint64, why error) (Result, error) {
+func (c *Cache) giveUp(key *wire.Key, h uint64, why error) (wire.Answer, error) {
 	if r, ok := c.stale(key, h, c.cfg.Now(), false); ok {
 		return r, nil
 	}
-	return Result{}, fmt.Errorf("waiting for the upstream answer to %s: %w", key.PresentationName(), why)
+	return wire.Answer{}, fmt.Errorf("waiting for the upstream answer to %s: %w", key.PresentationName(), why)
 }
 
 func (c *Cache) overloaded(err error) bool {
-	return err != nil && c.cfg.Overloaded != nil && errors.Is(err, c.cfg.Overloaded)
+	return errors.Is(err, wire.ErrOverloaded)
 }
 
 // cached returns a fresh entry for key, or a stale one while the upstream
 // failed for it within the last StaleTTL (RFC 8767 failure recheck).
-func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (Result, bool) {
+func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (wire.Answer, bool) {
 	s := c.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	e, ok := s.lru.Get(h)
 	switch {
 	case !ok || !e.hasKey(key):
-		return Result{}, false
+		return wire.Answer{}, false
 	case e.fresh(now):
 		s.hits++
 		e.hits++
-		return Result{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
+		return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
 	case e.failedAt != 0 && now.Sub(time.Unix(0, e.failedAt)) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
 		c.met.stale.Add(1)
 		return c.staleResult(e), true
 	}
-	return Result{}, false
+	return wire.Answer{}, false
 }
 
 // stale returns key's entry after an upstream failure: fresh when one was
 // stored meanwhile, else expired but within StaleMaxAge, marked as failed.
 // With kick, a background refresh of the entry is started.
-func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result, bool) {
+func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (wire.Answer, bool) {
 	s := c.shardOf(h)
 	s.mu.Lock()
 	e, ok := s.lru.Peek(h)
 	switch {
 	case !ok || !e.hasKey(key) || e.fresh(now) && e.kind == kindServfail:
 		s.mu.Unlock()
-		return Result{}, false
+		return wire.Answer{}, false
 	case e.fresh(now): // stored by another flight meanwhile
 		s.hits++
 		s.mu.Unlock()
-		return Result{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: SourceCache}, true
+		return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
 	case !staleable(e, now, c.cfg.StaleMaxAge):
 		s.mu.Unlock()
-		return Result{}, false
+		return wire.Answer{}, false
 	}
 	e.failedAt = now.UnixNano()
 	s.mu.Unlock()
@@ -152,8 +147,8 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (Result
 	return c.staleResult(e), true
 }
 
-func (c *Cache) staleResult(e *entry) Result {
-	return Result{Packed: &e.packed, Mode: wire.TTLMode{Fixed: uint32(c.cfg.StaleTTL / time.Second)}, Source: SourceStale}
+func (c *Cache) staleResult(e *entry) wire.Answer {
+	return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Fixed: uint32(c.cfg.StaleTTL / time.Second)}, Source: wire.SourceStale}
 }
 
 // join returns the flight for key, starting one unless a flight younger
@@ -184,21 +179,21 @@ func (c *Cache) join(key wire.Key, h uint64, now time.Time, bg bool, deadline ti
 	c.wg.Add(1)
 	// On a reused goroutine: unpacking the reply grows a fresh goroutine's
 	// stack, and that copy was ~5% of the miss path's CPU.
-	c.runner.Run(func() { c.run(f, key.Request()) })
+	c.runner.Run(func() { c.run(f) })
 	return f, true, nil
 }
 
 // run sends f's query, stores the reply per policy and wakes the waiters.
-func (c *Cache) run(f *flight, req *dns.Msg) {
+func (c *Cache) run(f *flight) {
 	defer c.wg.Done()
 	// c.ctx cancels (Close); the deadline goes alongside, not in a context
-	// derived per flight, whose timer and bookkeeping were 8% of a miss.
-	raw, server, err := c.exchange(req, f.deadline)
+	// derived per flight.
+	r, server, err := c.exchange(f.key, f.deadline)
 	if err != nil {
 		f.err = fmt.Errorf("resolving %s %s upstream: %w", f.key.PresentationName(), dns.TypeToString[f.key.Type], err)
 	} else {
 		f.server = server
-		f.packed, f.err = c.storeRaw(f.key, f.hash, raw, c.cfg.Now())
+		f.packed, f.err = c.storeReply(f.key, f.hash, &r, c.cfg.Now())
 	}
 	c.mu.Lock()
 	if c.flights[f.key] == f {
@@ -217,41 +212,39 @@ func (c *Cache) run(f *flight, req *dns.Msg) {
 // that is gone, or taking the agent down.
 var ErrPanicked = errors.New("upstream query panicked")
 
-// exchange sends req upstream for a flight, recovering a panic as
-// ErrPanicked and logging it with its stack.
-func (c *Cache) exchange(req *dns.Msg, by time.Time) (raw []byte, server netip.AddrPort, err error) {
+// exchange asks the upstream for key's entry for a flight, recovering a
+// panic as ErrPanicked and logging it with its stack.
+func (c *Cache) exchange(key wire.Key, by time.Time) (r wire.UpstreamReply, server netip.AddrPort, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			c.log.Error("recovered from a panic in an upstream query", logkey.Panic, v, logkey.Stack, string(debug.Stack()))
-			raw, err = nil, fmt.Errorf("%w: %v", ErrPanicked, v)
+			r, err = wire.UpstreamReply{}, fmt.Errorf("%w: %v", ErrPanicked, v)
 		}
 	}()
-	return c.up.ExchangeBy(c.ctx, req, by)
+	return c.up.Exchange(c.ctx, key, by)
 }
 
-// storeRaw caches the upstream reply raw for key when the policy allows,
-// and returns it packed either way. A reply in the plain shape nearly all
-// have (wire.ScanUpstream) is judged and stored from its bytes; any other
-// is unpacked and goes through store. The bytes path saves unpacking the
-// reply and packing it again: 1.2 µs and 14 allocations a miss (see
-// BenchmarkPackUpstream).
-func (c *Cache) storeRaw(key wire.Key, h uint64, raw []byte, now time.Time) (*wire.Packed, error) {
-	u, ok := wire.ScanUpstream(raw)
-	if !ok {
-		m := new(dns.Msg)
-		if err := m.Unpack(raw); err != nil {
+// storeReply caches the upstream reply r for key when the policy allows,
+// and returns it packed either way. A reply the forwarder scanned in place
+// (wire.ScanUpstream) is judged and stored from its bytes
+// (wire.PackUpstream), with no unpacking and packing again; any other
+// comes unpacked and goes through store.
+func (c *Cache) storeReply(key wire.Key, h uint64, r *wire.UpstreamReply, now time.Time) (*wire.Packed, error) {
+	if !r.Scanned {
+		if r.Msg == nil {
 			c.met.uncacheable[reasonBadReply].Add(1)
-			return nil, fmt.Errorf("unpacking upstream reply for %s: %w", key.PresentationName(), err)
+			return nil, fmt.Errorf("upstream reply for %s: neither scanned nor unpacked", key.PresentationName())
 		}
-		return c.store(key, h, m, now)
+		return c.store(key, h, r.Msg, now)
 	}
-	ttl, k, why := decideScanned(c.limitsFor(key.Name), &key, &u)
+	u := &r.Scan
+	ttl, k, why := decideScanned(c.limitsFor(key.Name), &key, u)
 	if why != reasonNone {
 		c.met.uncacheable[why].Add(1)
-		p := wire.PackUpstream(raw, &u, 0)
+		p := wire.PackUpstream(r.Raw, u, 0)
 		return &p, nil
 	}
-	e := newEntry(&key, wire.PackUpstream(raw, &u, uint32(ttl/time.Second)), k, now, ttl)
+	e := newEntry(&key, wire.PackUpstream(r.Raw, u, uint32(ttl/time.Second)), k, now, ttl)
 	c.insert(h, e, now)
 	return &e.packed, nil
 }

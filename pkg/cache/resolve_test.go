@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 func TestConcurrentMissesShareOneQuery(t *testing.T) {
@@ -24,7 +26,7 @@ func TestConcurrentMissesShareOneQuery(t *testing.T) {
 		c := newTestCache(t, Config{}, up, newClock())
 		qs := newQuestion(t, "example.org.", dns.TypeA)
 		const n = 10
-		results := make([]Result, n)
+		results := make([]wire.Answer, n)
 		var wg sync.WaitGroup
 		for i := range n {
 			wg.Go(func() { results[i] = resolve(t, c, qs) })
@@ -36,7 +38,7 @@ func TestConcurrentMissesShareOneQuery(t *testing.T) {
 		close(gate)
 		wg.Wait()
 		for i, r := range results {
-			if r.Source != SourceUpstream || r.Packed != results[0].Packed {
+			if r.Source != wire.SourceUpstream || r.Packed != results[0].Packed {
 				t.Errorf("result %d: got source %v packed %p, want upstream %p", i, r.Source, r.Packed, results[0].Packed)
 			}
 		}
@@ -147,7 +149,7 @@ func TestServeStale(t *testing.T) {
 		clk.Advance(2 * time.Minute)
 		up.set(failing)
 		r := resolve(t, c, qs)
-		if r.Source != SourceStale || r.Mode.Fixed != 30 {
+		if r.Source != wire.SourceStale || r.Mode.Fixed != 30 {
 			t.Fatalf("Resolve with upstream down: got source %v mode %+v, want stale, fixed TTL 30", r.Source, r.Mode)
 		}
 		if got := ttls(served(t, r.Packed, qs, r.Mode)); !slices.Equal(got, []uint32{30}) {
@@ -162,7 +164,7 @@ func TestServeStale(t *testing.T) {
 		}
 
 		clk.Advance(10 * time.Second) // within the recheck window: no upstream query
-		if r := resolve(t, c, qs); r.Source != SourceStale {
+		if r := resolve(t, c, qs); r.Source != wire.SourceStale {
 			t.Errorf("Resolve within the recheck window: got source %v, want stale", r.Source)
 		}
 		if got := up.Calls(); got != 3 {
@@ -178,7 +180,7 @@ func TestServeStale(t *testing.T) {
 			}
 			return replyA(req, 60), nil
 		})
-		if r := resolve(t, c, qs); r.Source != SourceStale {
+		if r := resolve(t, c, qs); r.Source != wire.SourceStale {
 			t.Errorf("Resolve past the recheck window, upstream failing: got source %v, want stale", r.Source)
 		}
 		synctest.Wait()
@@ -192,32 +194,31 @@ func TestServeStale(t *testing.T) {
 }
 
 func TestStaleLimits(t *testing.T) {
-	errOverloaded := errors.New("overloaded")
 	servfail := func(r *dns.Msg) (*dns.Msg, error) { return replyNeg(r, dns.RcodeServerFailure, 0, 0), nil }
 	tests := []struct {
 		name        string
 		staleMaxAge time.Duration
 		expiredFor  time.Duration
 		fail        func(*dns.Msg) (*dns.Msg, error)
-		source      Source
+		source      wire.Source
 		err         error
 	}{
-		{"just expired", 0, 0, failing, SourceStale, nil},
-		{"at StaleMaxAge", 0, time.Hour, failing, SourceStale, nil},
+		{"just expired", 0, 0, failing, wire.SourceStale, nil},
+		{"at StaleMaxAge", 0, time.Hour, failing, wire.SourceStale, nil},
 		{"past StaleMaxAge", 0, time.Hour + time.Second, failing, 0, errUpstream},
 		{"shorter StaleMaxAge", 10 * time.Minute, 11 * time.Minute, failing, 0, errUpstream},
 		{"disabled", -1, time.Second, failing, 0, errUpstream},
-		{"overloaded", 0, time.Second, func(*dns.Msg) (*dns.Msg, error) { return nil, fmt.Errorf("shed: %w", errOverloaded) }, 0, errOverloaded},
-		{"upstream SERVFAIL", 0, time.Second, servfail, SourceStale, nil},
-		{"upstream SERVFAIL, nothing stale", 0, 2 * time.Hour, servfail, SourceUpstream, nil},
+		{"overloaded", 0, time.Second, func(*dns.Msg) (*dns.Msg, error) { return nil, fmt.Errorf("shed: %w", wire.ErrOverloaded) }, 0, wire.ErrOverloaded},
+		{"upstream SERVFAIL", 0, time.Second, servfail, wire.SourceStale, nil},
+		{"upstream SERVFAIL, nothing stale", 0, 2 * time.Hour, servfail, wire.SourceUpstream, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				c, up, clk, qs := primed(t, Config{StaleMaxAge: tt.staleMaxAge, Overloaded: errOverloaded}, 60)
+				c, up, clk, qs := primed(t, Config{StaleMaxAge: tt.staleMaxAge}, 60)
 				clk.Advance(time.Minute + tt.expiredFor)
 				up.set(tt.fail)
-				r, err := c.Resolve(context.Background(), qs.key)
+				r, err := c.Resolve(context.Background(), qs.key, time.Time{})
 				if tt.err != nil {
 					if !errors.Is(err, tt.err) {
 						t.Errorf("Resolve: got %v, want an error wrapping %v", err, tt.err)
@@ -228,7 +229,7 @@ func TestStaleLimits(t *testing.T) {
 					t.Fatalf("Resolve: got source %v, %v; want %v", r.Source, err, tt.source)
 				}
 				synctest.Wait()
-				if tt.source == SourceStale && r.Packed.Rcode() != dns.RcodeSuccess {
+				if tt.source == wire.SourceStale && r.Packed.Rcode() != dns.RcodeSuccess {
 					t.Errorf("stale rcode: got %d, want the stored NOERROR", r.Packed.Rcode())
 				}
 			})
@@ -245,14 +246,14 @@ func TestStaleWhenCallerGivesUp(t *testing.T) {
 		up.gate = gate
 		up.mu.Unlock()
 		ctx, cancel := context.WithCancel(context.Background())
-		var r Result
+		var r wire.Answer
 		var err error
 		done := make(chan struct{})
-		go func() { r, err = c.Resolve(ctx, qs.key); close(done) }()
+		go func() { r, err = c.Resolve(ctx, qs.key, time.Time{}); close(done) }()
 		synctest.Wait()
 		cancel()
 		<-done
-		if err != nil || r.Source != SourceStale {
+		if err != nil || r.Source != wire.SourceStale {
 			t.Errorf("Resolve cancelled with a stale entry: got %v, %v; want a stale answer", r.Source, err)
 		}
 		close(gate) // the flight goes on and stores the answer
@@ -270,7 +271,7 @@ func TestClose(t *testing.T) {
 		qs := newQuestion(t, "example.org.", dns.TypeA)
 		var err error
 		done := make(chan struct{})
-		go func() { _, err = c.Resolve(context.Background(), qs.key); close(done) }()
+		go func() { _, err = c.Resolve(context.Background(), qs.key, time.Time{}); close(done) }()
 		synctest.Wait()
 		if cerr := c.Close(); cerr != nil {
 			t.Fatalf("Close: %v", cerr)
@@ -279,7 +280,7 @@ func TestClose(t *testing.T) {
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Resolve in flight at Close: got %v, want context.Canceled", err)
 		}
-		if _, err := c.Resolve(context.Background(), qs.key); !errors.Is(err, ErrClosed) {
+		if _, err := c.Resolve(context.Background(), qs.key, time.Time{}); !errors.Is(err, ErrClosed) {
 			t.Errorf("Resolve after Close: got %v, want ErrClosed", err)
 		}
 		if err := c.Close(); err != nil {
@@ -295,7 +296,7 @@ func TestServfailRecachedNeverStale(t *testing.T) {
 	qs := newQuestion(t, "example.org.", dns.TypeA)
 	resolve(t, c, qs)
 	clk.Advance(6 * time.Second)
-	if r := resolve(t, c, qs); r.Source != SourceUpstream || r.Packed.Rcode() != dns.RcodeServerFailure {
+	if r := resolve(t, c, qs); r.Source != wire.SourceUpstream || r.Packed.Rcode() != dns.RcodeServerFailure {
 		t.Fatalf("Resolve after the SERVFAIL expired: got source %v rcode %d, want upstream SERVFAIL", r.Source, r.Packed.Rcode())
 	}
 	if _, _, ok := c.Lookup(&qs.q, clk.Now()); !ok {
@@ -303,7 +304,7 @@ func TestServfailRecachedNeverStale(t *testing.T) {
 	}
 	clk.Advance(6 * time.Second)
 	up.set(failing)
-	if r, err := c.Resolve(context.Background(), qs.key); !errors.Is(err, errUpstream) {
+	if r, err := c.Resolve(context.Background(), qs.key, time.Time{}); !errors.Is(err, errUpstream) {
 		t.Errorf("Resolve with upstream down and only an expired SERVFAIL: got %v, %v; want errUpstream", r.Source, err)
 	}
 	if got := c.Stats().Stale; got != 0 {
@@ -359,11 +360,10 @@ func BenchmarkLookupParallel(b *testing.B) {
 	})
 }
 
-// BenchmarkResolveMiss is the cache's share of a miss (flight, building
-// the upstream query from the key with Key.Request, policy, store), with the
-// cache kept from growing by Flush: the instant fake upstream hands over a
-// copy of a reply packed once, as the forwarder hands over a copy of the
-// datagram it read.
+// BenchmarkResolveMiss is the cache's share of a miss (flight, policy,
+// store), with the cache kept from growing by Flush: the instant fake
+// upstream hands over a copy of a reply packed once, scanned, as the
+// forwarder hands over a copy of the datagram it read with its scan.
 func BenchmarkResolveMiss(b *testing.B) {
 	qs := newQuestion(b, "www.example.org.", dns.TypeA)
 	m := replyA(qs.req, 300)
@@ -377,18 +377,18 @@ func BenchmarkResolveMiss(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.Flush("www.example.org.")
-		if _, err := c.Resolve(ctx, qs.key); err != nil {
+		if _, err := c.Resolve(ctx, qs.key, time.Time{}); err != nil {
 			b.Fatal(err)
 		}
 	}
 }
 
-// TestResolveByGivesUpOnALongerFlight checks the deadline given beside the
+// TestResolveGivesUpOnALongerFlight checks the deadline given beside the
 // context: a caller that joins a flight which may run past that deadline
 // stops waiting at it (no stale entry here: an error), while the flight
 // goes on and stores its answer; a caller whose own flight it is waits for
 // it, the flight being bounded by the same deadline.
-func TestResolveByGivesUpOnALongerFlight(t *testing.T) {
+func TestResolveGivesUpOnALongerFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		gate := make(chan struct{})
 		up := &fakeUpstream{reply: answerA(300), gate: gate}
@@ -398,12 +398,12 @@ func TestResolveByGivesUpOnALongerFlight(t *testing.T) {
 
 		first := make(chan error, 1)
 		go func() { // no deadline of its own: the flight runs to RefreshTimeout
-			_, err := c.Resolve(context.Background(), qs.key)
+			_, err := c.Resolve(context.Background(), qs.key, time.Time{})
 			first <- err
 		}()
 		synctest.Wait()
 
-		_, err := c.ResolveBy(context.Background(), qs.key, time.Now().Add(100*time.Millisecond))
+		_, err := c.Resolve(context.Background(), qs.key, time.Now().Add(100*time.Millisecond))
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("joined caller past its deadline: got %v, want context.DeadlineExceeded", err)
 		}
@@ -501,8 +501,9 @@ func TestStoreFromBytesMatchesUnpacked(t *testing.T) {
 // the same reply.
 type fixedUpstream []byte
 
-func (f fixedUpstream) ExchangeBy(context.Context, *dns.Msg, time.Time) ([]byte, netip.AddrPort, error) {
-	return bytes.Clone(f), testServer, nil
+func (f fixedUpstream) Exchange(context.Context, wire.Key, time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
+	r, err := wire.ReadUpstream(bytes.Clone(f))
+	return r, testServer, err
 }
 
 // TestUpstreamPanicFailsTheFlight checks that a panic in the upstream
@@ -512,11 +513,46 @@ func TestUpstreamPanicFailsTheFlight(t *testing.T) {
 	up := &fakeUpstream{reply: func(*dns.Msg) (*dns.Msg, error) { panic("injected upstream panic") }}
 	c := newTestCache(t, Config{}, up, newClock())
 	qs := newQuestion(t, "example.org.", dns.TypeA)
-	if _, err := c.Resolve(context.Background(), qs.key); !errors.Is(err, ErrPanicked) {
+	if _, err := c.Resolve(context.Background(), qs.key, time.Time{}); !errors.Is(err, ErrPanicked) {
 		t.Fatalf("Resolve when the upstream query panics: got %v, want ErrPanicked", err)
 	}
 	up.set(answerA(60))
-	if r := resolve(t, c, qs); r.Source != SourceUpstream || r.Packed.Rcode() != dns.RcodeSuccess {
+	if r := resolve(t, c, qs); r.Source != wire.SourceUpstream || r.Packed.Rcode() != dns.RcodeSuccess {
 		t.Errorf("after the panic: got source %v rcode %d, want an upstream answer", r.Source, r.Packed.Rcode())
+	}
+}
+
+// readUpstream is an Exchanger that hands over a reply as given: what
+// the forwarder read of it, and nothing else.
+type readUpstream struct{ r wire.UpstreamReply }
+
+func (u readUpstream) Exchange(context.Context, wire.Key, time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
+	return u.r, testServer, nil
+}
+
+// TestStoresWhatTheForwarderRead checks that the cache takes a reply as
+// the forwarder read it, without reading its bytes again: one handed over
+// unpacked is stored from the message (its bytes withheld here), and one
+// neither scanned nor unpacked is refused as a bad reply, not read.
+func TestStoresWhatTheForwarderRead(t *testing.T) {
+	qs := newQuestion(t, "example.org.", dns.TypeA)
+	c := newTestCache(t, Config{}, readUpstream{wire.UpstreamReply{Msg: replyA(qs.req, 60)}}, newClock())
+	if r := resolve(t, c, qs); r.Source != wire.SourceUpstream || len(served(t, r.Packed, qs, r.Mode).Answer) != 1 {
+		t.Errorf("reply handed over unpacked: got source %v, want upstream with one answer", r.Source)
+	}
+	if r := resolve(t, c, qs); r.Source != wire.SourceCache {
+		t.Errorf("second Resolve: got source %v, want cache", r.Source)
+	}
+
+	raw, err := replyA(qs.req, 60).Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c = newTestCache(t, Config{}, readUpstream{wire.UpstreamReply{Raw: raw}}, newClock())
+	if _, err := c.Resolve(context.Background(), qs.key, time.Time{}); err == nil {
+		t.Error("reply neither scanned nor unpacked: got no error")
+	}
+	if got := c.met.uncacheable[reasonBadReply].Load(); got != 1 {
+		t.Errorf("uncacheable bad_reply: got %d, want 1", got)
 	}
 }

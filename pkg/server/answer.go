@@ -12,58 +12,25 @@ import (
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
-// Source says where an answer came from.
-type Source uint8
-
-// Sources of answers, in metric label order.
-const (
-	SourceLocal    Source = iota // built by the server: errors, ANY, refusals
-	SourceZone                   // the cluster zone
-	SourceCache                  // a fresh cache hit
-	SourceStale                  // an expired cache entry served per RFC 8767
-	SourceUpstream               // forwarded to an upstream resolver
-	numSources
-)
-
-var sourceNames = [numSources]string{"local", "zone", "cache", "stale", "upstream"}
-
-func (s Source) String() string {
-	if s < numSources {
-		return sourceNames[s]
-	}
-	return "unknown"
-}
-
-// ErrOverloaded is what a Resolver returns (wrapped) when it sheds load;
-// the server answers REFUSED. Main maps the upstream package's sentinel to it.
-var ErrOverloaded = errors.New("overloaded")
-
 // Resolver answers names outside the cluster zone: the cache in front of the
 // upstream forwarder.
 type Resolver interface {
 	// Lookup returns a fresh cached reply for q, without allocating.
 	Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool)
 	// Resolve answers a miss: from upstream, or stale from the cache, by
-	// the deadline by. The upstream is asked key.Request(), whose flags are
-	// those the key promises (RD set, DO and CD as keyed, no AD), whoever
-	// asked; ctx only cancels (the server's own context: a timer
-	// context per miss cost 4% of the miss path's CPU).
-	Resolve(ctx context.Context, key wire.Key, by time.Time) (Resolution, error)
-}
-
-// Resolution is a Resolver's answer on the slow path.
-type Resolution struct {
-	Packed *wire.Packed
-	Mode   wire.TTLMode
-	Source Source         // SourceCache, SourceStale or SourceUpstream
-	Server netip.AddrPort // the upstream asked, when Source is SourceUpstream
+	// the deadline by. The upstream is asked the query key.AppendRequest
+	// builds, whose flags are those the key promises (RD set, DO and CD as
+	// keyed, no AD), whoever asked; ctx only cancels (the server's own
+	// context, rather than a timer context per miss). An error wrapping
+	// wire.ErrOverloaded is answered REFUSED, any other SERVFAIL.
+	Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error)
 }
 
 // Result describes one answered query, for metrics, the admin API and the
 // per-client accounting.
 type Result struct {
 	Rcode  int
-	Source Source
+	Source wire.Source
 	Server netip.AddrPort
 }
 
@@ -72,21 +39,21 @@ type Result struct {
 // reply appended to out and ok, or ok false when the slow path must answer.
 func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, out []byte, maxSize int, now time.Time) ([]byte, Result, bool) {
 	if perr != nil {
-		return s.validationError(pkt, q, perr, out), Result{Rcode: rcodeOf(perr), Source: SourceLocal}, true
+		return s.validationError(pkt, q, perr, out), Result{Rcode: rcodeOf(perr), Source: wire.SourceLocal}, true
 	}
 	if s.limiter != nil && !s.limiter.allow(client, now) {
 		s.metrics.dropped("client_qps_limit")
-		return wire.AppendError(out, pkt, q, dns.RcodeRefused), Result{Rcode: dns.RcodeRefused, Source: SourceLocal}, true
+		return wire.AppendError(out, pkt, q, dns.RcodeRefused), Result{Rcode: dns.RcodeRefused, Source: wire.SourceLocal}, true
 	}
 	if rcode, refuse := s.refuse(q); refuse {
-		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: SourceLocal}, true
+		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: wire.SourceLocal}, true
 	}
 	if q.Type == dns.TypeANY {
 		return nil, Result{}, false // RFC 8482 answer is built on the slow path
 	}
 	if s.inZoneSuffix(q.LowerName()) {
 		if p, ok := s.memo.get(q, s.zone.Generation()); ok && (p.Rcode() != dns.RcodeNameError || s.pods == nil) {
-			return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: p.Rcode(), Source: SourceZone}, true
+			return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: p.Rcode(), Source: wire.SourceZone}, true
 		}
 		if s.zone == nil || hasWireSuffix(q.LowerName(), s.domainWire) || s.zone.InZone(keyName(q)) {
 			return nil, Result{}, false
@@ -94,7 +61,7 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, 
 		// A reverse name the zone does not own: the cache may answer it.
 	}
 	if p, mode, ok := s.resolver.Lookup(q, now); ok {
-		return p.AppendReply(out, q, mode, maxSize), Result{Rcode: p.Rcode(), Source: SourceCache}, true
+		return p.AppendReply(out, q, mode, maxSize), Result{Rcode: p.Rcode(), Source: wire.SourceCache}, true
 	}
 	return nil, Result{}, false
 }
@@ -104,13 +71,13 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, 
 // ExternalName chases, and cache misses. ctx cancels (shutdown).
 func (s *Server) slow(ctx context.Context, by time.Time, pkt []byte, q *wire.Query, client netip.Addr, out []byte, maxSize int) ([]byte, Result) {
 	if q.Type == dns.TypeANY {
-		return s.packAndAppend(rfc8482(q), q, out, maxSize, Result{Rcode: dns.RcodeSuccess, Source: SourceLocal})
+		return s.packAndAppend(rfc8482(q), q, out, maxSize, Result{Rcode: dns.RcodeSuccess, Source: wire.SourceLocal})
 	}
 	if s.inZoneSuffix(q.LowerName()) {
 		qname := keyName(q)
 		if base, ns, ok := s.autopathBase(client, qname); ok {
 			if m, ok := s.autopath(ctx, by, q, qname, base, ns); ok {
-				return s.packAndAppend(m, q, out, maxSize, Result{Rcode: m.Rcode, Source: SourceZone})
+				return s.packAndAppend(m, q, out, maxSize, Result{Rcode: m.Rcode, Source: wire.SourceZone})
 			}
 		}
 		if out, res, ok := s.answerZone(ctx, by, pkt, q, qname, out, maxSize); ok {
@@ -120,11 +87,11 @@ func (s *Server) slow(ctx context.Context, by time.Time, pkt []byte, q *wire.Que
 	res, err := s.resolver.Resolve(ctx, q.Key(), by)
 	if err != nil {
 		rcode := dns.RcodeServerFailure
-		if errors.Is(err, ErrOverloaded) {
+		if errors.Is(err, wire.ErrOverloaded) {
 			rcode = dns.RcodeRefused
 		}
 		s.logRated("upstream", "answering from upstream failed", "name", keyName(q), logkey.Err, err)
-		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: SourceUpstream}
+		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: wire.SourceUpstream}
 	}
 	return res.Packed.AppendReply(out, q, res.Mode, maxSize), Result{Rcode: res.Packed.Rcode(), Source: res.Source, Server: res.Server}
 }

@@ -37,8 +37,8 @@ var corednsTypes = []uint16{dns.TypeAAAA, dns.TypeA, dns.TypeCNAME, dns.TypeDNSK
 // corednsPlugin is the plugin label of coredns_dns_responses_total: the
 // CoreDNS plugin that would have written the answer. Local answers
 // (refusals, FORMERR, RFC 8482) come from the server itself: "".
-var corednsPlugin = [numSources]string{SourceLocal: "", SourceZone: "kubernetes", SourceCache: "cache",
-	SourceStale: "cache", SourceUpstream: "forward"}
+var corednsPlugin = [wire.NumSources]string{wire.SourceLocal: "", wire.SourceZone: "kubernetes", wire.SourceCache: "cache",
+	wire.SourceStale: "cache", wire.SourceUpstream: "forward"}
 
 // edge says where a query came in: transport and listen address, as
 // indexes into corednsMetrics.servers.
@@ -167,9 +167,9 @@ func newCorednsMetrics(reg prometheus.Registerer, addrs []netip.AddrPort, domain
 		s, z := sz(i / 2)
 		return respSize.WithLabelValues(s, z, view, protoNames[i%2])
 	})
-	m.responses = newLazy(ns*nz*numRcodes*int(numSources), func(i int) prometheus.Counter {
-		src := Source(i % int(numSources))
-		i /= int(numSources)
+	m.responses = newLazy(ns*nz*numRcodes*int(wire.NumSources), func(i int) prometheus.Counter {
+		src := wire.Source(i % int(wire.NumSources))
+		i /= int(wire.NumSources)
 		s, z := sz(i / numRcodes)
 		return resps.WithLabelValues(s, z, view, rcodeName(i%numRcodes), corednsPlugin[src])
 	})
@@ -267,21 +267,21 @@ func (m *corednsMetrics) observe(ep edge, client netip.Addr, q *wire.Query, res 
 	m.reqSize.at(sz*2 + proto).Observe(float64(reqLen))
 	m.respSize.at(sz*2 + proto).Observe(float64(respLen))
 	src := res.Source
-	if src >= numSources {
-		src = SourceLocal
+	if src >= wire.NumSources {
+		src = wire.SourceLocal
 	}
-	m.responses.at((sz*numRcodes+min(max(res.Rcode, 0), numRcodes-1))*int(numSources) + int(src)).Inc()
+	m.responses.at((sz*numRcodes+min(max(res.Rcode, 0), numRcodes-1))*int(wire.NumSources) + int(src)).Inc()
 	switch src {
-	case SourceCache, SourceStale, SourceUpstream:
+	case wire.SourceCache, wire.SourceStale, wire.SourceUpstream:
 		m.cacheRequests.at(sz).Inc()
 	default:
 		return
 	}
-	if src == SourceUpstream {
+	if src == wire.SourceUpstream {
 		m.cacheMisses.at(sz).Inc()
 		return
 	}
-	if src == SourceStale {
+	if src == wire.SourceStale {
 		m.cacheStale.at(sz).Inc()
 	}
 	m.cacheHits.at(sz*2 + denial(res.Rcode, reply)).Inc()

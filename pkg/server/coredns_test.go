@@ -102,7 +102,7 @@ func BenchmarkCorednsObserve(b *testing.B) {
 	}
 	q := parseName(b, "www.example.org.")
 	client := netip.MustParseAddr("10.0.0.1")
-	res := Result{Source: SourceCache}
+	res := Result{Source: wire.SourceCache}
 	reply := make([]byte, 60)
 	reply[7] = 1 // one answer record
 	b.ReportAllocs()
@@ -132,12 +132,12 @@ func BenchmarkNodecacheObserve(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	res := Result{Source: SourceCache}
+	res := Result{Source: wire.SourceCache}
 	reply := make([]byte, 60)
 	reply[7] = 1 // one answer record
 	b.ReportAllocs()
 	for b.Loop() {
-		m.observe(protoUDP, dns.TypeA, res, 100*time.Microsecond)
+		m.observe(protoUDP, dns.TypeA, res, (100 * time.Microsecond).Seconds())
 	}
 }
 
@@ -158,6 +158,19 @@ func TestCacheHitType(t *testing.T) {
 		reply[7] = tt.an
 		if got := denial(tt.rcode, reply); got != tt.want {
 			t.Errorf("%s: got %d, want %d (0 success, 1 denial)", tt.name, got, tt.want)
+		}
+	}
+}
+
+func TestMetricQtypeIndex(t *testing.T) {
+	for i, typ := range metricQtypes {
+		if got := metricQtypeIndex(typ); got != i {
+			t.Errorf("%s: got index %d, want %d", dns.TypeToString[typ], got, i)
+		}
+	}
+	for _, typ := range []uint16{0, dns.TypeNULL, dns.TypeDNSKEY, 256, dns.TypeCAA, 65535} {
+		if got := metricQtypeIndex(typ); got != len(metricQtypes) {
+			t.Errorf("type %d: got index %d, want %d (other)", typ, got, len(metricQtypes))
 		}
 	}
 }

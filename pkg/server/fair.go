@@ -70,5 +70,5 @@ func (s *Server) releaseSlot(client netip.Addr) {
 
 // refused is the reply to a query over a cap.
 func refused(out, pkt []byte, q *wire.Query) ([]byte, Result) {
-	return wire.AppendError(out, pkt, q, dns.RcodeRefused), Result{Rcode: dns.RcodeRefused, Source: SourceLocal}
+	return wire.AppendError(out, pkt, q, dns.RcodeRefused), Result{Rcode: dns.RcodeRefused, Source: wire.SourceLocal}
 }

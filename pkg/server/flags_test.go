@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -31,7 +30,7 @@ const (
 // startFlagEcho runs an upstream on loopback that answers every A query
 // with one record whose last octet says which flags the query carried, and
 // sets AD on every reply (as a validating resolver would).
-func startFlagEcho(t *testing.T) netip.AddrPort {
+func startFlagEcho(t testing.TB) netip.AddrPort {
 	t.Helper()
 	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
 	if err != nil {
@@ -67,25 +66,26 @@ func startFlagEcho(t *testing.T) netip.AddrPort {
 }
 
 // cacheResolver puts the real cache (and forwarder) behind the server, as
-// main does.
+// main does: the cache's answers and errors go to the server as they are.
 type cacheResolver struct{ c *cache.Cache }
 
 func (r cacheResolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
 	return r.c.Lookup(q, now)
 }
 
-func (r cacheResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (Resolution, error) {
-	res, err := r.c.ResolveBy(ctx, key, by)
-	if errors.Is(err, upstream.ErrOverloaded) {
-		err = errors.Join(ErrOverloaded, err)
-	}
-	return Resolution{Packed: res.Packed, Mode: res.Mode, Source: SourceUpstream, Server: res.Server}, err
+func (r cacheResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
+	return r.c.Resolve(ctx, key, by)
 }
 
-func newCacheResolver(t *testing.T, up netip.AddrPort) cacheResolver {
+func newCacheResolver(t testing.TB, up netip.AddrPort) cacheResolver {
+	t.Helper()
+	return newCacheResolverCfg(t, upstream.Config{Servers: []netip.AddrPort{up}})
+}
+
+func newCacheResolverCfg(t testing.TB, cfg upstream.Config) cacheResolver {
 	t.Helper()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	fwd, err := upstream.New(upstream.Config{Servers: []netip.AddrPort{up}}, prometheus.NewRegistry(), log)
+	fwd, err := upstream.New(cfg, prometheus.NewRegistry(), log)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +96,49 @@ func newCacheResolver(t *testing.T, up netip.AddrPort) cacheResolver {
 	}
 	t.Cleanup(func() { _ = c.Close() })
 	return cacheResolver{c: c}
+}
+
+// TestUpstreamOverloadIsRefused fills the forwarder's in-flight cap and
+// checks that the next miss is answered REFUSED through the real cache,
+// with no layer between them translating the forwarder's error.
+func TestUpstreamOverloadIsRefused(t *testing.T) {
+	held, release := make(chan struct{}, 1), make(chan struct{})
+	pc, err := net.ListenPacket("udp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := dns.HandlerFunc(func(w dns.ResponseWriter, req *dns.Msg) {
+		held <- struct{}{}
+		<-release
+		m := new(dns.Msg)
+		m.SetReply(req)
+		_ = w.WriteMsg(m)
+	})
+	srv := &dns.Server{PacketConn: pc, Handler: h}
+	go func() { _ = srv.ActivateAndServe() }()
+	t.Cleanup(func() { _ = srv.Shutdown() })
+	up := pc.LocalAddr().(*net.UDPAddr).AddrPort()
+	_, addr := startServer(t, Config{}, nil, newCacheResolverCfg(t, upstream.Config{Servers: []netip.AddrPort{up}, MaxInFlight: 1}))
+
+	first := make(chan error, 1)
+	defer func() {
+		close(release)
+		if err := <-first; err != nil {
+			t.Errorf("the query holding the slot: %v", err)
+		}
+	}()
+	go func() {
+		_, _, err := new(dns.Client).Exchange(new(dns.Msg).SetQuestion("first.example.", dns.TypeA), addr.String())
+		first <- err
+	}()
+	<-held // the forwarder's one slot is taken
+	r, _, err := new(dns.Client).Exchange(new(dns.Msg).SetQuestion("second.example.", dns.TypeA), addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Rcode != dns.RcodeRefused {
+		t.Errorf("a miss over the upstream's in-flight cap: got %s, want REFUSED", dns.RcodeToString[r.Rcode])
+	}
 }
 
 // TestFlagIsolation sends the same names with every combination of RD,
@@ -172,6 +215,35 @@ func TestZoneAnswerNeverAD(t *testing.T) {
 		}
 		if r.AuthenticatedData || len(r.Answer) != 1 {
 			t.Errorf("got AD %v with %d answers, want AD clear and one answer", r.AuthenticatedData, len(r.Answer))
+		}
+	}
+}
+
+// BenchmarkMissPath is a miss end to end as Server.Query answers it (parse,
+// the fast path missing, the slow path): the real cache and forwarder ask
+// an upstream on loopback, with the cache flushed before each query.
+func BenchmarkMissPath(b *testing.B) {
+	up := startFlagEcho(b)
+	r := newCacheResolver(b, up)
+	s, err := New(Config{Addrs: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}}, Deps{Resolver: r},
+		prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("miss.example.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	pkt, err := m.Pack()
+	if err != nil {
+		b.Fatal(err)
+	}
+	client := netip.MustParseAddr("10.0.0.1")
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r.c.Flush("miss.example.")
+		if _, res, err := s.Query(ctx, pkt, client); err != nil || res.Rcode != dns.RcodeSuccess {
+			b.Fatalf("got %+v, %v; want an upstream answer", res, err)
 		}
 	}
 }

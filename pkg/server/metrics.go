@@ -3,10 +3,11 @@ package server
 import (
 	"fmt"
 	"strconv"
-	"time"
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // qtypes with their own label value; the rest count as "other".
@@ -18,9 +19,8 @@ const numRcodes = 24 // rcodes 0..23 get their own label; beyond counts as 23
 // metrics holds pre-resolved counters so the hot path only does atomic adds.
 type metrics struct {
 	requests  [2][]prometheus.Counter // [proto][qtype index]
-	qtypeIdx  map[uint16]int
-	responses [numSources][numRcodes]prometheus.Counter
-	duration  [numSources]prometheus.Observer
+	responses [wire.NumSources][numRcodes]prometheus.Counter
+	duration  [wire.NumSources]prometheus.Observer
 	drops     *prometheus.CounterVec
 	tcpConns  prometheus.Gauge
 	panics    prometheus.Counter
@@ -42,7 +42,6 @@ func newMetrics(reg prometheus.Registerer, cfg *Config) (*metrics, error) {
 		Buckets: []float64{0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 	}, []string{"source"})
 	m := &metrics{
-		qtypeIdx: make(map[uint16]int),
 		drops: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodecache_server_dropped_total", Help: "Queries dropped or refused at the edge, by reason.",
 		}, []string{"reason"}),
@@ -67,16 +66,13 @@ func newMetrics(reg prometheus.Registerer, cfg *Config) (*metrics, error) {
 	if m.coredns, err = newCorednsMetrics(reg, cfg.Addrs, cfg.Domain, cfg.StubDomains); err != nil {
 		return nil, err
 	}
-	for i, t := range metricQtypes {
-		m.qtypeIdx[t] = i
-	}
 	for p, proto := range []string{"udp", "tcp"} {
 		for _, t := range metricQtypes {
 			m.requests[p] = append(m.requests[p], reqs.WithLabelValues(proto, dns.TypeToString[t]))
 		}
 		m.requests[p] = append(m.requests[p], reqs.WithLabelValues(proto, "other"))
 	}
-	for s := Source(0); s < numSources; s++ {
+	for s := wire.Source(0); s < wire.NumSources; s++ {
 		for r := 0; r < numRcodes; r++ {
 			name, ok := dns.RcodeToString[r]
 			if !ok {
@@ -89,18 +85,32 @@ func newMetrics(reg prometheus.Registerer, cfg *Config) (*metrics, error) {
 	return m, nil
 }
 
-func (m *metrics) observe(proto int, qtype uint16, res Result, took time.Duration) {
-	i, ok := m.qtypeIdx[qtype]
-	if !ok {
-		i = len(metricQtypes)
+// metricQtypeIndexes maps a qtype below 256 (every type of metricQtypes
+// is) to its index in metricQtypes plus one; 0 means "other". An array,
+// not a map: it is read once per query.
+var metricQtypeIndexes = func() (t [256]uint8) {
+	for i, x := range metricQtypes {
+		t[x] = uint8(i + 1)
 	}
-	m.requests[proto][i].Inc()
+	return t
+}()
+
+func metricQtypeIndex(t uint16) int {
+	if t < 256 && metricQtypeIndexes[t] != 0 {
+		return int(metricQtypeIndexes[t]) - 1
+	}
+	return len(metricQtypes)
+}
+
+// observe accounts one answered query that took seconds.
+func (m *metrics) observe(proto int, qtype uint16, res Result, seconds float64) {
+	m.requests[proto][metricQtypeIndex(qtype)].Inc()
 	src := res.Source
-	if src >= numSources {
-		src = SourceLocal
+	if src >= wire.NumSources {
+		src = wire.SourceLocal
 	}
 	m.responses[src][min(max(res.Rcode, 0), numRcodes-1)].Inc()
-	m.duration[src].Observe(took.Seconds())
+	m.duration[src].Observe(seconds)
 }
 
 func (m *metrics) dropped(reason string) { m.drops.WithLabelValues(reason).Inc() }

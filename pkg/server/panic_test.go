@@ -27,7 +27,7 @@ func (p *panickyResolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wi
 	return p.fakeResolver.Lookup(q, now)
 }
 
-func (p *panickyResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (Resolution, error) {
+func (p *panickyResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
 	if strings.HasPrefix(key.Name, "\x08slowboom") {
 		panic("injected slow-path panic")
 	}

@@ -262,15 +262,17 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 // record accounts one answered query pkt from client that came in at ep,
 // answered with reply.
 func (s *Server) record(ep edge, client netip.AddrPort, q *wire.Query, res Result, start time.Time, pkt, reply []byte) {
-	end := time.Now()
-	took := end.Sub(start)
-	s.metrics.observe(int(ep.proto), q.Type, res, took)
-	s.metrics.coredns.observe(ep, client.Addr(), q, res, took.Seconds(), len(pkt), reply)
+	// time.Since reads the monotonic clock alone, where time.Now reads the
+	// wall clock too: this runs once per query.
+	took := time.Since(start)
+	seconds := took.Seconds()
+	s.metrics.observe(int(ep.proto), q.Type, res, seconds)
+	s.metrics.coredns.observe(ep, client.Addr(), q, res, seconds, len(pkt), reply)
 	if s.observer != nil {
 		s.observer.Observe(client.Addr(), q, res, took)
 	}
 	if s.tap != nil {
-		s.tap.TapClient(client, s.cfg.Addrs[ep.server], ep.proto == protoTCP, pkt, reply, start, end)
+		s.tap.TapClient(client, s.cfg.Addrs[ep.server], ep.proto == protoTCP, pkt, reply, start, start.Add(took))
 	}
 }
 

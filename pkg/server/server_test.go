@@ -38,8 +38,8 @@ func (f *fakeResolver) Lookup(q *wire.Query, _ time.Time) (*wire.Packed, wire.TT
 	return p, wire.TTLMode{}, ok
 }
 
-func (f *fakeResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (Resolution, error) {
-	req := key.Request()
+func (f *fakeResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
+	req := new(dns.Msg).SetQuestion(key.PresentationName(), key.Type)
 	ctx, cancel := context.WithDeadline(ctx, by)
 	defer cancel()
 	f.calls.Add(1)
@@ -47,11 +47,11 @@ func (f *fakeResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) 
 		select {
 		case <-f.block:
 		case <-ctx.Done():
-			return Resolution{}, ctx.Err()
+			return wire.Answer{}, ctx.Err()
 		}
 	}
 	if f.err != nil {
-		return Resolution{}, f.err
+		return wire.Answer{}, f.err
 	}
 	m := new(dns.Msg)
 	m.SetReply(req)
@@ -63,7 +63,7 @@ func (f *fakeResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) 
 	}
 	p, err := wire.Pack(m)
 	if err != nil {
-		return Resolution{}, err
+		return wire.Answer{}, err
 	}
 	f.mu.Lock()
 	if f.cached == nil {
@@ -71,7 +71,7 @@ func (f *fakeResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) 
 	}
 	f.cached[key.Name] = p
 	f.mu.Unlock()
-	return Resolution{Packed: p, Source: SourceUpstream}, nil
+	return wire.Answer{Packed: p, Source: wire.SourceUpstream}, nil
 }
 
 // startServer runs a server on loopback ports and returns its address.
@@ -373,7 +373,7 @@ func TestUpstreamFailureIsServfailOverloadIsRefused(t *testing.T) {
 		want int
 	}{
 		{err: context.DeadlineExceeded, want: dns.RcodeServerFailure},
-		{err: ErrOverloaded, want: dns.RcodeRefused},
+		{err: wire.ErrOverloaded, want: dns.RcodeRefused},
 	} {
 		_, addr := startServer(t, Config{}, nil, &fakeResolver{err: tc.err})
 		m := new(dns.Msg)

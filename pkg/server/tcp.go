@@ -144,6 +144,7 @@ func (s *Server) serveConn(c *net.TCPConn, client netip.Addr) {
 			pipeline <- struct{}{}
 			b := s.slowBufs.get()
 			b.pkt = append(b.pkt[:0], pkt...)
+			q.CopyTo(&b.q, b.pkt)
 			wg.Add(1)
 			s.workers.Run(func() {
 				defer wg.Done()
@@ -202,9 +203,6 @@ func (t *tcpConn) slow(b *slowBuf, start time.Time) {
 		}
 	}()
 	q := &b.q
-	if err := wire.Parse(b.pkt, q); err != nil {
-		return // parsed once already; cannot happen
-	}
 	by := time.Now().Add(s.cfg.QueryTimeout)
 	reply, res := s.slow(s.ctx, by, b.pkt, q, t.client, b.out[:0], 65535)
 	t.write(reply)

@@ -36,14 +36,14 @@ func newBlockingResolver() *blockingResolver {
 	return &blockingResolver{release: make(chan struct{})}
 }
 
-func (r *blockingResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (Resolution, error) {
+func (r *blockingResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
 	if strings.HasSuffix(key.Name, "\x05block\x00") {
 		r.blocked.Add(1)
 		defer r.blocked.Add(-1)
 		select {
 		case <-r.release:
 		case <-ctx.Done():
-			return Resolution{}, ctx.Err()
+			return wire.Answer{}, ctx.Err()
 		}
 	}
 	return r.fakeResolver.Resolve(ctx, key, by)

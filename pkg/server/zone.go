@@ -75,7 +75,7 @@ func hasWireSuffix(name, suffix []byte) bool {
 // to be the zone's (a reverse name it does not own); the caller forwards it.
 func (s *Server) answerZone(ctx context.Context, by time.Time, pkt []byte, q *wire.Query, qname string, out []byte, maxSize int) ([]byte, Result, bool) {
 	if s.zone == nil {
-		return wire.AppendError(out, pkt, q, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: SourceZone}, true
+		return wire.AppendError(out, pkt, q, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: wire.SourceZone}, true
 	}
 	if !s.zone.InZone(qname) {
 		return nil, Result{}, false
@@ -85,18 +85,18 @@ func (s *Server) answerZone(ctx context.Context, by time.Time, pkt []byte, q *wi
 	m := zoneMsg(q, za)
 	if za.Chase != "" {
 		s.chase(ctx, by, m, za.Chase, q)
-		out, res := s.packAndAppend(m, q, out, maxSize, Result{Rcode: m.Rcode, Source: SourceZone})
+		out, res := s.packAndAppend(m, q, out, maxSize, Result{Rcode: m.Rcode, Source: wire.SourceZone})
 		return out, res, true
 	}
 	p, err := wire.Pack(m)
 	if err != nil {
 		s.logRated("pack", "packing zone reply failed", "name", qname, logkey.Err, err)
-		return wire.AppendError(out, pkt, q, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: SourceZone}, true
+		return wire.AppendError(out, pkt, q, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: wire.SourceZone}, true
 	}
 	if za.Rcode != dns.RcodeServerFailure { // pre-sync SERVFAILs must not stick
 		s.memo.put(q, gen, p)
 	}
-	return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: za.Rcode, Source: SourceZone}, true
+	return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: za.Rcode, Source: wire.SourceZone}, true
 }
 
 func zoneMsg(q *wire.Query, za ZoneAnswer) *dns.Msg {

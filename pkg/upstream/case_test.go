@@ -115,7 +115,7 @@ func TestServerThatStopsEchoing(t *testing.T) {
 	}
 	lowercase.Store(true)
 	for i := 1; i <= caseMismatchLimit+2; i++ {
-		_, _, err := f.Exchange(context.Background(), query("www.example.org.", dns.TypeA))
+		_, _, err := exchange(context.Background(), f, query("www.example.org.", dns.TypeA))
 		if failed := err != nil; failed != (i < caseMismatchLimit) {
 			t.Errorf("query %d after the server stopped echoing: got error %v, want one only before the %dth", i, err, caseMismatchLimit)
 		}

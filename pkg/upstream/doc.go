@@ -4,8 +4,9 @@
 //
 // # Behaviour
 //
-// Forwarder.Exchange packs the caller's request once (without modifying
-// it) and tries the servers of the matching set: the stub domain that is
+// Forwarder.Exchange asks for one cache key's entry: it writes the query
+// from the key's bytes (wire.Key.AppendRequest) and tries the servers of
+// the matching set: the stub domain that is
 // the longest suffix of the query name, else the default servers. Each
 // attempt sends a new random query ID on a connected UDP socket, so the
 // kernel picks a random source port and drops datagrams from any other
@@ -19,11 +20,12 @@
 // time). A server that answers REFUSED is skipped in favour of the next;
 // its reply is returned only if no other server answers.
 //
-// ExchangeBy returns the reply as bytes. One in the plain shape nearly
-// every reply has is checked in place by wire.ScanUpstream (names,
-// pointers, rdata lengths, the question against the request's); any
-// other is unpacked with miekg/dns to check it. Either way what is
-// returned unpacks. Exchange unpacks it for callers that want a dns.Msg.
+// Each reply is read once, and what that read found goes with it to the
+// caller (wire.UpstreamReply): one in the plain shape nearly every reply
+// has is checked in place by wire.ScanUpstream (names, pointers, rdata
+// lengths, the question against the request's), and the cache stores it
+// from that scan; any other is unpacked with miekg/dns to check it, and
+// handed over unpacked.
 //
 // UDP sockets are pooled per server too, as dialling one per query was
 // most of the miss path's CPU. A socket serves one query at a time and

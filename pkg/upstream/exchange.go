@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -58,48 +57,62 @@ const (
 	replyMalformed              // does not unpack: ignore
 )
 
-// parseReply checks that buf answers the query req (packed, with the
-// given ID) before trusting it, and returns its rcode. The header is
-// checked on the raw bytes so that a spoofed datagram costs no allocation;
-// a reply in the plain shape wire.ScanUpstream takes is checked in place,
-// and any other is unpacked, as a reply that does not unpack is ignored.
-func parseReply(buf []byte, id uint16, req []byte, q *dns.Question) (rcode int, v verdict) {
+// parseReply checks that buf answers the packed query req (with the
+// given ID) before trusting it, and reads it once into r, which then
+// aliases buf; r is written only for a reply taken (replyOK,
+// replyTruncatedWhole). The header is checked on the raw bytes so that a
+// spoofed datagram costs no allocation; a reply in the plain shape
+// wire.ScanUpstream takes is checked in place, and any other is unpacked,
+// as a reply that does not unpack is ignored.
+func parseReply(buf []byte, id uint16, req []byte, r *wire.UpstreamReply) verdict {
 	if len(buf) < headerSize {
-		return 0, replyMalformed
+		return replyMalformed
 	}
 	if binary.BigEndian.Uint16(buf) != id || buf[2]&qrBit == 0 {
-		return 0, replySpoofed
+		return replySpoofed
 	}
 	if u, ok := wire.ScanUpstream(buf); ok {
 		if !u.AnswersQuery(req) {
-			return 0, replySpoofed
+			return replySpoofed
 		}
-		return u.Rcode, replyOK
+		*r = wire.UpstreamReply{Raw: buf, Scanned: true, Scan: u}
+		return replyOK
 	}
 	resp := new(dns.Msg)
 	err := resp.Unpack(buf)
-	if !sameQuestion(resp, q) {
+	if !sameQuestion(resp, req) {
 		if err != nil && len(resp.Question) == 0 {
-			return 0, replyMalformed
+			return replyMalformed
 		}
-		return 0, replySpoofed
+		return replySpoofed
 	}
 	truncated := buf[2]&tcBit != 0
 	switch {
 	case err != nil && truncated:
 		// A truncated reply may be cut anywhere after the question.
-		return 0, replyTruncated
+		return replyTruncated
 	case err != nil:
-		return 0, replyMalformed
-	case truncated:
-		return resp.Rcode, replyTruncatedWhole
+		return replyMalformed
 	}
-	return resp.Rcode, replyOK
+	*r = wire.UpstreamReply{Raw: buf, Msg: resp}
+	if truncated {
+		return replyTruncatedWhole
+	}
+	return replyOK
 }
 
-func sameQuestion(m *dns.Msg, q *dns.Question) bool {
-	return len(m.Question) == 1 && m.Question[0].Qtype == q.Qtype &&
-		m.Question[0].Qclass == q.Qclass && strings.EqualFold(m.Question[0].Name, q.Name)
+// sameQuestion reports whether m's one question is the one of the packed
+// query req: name (ignoring case), type and class.
+func sameQuestion(m *dns.Msg, req []byte) bool {
+	if len(m.Question) != 1 {
+		return false
+	}
+	q := &m.Question[0]
+	var name [wire.MaxNameLen]byte
+	n, err := dns.PackDomainName(q.Name, name[:], 0, nil, false)
+	end := headerSize + n
+	return err == nil && len(req) >= end+4 && bytes.EqualFold(name[:n], req[headerSize:end]) &&
+		binary.BigEndian.Uint16(req[end:]) == q.Qtype && binary.BigEndian.Uint16(req[end+2:]) == q.Qclass
 }
 
 // watch sets a past deadline on c when ctx is cancelled, unblocking any
@@ -116,39 +129,32 @@ func watch(ctx context.Context, c net.Conn) (stop func() bool) {
 func watchedNothing() bool { return true }
 
 // newID writes a fresh random query ID into the packed message.
-func newID(wire []byte) uint16 {
+func newID(req []byte) uint16 {
 	id := uint16(rand.Uint32()) //nolint:gosec // math/rand/v2 is ChaCha8-seeded per thread
-	binary.BigEndian.PutUint16(wire, id)
+	binary.BigEndian.PutUint16(req, id)
 	return id
-}
-
-// reply is a valid upstream reply: its bytes, which the caller owns, and
-// its rcode.
-type reply struct {
-	raw   []byte
-	rcode int
 }
 
 // tryServer makes one attempt at s: UDP on a pooled or new socket, then
 // TCP if the reply is truncated; TCP alone when forceTCP and for a DNS
-// over TLS server. wire is the packed request; its ID is rewritten.
-func (f *Forwarder) tryServer(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time, forceTCP bool) (reply, error) {
+// over TLS server. req is the packed request; its ID is rewritten.
+func (f *Forwarder) tryServer(ctx context.Context, s *server, req []byte, deadline time.Time, forceTCP bool) (wire.UpstreamReply, error) {
 	sent := time.Now()
 	if forceTCP || s.tls != nil {
-		r, err := f.tryTCP(ctx, s, q, wire, deadline)
-		f.tap(s, true, wire, r.raw, sent)
+		r, err := f.tryTCP(ctx, s, req, deadline)
+		f.tap(s, true, req, r.Raw, sent)
 		return r, err
 	}
-	r, truncated, err := f.tryUDP(ctx, s, q, wire, readSize, deadline, false)
+	r, truncated, err := f.tryUDP(ctx, s, req, deadline, false)
 	if err != nil || !truncated {
-		f.tap(s, false, wire, r.raw, sent)
+		f.tap(s, false, req, r.Raw, sent)
 		return r, err
 	}
-	f.tap(s, false, wire, nil, sent) // the truncated reply is not kept
+	f.tap(s, false, req, nil, sent) // the truncated reply is not kept
 	s.countError(kindTruncated)
 	sent = time.Now()
-	r, err = f.tryTCP(ctx, s, q, wire, deadline)
-	f.tap(s, true, wire, r.raw, sent)
+	r, err = f.tryTCP(ctx, s, req, deadline)
+	f.tap(s, true, req, r.Raw, sent)
 	return r, err
 }
 
@@ -165,66 +171,63 @@ func (f *Forwarder) tap(s *server, tcp bool, query, reply []byte, sent time.Time
 // the server's. The socket goes back to the pool only after a clean round
 // trip (see releaseUDP).
 // A probe is not counted as a request.
-func (f *Forwarder) tryUDP(ctx context.Context, s *server, q *dns.Question, wire []byte, readSize int, deadline time.Time, probe bool) (reply, bool, error) {
+func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, deadline time.Time, probe bool) (wire.UpstreamReply, bool, error) {
 	u, err := s.udpSocket(time.Now())
 	if err != nil {
-		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
+		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
 	// The deadline is set before the watch starts, so that a cancel that
 	// fires at once is not overwritten by it.
 	if err := u.conn.SetDeadline(deadline); err != nil {
 		_ = u.Close()
-		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
+		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
 	stop := u.watch(ctx)
-	r, truncated, clean, err := f.roundTripUDP(s, u, q, wire, readSize, probe)
+	r, truncated, clean, err := f.roundTripUDP(s, u, req, probe)
 	stopped := stop()
 	s.releaseUDP(u, clean && stopped)
 	if err != nil {
-		return reply{}, false, classify(ctx, s.addr, protoUDP, err)
+		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
 	return r, truncated, nil
 }
 
-// roundTripUDP sends wire on u and reads datagrams until one answers it.
+// roundTripUDP sends req on u and reads datagrams until one answers it.
 // clean reports a valid, untruncated reply that was the only datagram
 // read. The returned error is the raw socket error.
-func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []byte, readSize int, probe bool) (r reply, truncated, clean bool, err error) {
-	id := newID(wire)
-	mixed := randomizeCase(wire)
+func (f *Forwarder) roundTripUDP(s *server, u *udpSock, req []byte, probe bool) (r wire.UpstreamReply, truncated, clean bool, err error) {
+	id := newID(req)
+	mixed := randomizeCase(req)
 	u.uses++
 	s.countRequest(protoUDP, probe)
-	if _, err := u.conn.Write(wire); err != nil {
-		return reply{}, false, false, err
+	if _, err := u.conn.Write(req); err != nil {
+		return wire.UpstreamReply{}, false, false, err
 	}
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
 	buf := *bufp
-	if readSize > len(buf) {
-		buf = make([]byte, readSize)
-	}
 	clean = true
 	for {
 		n, err := u.conn.Read(buf)
 		if err != nil {
-			return reply{}, false, false, err
+			return wire.UpstreamReply{}, false, false, err
 		}
-		rcode, v := parseReply(buf[:n], id, wire, q)
-		if v == replyOK && !s.acceptCase(buf[:n], wire, mixed) {
+		v := parseReply(buf[:n], id, req, &r)
+		if v == replyOK && !s.acceptCase(buf[:n], req, mixed) {
 			v = replySpoofed
 		}
 		switch v {
 		case replyOK:
-			return reply{raw: bytes.Clone(buf[:n]), rcode: rcode}, false, clean, nil
+			return r.Clone(), false, clean, nil
 		case replyTruncated, replyTruncatedWhole:
-			return reply{}, true, false, nil
+			return wire.UpstreamReply{}, true, false, nil
 		case replySpoofed:
 			s.countError(kindSpoofed)
 		case replyMalformed:
 			if n == len(buf) {
-				// The kernel cut a datagram larger than the client's
-				// EDNS size; the whole reply may come over TCP.
-				return reply{}, true, false, nil
+				// The kernel cut a datagram larger than the buffer;
+				// the whole reply may come over TCP.
+				return wire.UpstreamReply{}, true, false, nil
 			}
 			s.countError(kindMalformed)
 		}
@@ -236,17 +239,17 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, q *dns.Question, wire []
 // tryTCP sends the query over a pooled or new TCP connection. A reused
 // connection that turns out closed by the server is replaced by a fresh
 // one within the same deadline.
-func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire []byte, deadline time.Time) (reply, error) {
+func (f *Forwarder) tryTCP(ctx context.Context, s *server, req []byte, deadline time.Time) (wire.UpstreamReply, error) {
 	for {
 		conn, reused := s.tcp.get(time.Now())
 		if !reused {
 			c, err := s.dial(ctx, deadline)
 			if err != nil {
-				return reply{}, classify(ctx, s.addr, protoTCP, err)
+				return wire.UpstreamReply{}, classify(ctx, s.addr, protoTCP, err)
 			}
 			conn = c
 		}
-		r, reusable, err := f.watchedTCP(ctx, s, conn, q, wire, deadline)
+		r, reusable, err := f.watchedTCP(ctx, s, conn, req, deadline)
 		if err == nil {
 			if reusable {
 				s.tcp.put(conn, time.Now().Add(f.cfg.TCPIdleTimeout))
@@ -257,7 +260,7 @@ func (f *Forwarder) tryTCP(ctx context.Context, s *server, q *dns.Question, wire
 		}
 		_ = conn.Close()
 		if !reused || !staleConn(err) || ctx.Err() != nil {
-			return reply{}, classify(ctx, s.addr, protoTCP, err)
+			return wire.UpstreamReply{}, classify(ctx, s.addr, protoTCP, err)
 		}
 	}
 }
@@ -275,31 +278,31 @@ func (s *server) dial(ctx context.Context, deadline time.Time) (net.Conn, error)
 // watchedTCP is roundTripTCP under conn's deadline and a watch on ctx.
 // reusable is false when the watcher ran as the reply came in: conn may
 // then carry a past deadline and must not be pooled.
-func (f *Forwarder) watchedTCP(ctx context.Context, s *server, conn net.Conn, q *dns.Question, wire []byte, deadline time.Time) (r reply, reusable bool, err error) {
+func (f *Forwarder) watchedTCP(ctx context.Context, s *server, conn net.Conn, req []byte, deadline time.Time) (r wire.UpstreamReply, reusable bool, err error) {
 	if err := conn.SetDeadline(deadline); err != nil {
-		return reply{}, false, err
+		return wire.UpstreamReply{}, false, err
 	}
 	stop := watch(ctx, conn)
-	r, err = f.roundTripTCP(s, conn, q, wire)
+	r, err = f.roundTripTCP(s, conn, req)
 	return r, stop(), err
 }
 
 // roundTripTCP writes one length-prefixed query on conn and reads replies
 // until one matches it. The returned error is the raw socket error.
-func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire []byte) (reply, error) {
-	id := newID(wire)
+func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, req []byte) (wire.UpstreamReply, error) {
+	id := newID(req)
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
-	out := binary.BigEndian.AppendUint16((*bufp)[:0], uint16(len(wire)))
-	out = append(out, wire...)
+	out := binary.BigEndian.AppendUint16((*bufp)[:0], uint16(len(req)))
+	out = append(out, req...)
 	s.countRequest(protoTCP, false)
 	if _, err := conn.Write(out); err != nil {
-		return reply{}, err
+		return wire.UpstreamReply{}, err
 	}
 	var lenBuf [2]byte
 	for {
 		if _, err := io.ReadFull(conn, lenBuf[:]); err != nil {
-			return reply{}, err
+			return wire.UpstreamReply{}, err
 		}
 		n := int(binary.BigEndian.Uint16(lenBuf[:]))
 		in := (*bufp)[:cap(*bufp)]
@@ -307,13 +310,13 @@ func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire
 			in = make([]byte, n)
 		}
 		if _, err := io.ReadFull(conn, in[:n]); err != nil {
-			return reply{}, err
+			return wire.UpstreamReply{}, err
 		}
-		rcode, v := parseReply(in[:n], id, wire, q)
-		switch v {
+		var r wire.UpstreamReply
+		switch parseReply(in[:n], id, req, &r) {
 		case replyOK, replyTruncatedWhole:
 			// TC over TCP is the server's final word; hand it back.
-			return reply{raw: bytes.Clone(in[:n]), rcode: rcode}, nil
+			return r.Clone(), nil
 		case replyTruncated, replyMalformed:
 			s.countError(kindMalformed)
 		case replySpoofed:
@@ -324,8 +327,9 @@ func (f *Forwarder) roundTripTCP(s *server, conn net.Conn, q *dns.Question, wire
 
 var (
 	// ErrOverloaded is returned by Exchange when Config.MaxInFlight queries
-	// are already in flight. The server edge answers REFUSED.
-	ErrOverloaded = errors.New("upstream: too many queries in flight")
+	// are already in flight. It wraps wire.ErrOverloaded, the sentinel the
+	// cache and the server edge know: the edge answers REFUSED.
+	ErrOverloaded error = errOverloaded{}
 	// ErrNoAnswer is returned by Exchange when no server gave a valid reply
 	// before the deadline. It wraps the last cause, usually an
 	// *AttemptError. The server edge answers SERVFAIL.
@@ -336,6 +340,13 @@ var (
 	// does not carry exactly one question.
 	ErrBadRequest = errors.New("upstream: request must carry exactly one question")
 )
+
+// errOverloaded is ErrOverloaded: its own message, and wire.ErrOverloaded
+// beneath it.
+type errOverloaded struct{}
+
+func (errOverloaded) Error() string { return "upstream: too many queries in flight" }
+func (errOverloaded) Unwrap() error { return wire.ErrOverloaded }
 
 // AttemptError describes one failed attempt at one server.
 type AttemptError struct {

@@ -13,6 +13,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // maxPasses is how many times Exchange walks a server set before giving up
@@ -28,7 +30,7 @@ type Forwarder struct {
 	m     *metrics
 	sem   *semaphore.Weighted
 	def   *serverSet            // the default servers
-	stubs map[string]*serverSet // lowercased FQDN -> set; read-only
+	stubs map[string]*serverSet // lowercased wire-form name -> set; read-only
 	all   []*server             // every distinct server, default ones first
 	bufs  bufPool
 	hooks hooks
@@ -94,8 +96,13 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 	}
 	f.def = newSet(cfg.Servers)
 	for _, domain := range sortedDomains(cfg.StubDomains) {
-		f.stubs[domain] = newSet(cfg.StubDomains[domain])
-		f.stubs[domain].setOptions(cfg.StubOptions[domain])
+		name, err := wireName(domain)
+		if err != nil {
+			return nil, fmt.Errorf("creating upstream forwarder: stub domain %q: %w", domain, err)
+		}
+		ss := newSet(cfg.StubDomains[domain])
+		ss.setOptions(cfg.StubOptions[domain])
+		f.stubs[name] = ss
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Add(1)
@@ -103,64 +110,49 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 	return f, nil
 }
 
-// Exchange forwards req and returns the first valid reply and the server
-// that gave it. req is not modified; the reply is a fresh message the
-// caller owns and may modify. The reply keeps whatever OPT record
-// the upstream sent; the caller strips it before caching. A REFUSED answer
-// makes Exchange try the next server, and is returned only if no server
-// answers otherwise. Errors: ErrBadRequest, ErrClosed, ErrOverloaded, or
-// ErrNoAnswer wrapping the last *AttemptError (and the context's error
-// when the caller gave up).
-func (f *Forwarder) Exchange(ctx context.Context, req *dns.Msg) (resp *dns.Msg, from netip.AddrPort, err error) {
-	raw, from, err := f.ExchangeBy(ctx, req, time.Time{})
-	if err != nil {
-		return nil, from, err
-	}
-	resp = new(dns.Msg)
-	if err := resp.Unpack(raw); err != nil { // ExchangeBy checked that it unpacks
-		return nil, from, fmt.Errorf("unpacking the reply of %s: %w", from, err)
-	}
-	return resp, from, nil
-}
-
-// ExchangeBy is Exchange with a deadline given apart from ctx, and the
-// reply left in wire form: a fresh slice the caller owns, checked to
-// unpack (wire.ScanUpstream reads it in place, or miekg/dns unpacks it).
-// The cache stores it from the bytes (wire.PackUpstream) without
-// unpacking it, and passes its deadline beside its long-lived context
-// rather than deriving a context per miss, whose timer and cancel
-// bookkeeping were 8% of the miss path's CPU in a profile. The query ends
-// by the earliest of by, ctx's deadline and Config.Deadline; ctx
-// otherwise only cancels. A zero by means no deadline beyond ctx's and
+// Exchange asks the upstream for key's entry (the query
+// wire.Key.AppendRequest builds) and returns the first valid reply, read
+// once (wire.UpstreamReply: scanned in place, or unpacked, and checked to
+// answer the question asked), and the server that gave it. The reply is a
+// fresh one the caller owns, and keeps whatever OPT record the upstream
+// sent; the caller strips it before caching. A REFUSED answer makes
+// Exchange try the next server, and is returned only if no server answers
+// otherwise.
+//
+// The query ends by the earliest of by, ctx's deadline and
+// Config.Deadline; ctx otherwise only cancels, so that the cache can pass
+// its long-lived context and each miss's deadline beside it rather than
+// derive a context per miss. A zero by means no deadline beyond ctx's and
 // the config's.
-func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) (raw []byte, from netip.AddrPort, err error) {
-	if req == nil || len(req.Question) != 1 {
-		return nil, netip.AddrPort{}, ErrBadRequest
+//
+// Errors: ErrBadRequest, ErrClosed, ErrOverloaded, or ErrNoAnswer wrapping
+// the last *AttemptError (and the context's error when the caller gave
+// up).
+func (f *Forwarder) Exchange(ctx context.Context, key wire.Key, by time.Time) (reply wire.UpstreamReply, from netip.AddrPort, err error) {
+	if len(key.Name) == 0 || len(key.Name) > wire.MaxNameLen {
+		return reply, from, ErrBadRequest
 	}
 	if f.ctx.Err() != nil {
-		return nil, netip.AddrPort{}, ErrClosed
+		return reply, from, ErrClosed
 	}
 	if !f.sem.TryAcquire(1) {
 		f.m.overloaded.Inc()
 		f.m.coredns.maxRejects.Inc()
-		return nil, netip.AddrPort{}, ErrOverloaded
+		return reply, from, ErrOverloaded
 	}
 	defer f.sem.Release(1)
-	set := f.route(req.Question[0].Name)
+	set := f.route(key.Name)
 	if set.sem != nil {
 		if !set.sem.TryAcquire(1) {
 			f.m.overloaded.Inc()
-			return nil, netip.AddrPort{}, ErrOverloaded
+			return reply, from, ErrOverloaded
 		}
 		defer set.sem.Release(1)
 	}
 
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
-	wire, readSize, err := packRequest(req, *bufp)
-	if err != nil {
-		return nil, netip.AddrPort{}, fmt.Errorf("packing request: %w", err)
-	}
+	req := key.AppendRequest((*bufp)[:0])
 	deadline := time.Now().Add(f.cfg.Deadline)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
@@ -168,15 +160,14 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 	if !by.IsZero() && by.Before(deadline) {
 		deadline = by
 	}
-	q := &req.Question[0]
 	var stack [8]*server
 	servers := set.order(stack[:0], set.policy(f.cfg.Policy))
 	tryTimeout := set.tryTimeout(f.cfg.TryTimeout)
 
 	var lastErr error
-	var refused []byte
+	var refused wire.UpstreamReply
 	var refusedBy netip.AddrPort
-	for pass := 0; pass < maxPasses && refused == nil; pass++ {
+	for pass := 0; pass < maxPasses && refused.Raw == nil; pass++ {
 		for _, s := range servers {
 			start := time.Now()
 			if ctx.Err() != nil || !start.Before(deadline) {
@@ -187,25 +178,26 @@ func (f *Forwarder) ExchangeBy(ctx context.Context, req *dns.Msg, by time.Time) 
 			if deadline.Before(tryDeadline) {
 				tryDeadline = deadline
 			}
-			r, tryErr := f.tryServer(ctx, s, q, wire, readSize, tryDeadline, set.opts.ForceTCP)
+			r, tryErr := f.tryServer(ctx, s, req, tryDeadline, set.opts.ForceTCP)
 			if tryErr != nil {
 				lastErr = tryErr
 				f.recordFailure(s, errorKind(tryErr))
 				continue
 			}
-			f.recordSuccess(s, r.rcode, time.Since(start))
-			if r.rcode == dns.RcodeRefused {
+			rcode := r.Rcode()
+			f.recordSuccess(s, rcode, time.Since(start))
+			if rcode == dns.RcodeRefused {
 				s.countError(kindRefused)
-				refused, refusedBy = r.raw, s.addr
+				refused, refusedBy = r, s.addr
 				continue
 			}
-			return r.raw, s.addr, nil
+			return r, s.addr, nil
 		}
 	}
-	if refused != nil {
+	if refused.Raw != nil {
 		return refused, refusedBy, nil
 	}
-	return nil, from, noAnswer(ctx, lastErr)
+	return reply, from, noAnswer(ctx, lastErr)
 }
 
 func noAnswer(ctx context.Context, lastErr error) error {
@@ -221,43 +213,32 @@ func noAnswer(ctx context.Context, lastErr error) error {
 	return fmt.Errorf("%w: %w", ErrNoAnswer, lastErr)
 }
 
-// packRequest packs req into buf without touching req (miekg/dns writes
-// the extended rcode into the OPT record while packing, so a request with
-// OPT is packed from a copy of it). It also returns the UDP read size: the
-// larger of the pooled buffer and the client's EDNS size.
-func packRequest(req *dns.Msg, buf []byte) (wire []byte, readSize int, err error) {
-	m := *req
-	readSize = bufSize
-	for i, rr := range req.Extra {
-		opt, ok := rr.(*dns.OPT)
-		if !ok {
-			continue
-		}
-		readSize = max(readSize, int(opt.UDPSize()))
-		extra := make([]dns.RR, len(req.Extra))
-		copy(extra, req.Extra)
-		optCopy := *opt
-		extra[i] = &optCopy
-		m.Extra = extra
-		break
-	}
-	wire, err = m.PackBuffer(buf)
-	return wire, readSize, err
-}
-
-// route picks the server set for qname: the stub domain that is its
-// longest suffix on label boundaries, else the default set.
+// route picks the server set for the lowercased wire name qname: the stub
+// domain that is its longest suffix on label boundaries, else the default
+// set.
 func (f *Forwarder) route(qname string) *serverSet {
 	if len(f.stubs) == 0 {
 		return f.def
 	}
-	name := dns.Fqdn(strings.ToLower(qname))
-	for off, end := 0, false; !end; off, end = dns.NextLabel(name, off) {
-		if ss, ok := f.stubs[name[off:]]; ok {
+	for off := 0; off < len(qname); off += 1 + int(qname[off]) {
+		if ss, ok := f.stubs[qname[off:]]; ok {
 			return ss
+		}
+		if qname[off] == 0 {
+			break
 		}
 	}
 	return f.def
+}
+
+// wireName returns the lowercased wire form of a domain name.
+func wireName(domain string) (string, error) {
+	var b [wire.MaxNameLen]byte
+	n, err := dns.PackDomainName(dns.Fqdn(strings.ToLower(domain)), b[:], 0, nil, false)
+	if err != nil {
+		return "", err
+	}
+	return string(b[:n]), nil
 }
 
 // sweepLoop closes expired pooled TCP connections and UDP sockets until

@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -14,6 +15,8 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // testServer is a loopback DNS server with its own handler on UDP and TCP
@@ -190,10 +193,40 @@ func query(name string, qtype uint16) *dns.Msg {
 	return m
 }
 
+// exchange asks f for the entry of req's key (its name lowercased, its
+// type, class, DO and CD) and unpacks the reply, after checking that it
+// comes read once: scanned, or unpacked, not both.
+func exchange(ctx context.Context, f *Forwarder, req *dns.Msg) (*dns.Msg, netip.AddrPort, error) {
+	return exchangeBy(ctx, f, req, time.Time{})
+}
+
+// exchangeBy is exchange with a deadline beside ctx.
+func exchangeBy(ctx context.Context, f *Forwarder, req *dns.Msg, by time.Time) (*dns.Msg, netip.AddrPort, error) {
+	key, err := wire.KeyOf(req)
+	if err != nil {
+		return nil, netip.AddrPort{}, err
+	}
+	r, from, err := f.Exchange(ctx, key, by)
+	if err != nil {
+		return nil, from, err
+	}
+	if r.Scanned == (r.Msg != nil) {
+		return nil, from, fmt.Errorf("reply scanned %t, unpacked %t: want exactly one", r.Scanned, r.Msg != nil)
+	}
+	resp := new(dns.Msg)
+	if err := resp.Unpack(r.Raw); err != nil {
+		return nil, from, fmt.Errorf("unpacking the reply of %s: %w", from, err)
+	}
+	if resp.Rcode != r.Rcode() {
+		return nil, from, fmt.Errorf("reply rcode %d, read as %d", resp.Rcode, r.Rcode())
+	}
+	return resp, from, nil
+}
+
 // exchangeA runs one A query for name and returns the address answered.
 func exchangeA(tb testing.TB, f *Forwarder, name string) (string, netip.AddrPort) {
 	tb.Helper()
-	resp, from, err := f.Exchange(context.Background(), query(name, dns.TypeA))
+	resp, from, err := exchange(context.Background(), f, query(name, dns.TypeA))
 	if err != nil {
 		tb.Fatalf("Exchange(%s): %v", name, err)
 	}

@@ -16,7 +16,7 @@ func TestNewWithNilRegistererAndLogger(t *testing.T) {
 		t.Fatalf("New: %v", err)
 	}
 	defer f.Close()
-	resp, _, err := f.Exchange(context.Background(), query("example.com.", dns.TypeA))
+	resp, _, err := exchange(context.Background(), f, query("example.com.", dns.TypeA))
 	if err != nil {
 		t.Fatalf("Exchange: %v", err)
 	}

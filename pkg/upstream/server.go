@@ -233,15 +233,15 @@ func (f *Forwarder) probeLoop(s *server) {
 // its rcode, brings the server back up.
 func (f *Forwarder) probe(s *server) error {
 	q := dns.Question{Name: ".", Qtype: dns.TypeNS, Qclass: dns.ClassINET}
-	wire, err := (&dns.Msg{Question: []dns.Question{q}}).Pack()
+	req, err := (&dns.Msg{Question: []dns.Question{q}}).Pack()
 	if err != nil {
 		return err
 	}
 	start := time.Now()
 	if s.tls != nil { // a DNS over TLS server answers no UDP
-		_, err = f.tryTCP(f.ctx, s, &q, wire, start.Add(f.cfg.TryTimeout))
+		_, err = f.tryTCP(f.ctx, s, req, start.Add(f.cfg.TryTimeout))
 	} else {
-		_, _, err = f.tryUDP(f.ctx, s, &q, wire, bufSize, start.Add(f.cfg.TryTimeout), true)
+		_, _, err = f.tryUDP(f.ctx, s, req, start.Add(f.cfg.TryTimeout), true)
 	}
 	s.cm.probed(err == nil)
 	if err != nil {

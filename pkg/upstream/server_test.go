@@ -84,7 +84,7 @@ func TestAllDownStillTried(t *testing.T) {
 	h, events := healthEvents()
 	f, _ := newTestForwarder(t, cfg, h)
 
-	if _, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA)); !errors.Is(err, ErrNoAnswer) {
+	if _, _, err := exchange(context.Background(), f, query("www.example.", dns.TypeA)); !errors.Is(err, ErrNoAnswer) {
 		t.Fatalf("got %v, want ErrNoAnswer", err)
 	}
 	if f.Healthy() {
@@ -147,7 +147,7 @@ func TestCloseIsIdempotentAndStopsProbes(t *testing.T) {
 	cfg := testConfig(ts)
 	cfg.TryTimeout, cfg.FailThreshold, cfg.ProbeInterval = 10*time.Millisecond, 1, time.Millisecond
 	f, _ := newTestForwarder(t, cfg, hooks{})
-	if _, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA)); !errors.Is(err, ErrNoAnswer) {
+	if _, _, err := exchange(context.Background(), f, query("www.example.", dns.TypeA)); !errors.Is(err, ErrNoAnswer) {
 		t.Fatalf("got %v, want ErrNoAnswer", err)
 	}
 	if !f.all[0].probing.Load() {
@@ -161,7 +161,7 @@ func TestCloseIsIdempotentAndStopsProbes(t *testing.T) {
 	if f.all[0].probing.Load() {
 		t.Errorf("probing after Close: got true, want false")
 	}
-	if _, _, err := f.Exchange(context.Background(), query("www.example.", dns.TypeA)); !errors.Is(err, ErrClosed) {
+	if _, _, err := exchange(context.Background(), f, query("www.example.", dns.TypeA)); !errors.Is(err, ErrClosed) {
 		t.Errorf("Exchange after Close: got %v, want ErrClosed", err)
 	}
 }

@@ -60,13 +60,13 @@ func TestStubMaxInFlight(t *testing.T) {
 	started := make(chan struct{})
 	go func() {
 		close(started)
-		_, _, _ = f.Exchange(context.Background(), query("a.slow.example.", dns.TypeA))
+		_, _, _ = exchange(context.Background(), f, query("a.slow.example.", dns.TypeA))
 	}()
 	<-started
 	for slow.udpQueries.Load() == 0 {
 		time.Sleep(time.Millisecond) // until the first query holds the stub's slot
 	}
-	if _, _, err := f.Exchange(context.Background(), query("b.slow.example.", dns.TypeA)); !errors.Is(err, ErrOverloaded) {
+	if _, _, err := exchange(context.Background(), f, query("b.slow.example.", dns.TypeA)); !errors.Is(err, ErrOverloaded) {
 		t.Errorf("second stub query: got %v, want ErrOverloaded", err)
 	}
 	exchangeA(t, f, "www.example.") // the default servers are not capped by the stub

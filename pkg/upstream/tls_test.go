@@ -79,7 +79,7 @@ func TestTLSUpstream(t *testing.T) {
 	bad.TLS = map[netip.AddrPort]*tls.Config{ts.addr: {ServerName: "other.test", RootCAs: ts.roots, MinVersion: tls.VersionTLS12}}
 	fb, _ := newTestForwarder(t, bad, hooks{})
 	before := ts.queries.Load()
-	if _, _, err := fb.Exchange(context.Background(), query("www.example.org.", dns.TypeA)); err == nil {
+	if _, _, err := exchange(context.Background(), fb, query("www.example.org.", dns.TypeA)); err == nil {
 		t.Error("wrong server name: got an answer, want the certificate refused")
 	}
 	if ts.queries.Load() != before {

@@ -188,7 +188,7 @@ func TestTimedOutUDPSocketNotReused(t *testing.T) {
 
 	exchangeA(t, f, "www.example.")
 	first := pooledUDP(t, s)
-	_, _, err := f.Exchange(context.Background(), query("slow.example.", dns.TypeA))
+	_, _, err := exchange(context.Background(), f, query("slow.example.", dns.TypeA))
 	if !errors.Is(err, ErrNoAnswer) || attemptKind(err) != kindTimeout {
 		t.Fatalf("slow query: got %v, want ErrNoAnswer after a timeout", err)
 	}
@@ -381,7 +381,7 @@ func TestConcurrentExchangesGetTheirOwnReplies(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < each; i++ {
 				n := (w*each+i)%250 + 1
-				resp, _, err := f.Exchange(context.Background(), query(fmt.Sprintf("q%d.example.", n), dns.TypeA))
+				resp, _, err := exchange(context.Background(), f, query(fmt.Sprintf("q%d.example.", n), dns.TypeA))
 				if err != nil {
 					t.Errorf("query %d: %v", n, err)
 					return

@@ -9,6 +9,12 @@
 // reply in the plain shape nearly all have is checked and stored from its
 // bytes; the caller unpacks any other with miekg/dns.
 //
+// It is also the one vocabulary of the request path, which every layer
+// speaks: the server edge, the cache, the local answers in front of it and
+// the upstream forwarder pass a Query, a Key, a Packed reply with its
+// TTLMode, an Answer tagged with its Source, and ErrOverloaded, with no
+// copy or translation between them.
+//
 // Parse sorts a packet into one of the server's answers: ErrNoReply (the header
 // cannot be read, or the packet is itself a response: send nothing),
 // ErrFormat (FORMERR), ErrNotImp (NOTIMP) and ErrBadVers (BADVERS); the

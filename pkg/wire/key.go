@@ -91,25 +91,37 @@ func (k *Key) PresentationName() string {
 	return name
 }
 
-// Request returns the query an upstream is asked for k's entry: its question
-// (lowercased), RD set, CD as the key says, and an OPT record with the key's
-// DO, never AD. The reply is stored under k and served to every client whose
+// AppendRequest appends to dst the query an upstream is asked for k's
+// entry, with ID zero: its question (lowercased), RD set, CD as the key
+// says, and an OPT record advertising DefaultUDPSize with the key's DO,
+// never AD. The reply is stored under k and served to every client whose
 // query has k, so nothing else of the client's query may shape it: not a
 // clear RD (an upstream answering from its own cache only), not a missing
-// OPT (a reply cut to 512 bytes), not AD.
-func (k *Key) Request() *dns.Msg {
-	m := new(dns.Msg)
-	m.RecursionDesired = true
-	m.CheckingDisabled = k.CD
-	m.Question = []dns.Question{{Name: k.PresentationName(), Qtype: k.Type, Qclass: k.Class}}
-	m.SetEdns0(DefaultUDPSize, k.DO)
-	return m
+// OPT (a reply cut to 512 bytes), not AD. It allocates nothing when dst
+// has room for len(k.Name)+27 bytes.
+func (k *Key) AppendRequest(dst []byte) []byte {
+	flags := uint16(flagRD)
+	if k.CD {
+		flags |= flagCD
+	}
+	var ednsFlags uint16
+	if k.DO {
+		ednsFlags = 0x8000
+	}
+	dst = append(dst, 0, 0, byte(flags>>8), byte(flags), 0, 1, 0, 0, 0, 0, 0, 1)
+	dst = append(dst, k.Name...)
+	dst = binary.BigEndian.AppendUint16(dst, k.Type)
+	dst = binary.BigEndian.AppendUint16(dst, k.Class)
+	// OPT: root owner, type, UDP size, extended rcode and version 0, flags, no options.
+	dst = append(dst, 0, 0, typeOPT, byte(DefaultUDPSize>>8), byte(DefaultUDPSize&0xFF), 0, 0)
+	dst = binary.BigEndian.AppendUint16(dst, ednsFlags)
+	return append(dst, 0, 0)
 }
 
 // Request returns q as a dns.Msg to build a reply from (zone answers,
 // autopath, ANY): one question in the client's case, RD and CD as asked,
 // and an OPT with DO when asked. AD is never set: nodecache validates
-// nothing. Upstream queries are built by Key.Request instead.
+// nothing. Upstream queries are built by Key.AppendRequest instead.
 func (q *Query) Request() *dns.Msg {
 	name, _, err := dns.UnpackDomainName(q.Name, 0)
 	if err != nil { // Parse validated the name; keep the lowercase form

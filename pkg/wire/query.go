@@ -82,6 +82,16 @@ func (q *Query) AD() bool { return q.Flags&flagAD != 0 }
 // q and is valid until q is parsed again.
 func (q *Query) LowerName() []byte { return q.lower[:q.lowerLen] }
 
+// CopyTo makes dst the query q for pkt, a copy of the packet q was parsed
+// from: the slow path keeps its own copy of a packet, and takes the parsed
+// query with it rather than parsing the copy again. dst.Name aliases pkt.
+func (q *Query) CopyTo(dst *Query, pkt []byte) {
+	*dst = *q
+	if q.Name != nil {
+		dst.Name = pkt[HeaderLen : HeaderLen+len(q.Name)]
+	}
+}
+
 // Parse reads the header, the question and any OPT record of pkt into q. It
 // does not allocate. On ErrFormat, ErrNotImp and ErrBadVers, q holds what was
 // read (ID, Flags, and the question and EDNS fields when they parsed), enough

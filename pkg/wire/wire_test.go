@@ -1,9 +1,11 @@
 package wire
 
 import (
+	"bytes"
 	"errors"
 	"hash/maphash"
 	"net"
+	"reflect"
 	"testing"
 
 	"github.com/miekg/dns"
@@ -308,6 +310,25 @@ func TestKeyHashMatches(t *testing.T) {
 	}
 }
 
+// checkCopyTo checks that a query parsed from pkt and copied for a copy of
+// pkt is the query parsing that copy gives, and holds nothing of pkt.
+func checkCopyTo(t *testing.T, pkt []byte) {
+	t.Helper()
+	orig, cp := bytes.Clone(pkt), bytes.Clone(pkt)
+	var q, got, want Query
+	if err := Parse(orig, &q); err != nil {
+		t.Fatalf("parsing: %v", err)
+	}
+	q.CopyTo(&got, cp)
+	clear(orig) // got must not see the original go
+	if err := Parse(cp, &want); err != nil {
+		t.Fatalf("parsing the copy: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("CopyTo: got %+v, want %+v (parsing the copy)", got, want)
+	}
+}
+
 func FuzzParse(f *testing.F) {
 	f.Add(pack(f, query("example.org.", dns.TypeA)))
 	m := query("example.org.", dns.TypeA)
@@ -321,6 +342,9 @@ func FuzzParse(f *testing.F) {
 		err := Parse(pkt, &q)
 		switch {
 		case err == nil:
+			checkCopyTo(t, pkt)
+			key := q.Key()
+			checkAppendRequest(t, &key)
 			out := p.AppendReply(nil, &q, TTLMode{Elapsed: 1}, 512)
 			if len(out) > 512 && !q.EDNS {
 				t.Fatalf("reply of %d bytes exceeds 512", len(out))
