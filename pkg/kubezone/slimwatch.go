@@ -11,35 +11,43 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	discoveryinformers "k8s.io/client-go/informers/discovery/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 )
 
-// sliceInformer is the EndpointSlice informer. On a real API server its
-// watches (streaming lists included) decode EndpointSlices straight into
-// slims (decodeSliceProto) and it stores *slim; its plain lists, rare,
-// stay client-go's typed ones, trimmed by the factory's transform. On a
-// client without a REST client (the fake clientset of --fixture and the
-// tests) it is client-go's typed informer.
+// sliceInformer is the EndpointSlice informer, listing and watching
+// through sliceListWatch.
 func sliceInformer(c kubernetes.Interface) cache.SharedIndexInformer {
-	rc, err := slimSliceClient(c)
-	if err != nil || rc == nil {
-		return discoveryinformers.NewFilteredEndpointSliceInformer(c, metav1.NamespaceAll, 0, cache.Indexers{}, nil)
-	}
+	obj, lw := sliceListWatch(c)
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, c), obj,
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
+}
+
+// sliceListWatch lists and watches EndpointSlices in every namespace, and
+// says what the watch's objects are. On a real API server its watches
+// (streaming lists included) decode EndpointSlices straight into slims
+// (decodeSliceProto), and obj is a *slim; its plain lists, rare, stay
+// client-go's typed ones, trimmed by the factory's transform. On a client
+// without a REST client (the fake clientset of --fixture and the tests)
+// both are client-go's typed calls and obj an EndpointSlice.
+func sliceListWatch(c kubernetes.Interface) (obj runtime.Object, lw *cache.ListWatch) {
 	typed := c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)
-	lw := &cache.ListWatch{
+	lw = &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return typed.List(ctx, o)
 		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			return watchSlim(ctx, rc, o)
-		},
+		WatchFuncWithContext: typed.Watch,
 	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, c), &slim{},
-		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
+	rc, err := slimSliceClient(c)
+	if err != nil || rc == nil {
+		return &discoveryv1.EndpointSlice{}, lw
+	}
+	lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		return watchSlim(ctx, rc, o)
+	}
+	return &slim{}, lw
 }
 
 // slimSliceClient is a REST client for discovery.k8s.io/v1 sharing c's
