@@ -37,7 +37,8 @@ type apiServer struct {
 	restConfig      *rest.Config
 }
 
-func startAPIServer(ctx context.Context, binDir, dir string) (*apiServer, error) {
+// extra are more kube-apiserver flags, kept for a restart.
+func startAPIServer(ctx context.Context, binDir, dir string, extra ...string) (*apiServer, error) {
 	s := &apiServer{}
 	ports, err := freePorts(3)
 	if err != nil {
@@ -70,6 +71,7 @@ func startAPIServer(ctx context.Context, binDir, dir string) (*apiServer, error)
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-account-key-file=" + saKey, "--service-account-signing-key-file=" + saKey,
 		"--disable-admission-plugins=ServiceAccount", "--profiling=false", "--v=0"}
+	s.apiArgs = append(s.apiArgs, extra...)
 	if s.apiserver, err = startProc("kube-apiserver", dir, s.apiBin, s.apiArgs...); err != nil {
 		s.stop()
 		return nil, err

@@ -46,12 +46,12 @@ type hollowAgent struct {
 	done chan struct{}
 }
 
-func startHollowAgent(ctx context.Context, base *rest.Config, i int) (*hollowAgent, error) {
+func startHollowAgent(ctx context.Context, base *rest.Config, i int, relistSpread time.Duration) (*hollowAgent, error) {
 	cs, err := hollowClient(base, fmt.Sprintf("nodecache-hollow/%d", i))
 	if err != nil {
 		return nil, err
 	}
-	z, err := kubezone.New(kubezone.Config{NodeName: fmt.Sprintf("hollow-%d", i)}, prometheus.NewRegistry(), nil)
+	z, err := kubezone.New(kubezone.Config{NodeName: fmt.Sprintf("hollow-%d", i), RelistSpread: relistSpread}, prometheus.NewRegistry(), nil)
 	if err != nil {
 		return nil, err
 	}

@@ -42,13 +42,14 @@ import (
 type config struct {
 	binDir, nodecache, coredns, dir string
 	nodecacheFlags                  []string // extra flags for every agent
-	pprof, restart                  bool
+	pprof, restart, audit           bool
 	services, endpoints, watchers   int
 	headlessEvery                   int
 	rate                            float64
 	duration, poll                  time.Duration
-	hollow                          []int  // -hollow: rising counts of hollow agents (and as many proxies)
-	hollowKinds                     string // -hollow-kinds: both, agents or proxies
+	hollow                          []int         // -hollow: rising counts of hollow agents (and as many proxies)
+	hollowKinds                     string        // -hollow-kinds: both, agents or proxies
+	relistSpread                    time.Duration // -relist-spread: the hollow agents' kubezone.Config.RelistSpread
 }
 
 func main() {
@@ -72,6 +73,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	})
 	fs.BoolVar(&c.pprof, "pprof", false, "serve pprof: agent i on 127.0.1.<i+1>:9253, CoreDNS i on 127.0.2.<i+1>:9253")
 	fs.BoolVar(&c.restart, "restart", false, "at the end, restart kube-apiserver and measure how long each watcher takes to answer an update written then")
+	fs.BoolVar(&c.audit, "audit", false, "hollow mode: kube-apiserver writes an audit log of lists and watches (dir/audit.log); "+
+		"the restart storm then counts the watchers' LISTs, watch-lists and resumed watches from it")
 	fs.StringVar(&c.coredns, "coredns", "", "CoreDNS binary (empty: nodecache agents only)")
 	fs.StringVar(&c.dir, "dir", "", "work directory for logs, data and configs")
 	fs.IntVar(&c.services, "services", 1000, "services, one EndpointSlice each")
@@ -93,8 +96,24 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return nil
 	})
 	fs.StringVar(&c.hollowKinds, "hollow-kinds", "both", "hollow mode: which watchers to run: both, agents or proxies")
+	fs.DurationVar(&c.relistSpread, "relist-spread", 0, "hollow mode: the agents' relist spread "+
+		"(kubezone.Config.RelistSpread; 0: its default, negative: none)")
+	auditLog := fs.String("audit-summary", "", "print the restart summary of this kube-apiserver audit log (from -audit) and exit")
+	auditSince := fs.String("audit-since", "", "with -audit-summary: when the stop began, RFC 3339")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *auditLog != "" {
+		since, err := time.Parse(time.RFC3339Nano, *auditSince)
+		if err != nil {
+			return fmt.Errorf("-audit-since: %w", err)
+		}
+		a, err := readStormAudit(*auditLog, since)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "Hollow watchers' lists and watches after the stop (audit log): %s.\n", a)
+		return nil
 	}
 	switch {
 	case c.binDir == "" || c.dir == "":

@@ -26,7 +26,14 @@ type phaseResult struct {
 // cluster into them; the caller stops the API server.
 func startLoaded(ctx context.Context, c config) (*apiServer, *cluster, error) {
 	logf("starting etcd and kube-apiserver from %s", c.binDir)
-	api, err := startAPIServer(ctx, c.binDir, c.dir)
+	var extra []string
+	if c.audit {
+		var err error
+		if extra, err = auditArgs(c.dir); err != nil {
+			return nil, nil, err
+		}
+	}
+	api, err := startAPIServer(ctx, c.binDir, c.dir, extra...)
 	if err != nil {
 		return nil, nil, err
 	}

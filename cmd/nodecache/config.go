@@ -44,6 +44,7 @@ type runConfig struct {
 	NegativeTTL   time.Duration
 	ZoneSnapshot  string
 	SnapshotAge   time.Duration
+	RelistSpread  time.Duration
 
 	CacheSize      byteSize
 	MaxTTL         time.Duration
@@ -183,6 +184,7 @@ func newRunFlags(c *runConfig) *flag.FlagSet {
 	durationVar(fs, &c.TTL, "ttl", 5*time.Second, "TTL of cluster-zone answers")
 	durationVar(fs, &c.NegativeTTL, "negative-ttl", 5*time.Second, "SOA minimum (negative TTL) of the cluster zone")
 	fs.StringVar(&c.ZoneSnapshot, "zone-snapshot", "", "file to persist the cluster zone to, and serve from when the API server is unreachable")
+	durationVar(fs, &c.RelistSpread, "relist-spread", kubezone.DefaultRelistSpread, "after the API server restarts, wait a random delay below this before relisting, so that agents do not all relist at once (0: relist at once)")
 	durationVar(fs, &c.SnapshotAge, "zone-snapshot-max-age", time.Hour, "oldest --zone-snapshot the zone answers from; past it cluster names get SERVFAIL until the API server answers")
 
 	fs.Var(&c.CacheSize, "cache-size", "cache budget in bytes (units: KiB, MiB, GiB)")
@@ -338,6 +340,8 @@ func (c *runConfig) validate() error {
 		return errors.New("--kubeconfig and --fixture are exclusive: the zone comes from one source")
 	case c.CacheSize < 1<<20:
 		return fmt.Errorf("--cache-size %d bytes is too small: give at least 1MiB", c.CacheSize)
+	case c.RelistSpread < 0:
+		return errors.New("--relist-spread must not be negative (0 relists at once), e.g. 10s")
 	case c.SnapshotAge <= 0:
 		return errors.New("--zone-snapshot-max-age must be a positive duration, e.g. 1h")
 	case c.TTL <= 0 || c.NegativeTTL <= 0:

@@ -291,7 +291,7 @@ func (a *agent) build() error {
 		a.zone, err = kubezone.New(kubezone.Config{
 			Domain: cfg.ClusterDomain, TTL: cfg.TTL, NegativeTTL: cfg.NegativeTTL, Pods: cfg.Pods,
 			NodeName: cfg.NodeName, LocalIPs: cfg.LocalIPs, SnapshotPath: cfg.ZoneSnapshot,
-			SnapshotMaxAge: cfg.SnapshotAge,
+			SnapshotMaxAge: cfg.SnapshotAge, RelistSpread: relistSpread(cfg.RelistSpread),
 		}, a.reg, log) // kubezone names itself in its log lines
 		if err != nil {
 			return fmt.Errorf("cluster zone: %w", err)
@@ -534,4 +534,13 @@ func joinAddrs(addrs []netip.AddrPort) string {
 		s[i] = a.String()
 	}
 	return strings.Join(s, ",")
+}
+
+// relistSpread maps --relist-spread to kubezone.Config.RelistSpread, where
+// zero means the default and a negative value no spread.
+func relistSpread(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

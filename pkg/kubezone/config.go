@@ -55,6 +55,7 @@ const (
 	DefaultNegativeTTL      = 5 * time.Second
 	DefaultSnapshotInterval = 10 * time.Second
 	DefaultSnapshotMaxAge   = time.Hour
+	DefaultRelistSpread     = 30 * time.Second
 )
 
 // Config configures a Zone. The zero value is usable after Validate, which
@@ -89,6 +90,13 @@ type Config struct {
 	// stays away stops answering (SERVFAIL for cluster names, rather than
 	// NXDOMAIN for services created since). Zero means 1h.
 	SnapshotMaxAge time.Duration
+	// RelistSpread is the window over which relists are spread: after the
+	// API server restarts (or a watch expires), each informer waits a random
+	// delay below it before relisting, so that the agents of a cluster do
+	// not all relist at once; the zone answers from what it holds
+	// meanwhile. An informer's first list does not wait. Zero means 30s;
+	// negative means relists go out at once.
+	RelistSpread time.Duration
 }
 
 // Validate fills in defaults and checks the configuration.
@@ -111,6 +119,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SnapshotMaxAge == 0 {
 		c.SnapshotMaxAge = DefaultSnapshotMaxAge
+	}
+	if c.RelistSpread == 0 {
+		c.RelistSpread = DefaultRelistSpread
 	}
 	var errs []error
 	for _, d := range []struct {

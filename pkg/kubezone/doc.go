@@ -7,9 +7,9 @@
 // # Sources
 //
 // Run watches Services, EndpointSlices (discovery.k8s.io/v1) and Namespaces
-// cluster-wide, and Pods of Config.NodeName through a second informer
-// factory with the field selector spec.nodeName=<node> (for PodByIP). In
-// Pods mode "verified" the pod watch is cluster-wide instead (every pod of
+// cluster-wide, and Pods of Config.NodeName with the field selector
+// spec.nodeName=<node> (for PodByIP). In Pods mode "verified" the pod
+// watch is cluster-wide instead (every pod of
 // the cluster held in memory, trimmed to ~200 bytes, and one watch event
 // per pod change on every node: the price of answering pod names only for
 // IPs that exist). The informer transform (WithTransform) replaces every
@@ -66,7 +66,9 @@
 // Before the first sync (and without a snapshot) a name the zone would
 // deny gets SERVFAIL, never a false NXDOMAIN. If the API server goes away
 // the last-known zone keeps being served; list/watch failures are logged at
-// most once a minute per resource.
+// most once a minute per resource. Every relist but an informer's first
+// waits a random delay below Config.RelistSpread (relist.go), so that the
+// agents of a cluster do not all relist when the API server restarts.
 //
 // With Config.SnapshotPath set, the zone's source objects are written at
 // most once per Config.SnapshotInterval (atomically, checksummed, tagged
@@ -82,7 +84,8 @@
 //
 // Domain (cluster.local.), TTL (5s), NegativeTTL (5s: SOA minimum and TTL),
 // Pods (insecure | verified | disabled), NodeName, LocalIPs (NS glue),
-// SnapshotPath (none), SnapshotInterval (10s), SnapshotMaxAge (1h). See Config.
+// SnapshotPath (none), SnapshotInterval (10s), SnapshotMaxAge (1h),
+// RelistSpread (30s; negative: none). See Config.
 //
 // # Metrics
 //

@@ -19,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -47,13 +46,9 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim))
-	var podFactory informers.SharedInformerFactory
 	defer func() { // signal, then wait for every goroutine started here
 		cancel()
 		factory.Shutdown()
-		if podFactory != nil {
-			podFactory.Shutdown()
-		}
 		wg.Wait()
 	}()
 	var syncs []cache.InformerSynced
@@ -68,29 +63,37 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 		syncs = append(syncs, reg.HasSynced)
 		return nil
 	}
-	// Services and EndpointSlices without the factory's namespace index: the
-	// zone never lists by namespace, and the index holds every key once
-	// more (~1 MB for 10k services and their slices).
-	services := factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredServiceInformer(c, metav1.NamespaceAll, resync, cache.Indexers{}, nil)
+	// Informers without the factory's namespace index: the zone never lists
+	// by namespace, and the index holds every key once more (~1 MB for 10k
+	// services and their slices). Each informer's relists are spread
+	// (relist.go).
+	spread := newRelistSpread(z.cfg.RelistSpread, z.relistSrc)
+	services := factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+		return spread.informer(c, &corev1.Service{}, listWatchOf[*corev1.ServiceList](c.CoreV1().Services(metav1.NamespaceAll), nil))
 	})
 	slices := factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
-		return sliceInformer(c) // slimwatch.go: decodes straight into slims
+		obj, lw := sliceListWatch(c) // slimwatch.go: watches decode straight into slims
+		return spread.informer(c, obj, lw)
+	})
+	namespaces := factory.InformerFor(&corev1.Namespace{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+		return spread.informer(c, &corev1.Namespace{}, listWatchOf[*corev1.NamespaceList](c.CoreV1().Namespaces(), nil))
 	})
 	errs := []error{
 		add(services, "services", objService),
 		add(slices, "endpointslices", objSlice),
-		add(factory.Core().V1().Namespaces().Informer(), "namespaces", objNamespace),
+		add(namespaces, "namespaces", objNamespace),
+	}
+	pods := func(tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
+		return factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+			return spread.informer(c, &corev1.Pod{}, listWatchOf[*corev1.PodList](c.CoreV1().Pods(metav1.NamespaceAll), tweak))
+		})
 	}
 	switch {
 	case z.cfg.Pods == PodsVerified:
-		errs = append(errs, add(factory.Core().V1().Pods().Informer(), "pods", objPod))
+		errs = append(errs, add(pods(nil), "pods", objPod))
 	case z.cfg.NodeName != "":
 		sel := fields.OneTermEqualSelector("spec.nodeName", z.cfg.NodeName).String()
-		podFactory = informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim),
-			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = sel }))
-		errs = append(errs, add(podFactory.Core().V1().Pods().Informer(), "pods", objPod))
-		podFactory.Start(ctx.Done())
+		errs = append(errs, add(pods(func(o *metav1.ListOptions) { o.FieldSelector = sel }), "pods", objPod))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("running zone: %w", err)

@@ -78,7 +78,10 @@ func TestConfigValidate(t *testing.T) {
 	}{
 		{name: "zero value gets defaults", cfg: Config{}, check: func(c Config) bool {
 			return c.Domain == "cluster.local." && c.TTL == 5*time.Second && c.NegativeTTL == 5*time.Second &&
-				c.Pods == PodsInsecure && c.SnapshotInterval == 10*time.Second
+				c.Pods == PodsInsecure && c.SnapshotInterval == 10*time.Second && c.RelistSpread == 30*time.Second
+		}},
+		{name: "negative relist spread kept (no spread)", cfg: Config{RelistSpread: -1}, check: func(c Config) bool {
+			return c.RelistSpread == -1
 		}},
 		{name: "domain normalised", cfg: Config{Domain: "Cluster.Example"}, check: func(c Config) bool {
 			return c.Domain == "cluster.example."

@@ -17,14 +17,6 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// sliceInformer is the EndpointSlice informer, listing and watching
-// through sliceListWatch.
-func sliceInformer(c kubernetes.Interface) cache.SharedIndexInformer {
-	obj, lw := sliceListWatch(c)
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, c), obj,
-		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{}})
-}
-
 // sliceListWatch lists and watches EndpointSlices in every namespace, and
 // says what the watch's objects are. On a real API server its watches
 // (streaming lists included) decode EndpointSlices straight into slims
@@ -33,13 +25,7 @@ func sliceInformer(c kubernetes.Interface) cache.SharedIndexInformer {
 // without a REST client (the fake clientset of --fixture and the tests)
 // both are client-go's typed calls and obj an EndpointSlice.
 func sliceListWatch(c kubernetes.Interface) (obj runtime.Object, lw *cache.ListWatch) {
-	typed := c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll)
-	lw = &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			return typed.List(ctx, o)
-		},
-		WatchFuncWithContext: typed.Watch,
-	}
+	lw = listWatchOf[*discoveryv1.EndpointSliceList](c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll), nil)
 	rc, err := slimSliceClient(c)
 	if err != nil || rc == nil {
 		return &discoveryv1.EndpointSlice{}, lw

@@ -3,6 +3,7 @@ package kubezone
 import (
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,8 @@ type Zone struct {
 	log *slog.Logger // always non-nil
 	met *metrics     // always non-nil
 	now func() time.Time
+	// relistSrc seeds the relist spread (relist.go); nil: seeded at random.
+	relistSrc rand.Source
 
 	tab       *table                                 // always non-nil
 	ptrs      *ptrIndex                              // always non-nil
