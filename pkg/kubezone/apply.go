@@ -185,6 +185,7 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 				b.changes[name] = nil
 			}
 		})
+		b.ptrDel = slices.Grow(b.ptrDel, old.ptrCount())
 		old.ptrKeys(func(k addrKey) { b.ptrDel = append(b.ptrDel, ptrSlot{key: k, svc: old}) })
 		st.endpoints -= int(old.endpoints)
 		st.hostNames -= int(old.hostNames)
@@ -197,6 +198,7 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 		b.changes[name] = n
 	}
 	e := nb.entry
+	b.ptrAdd = slices.Grow(b.ptrAdd, e.ptrCount())
 	e.ptrKeys(func(k addrKey) { b.ptrAdd = append(b.ptrAdd, ptrSlot{key: k, svc: e}) })
 	st.endpoints += int(e.endpoints)
 	st.hostNames += int(e.hostNames)

@@ -154,12 +154,21 @@ func (e *svcEntry) hostOwner(ep epModel) string {
 	return dashedIP(ep.Addr) + "." + e.base
 }
 
+// ptrCount is at most the number of keys ptrKeys calls f with: the
+// distinct ready endpoint addresses and the ClusterIPs.
+func (e *svcEntry) ptrCount() int {
+	if e == nil || !e.published {
+		return 0
+	}
+	return int(e.endpoints) + len(e.svc.ClusterIPs)
+}
+
 // ptrKeys calls f once for every address e publishes a PTR for.
 func (e *svcEntry) ptrKeys(f func(addrKey)) {
 	if e == nil || !e.published {
 		return
 	}
-	seen := map[addrKey]bool{}
+	seen := make(map[addrKey]bool, e.ptrCount())
 	visit := func(a netip.Addr) {
 		if k := a.As16(); !seen[k] {
 			seen[k] = true

@@ -72,8 +72,8 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 		return spread.informer(c, &corev1.Service{}, listWatchOf[*corev1.ServiceList](c.CoreV1().Services(metav1.NamespaceAll), nil))
 	})
 	slices := factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
-		return spread.informer(c, &discoveryv1.EndpointSlice{},
-			listWatchOf[*discoveryv1.EndpointSliceList](c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll), nil))
+		obj, lw := sliceListWatch(c) // slimwatch.go: watches decode straight into slims
+		return spread.informer(c, obj, lw)
 	})
 	namespaces := factory.InformerFor(&corev1.Namespace{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
 		return spread.informer(c, &corev1.Namespace{}, listWatchOf[*corev1.NamespaceList](c.CoreV1().Namespaces(), nil))

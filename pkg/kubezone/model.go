@@ -105,42 +105,64 @@ func serviceFromAPI(svc *corev1.Service) *svcModel {
 
 // sliceFromAPI converts a (trimmed) EndpointSlice. It returns nil for slices
 // that carry no service or FQDN addresses: they contribute no records.
+// decodeSliceProto builds the same model from the wire through the same
+// helpers (sliceModelFor, slicePortModel, appendReady).
 func sliceFromAPI(es *discoveryv1.EndpointSlice) *sliceModel {
-	svc := es.Labels[discoveryv1.LabelServiceName]
-	if svc == "" || es.AddressType == discoveryv1.AddressTypeFQDN {
+	m := sliceModelFor(es.Namespace, es.Name, es.Labels[discoveryv1.LabelServiceName], string(es.AddressType))
+	if m == nil {
 		return nil
 	}
-	m := &sliceModel{Namespace: strings.ToLower(es.Namespace), Name: strings.ToLower(es.Name), Service: strings.ToLower(svc)}
 	for _, p := range es.Ports {
-		if p.Port == nil {
-			continue // "all ports": nothing a SRV record can name
+		if p.Port != nil {
+			m.Ports = append(m.Ports, slicePortModel(p.Name, (*string)(p.Protocol), *p.Port))
 		}
-		pm := portModel{Protocol: "tcp", Port: uint16(*p.Port)}
-		if p.Name != nil {
-			pm.Name = strings.ToLower(*p.Name)
-		}
-		if p.Protocol != nil {
-			pm.Protocol = protoName(string(*p.Protocol))
-		}
-		m.Ports = append(m.Ports, pm)
 	}
 	var eps []epModel
 	for _, ep := range es.Endpoints {
-		if ep.Conditions.Ready != nil && !*ep.Conditions.Ready {
-			continue
-		}
-		host := ""
-		if ep.Hostname != nil {
-			host = strings.ToLower(*ep.Hostname)
-		}
-		for _, s := range ep.Addresses {
-			if a, err := netip.ParseAddr(s); err == nil {
-				eps = append(eps, epModel{Addr: a.Unmap(), Hostname: host})
-			}
-		}
+		eps = appendReady(eps, ep.Conditions.Ready, ep.Hostname, ep.Addresses)
 	}
 	m.Endpoints = newEPList(eps) // exact sizes, and eps is garbage from here
 	return m
+}
+
+// sliceModelFor is the model of a slice of service svc without ports or
+// endpoints yet; nil when svc is empty or the addresses are FQDNs.
+func sliceModelFor(ns, name, svc, addressType string) *sliceModel {
+	if svc == "" || addressType == string(discoveryv1.AddressTypeFQDN) {
+		return nil
+	}
+	return &sliceModel{Namespace: strings.ToLower(ns), Name: strings.ToLower(name), Service: strings.ToLower(svc)}
+}
+
+// slicePortModel is a slice port with a port number (a port without one
+// means "all ports": nothing a SRV record can name, and is left out).
+func slicePortModel(name, proto *string, port int32) portModel {
+	pm := portModel{Protocol: "tcp", Port: uint16(port)}
+	if name != nil {
+		pm.Name = strings.ToLower(*name)
+	}
+	if proto != nil {
+		pm.Protocol = protoName(*proto)
+	}
+	return pm
+}
+
+// appendReady appends the parseable addresses of an endpoint to eps unless
+// the endpoint is not ready (ready unset counts as ready).
+func appendReady[S string | []byte](eps []epModel, ready *bool, hostname *string, addrs []S) []epModel {
+	if ready != nil && !*ready {
+		return eps
+	}
+	host := ""
+	if hostname != nil {
+		host = strings.ToLower(*hostname)
+	}
+	for _, s := range addrs {
+		if a, err := netip.ParseAddr(string(s)); err == nil {
+			eps = append(eps, epModel{Addr: a.Unmap(), Hostname: host})
+		}
+	}
+	return eps
 }
 
 // podFromAPI converts a (trimmed) Pod.
@@ -188,8 +210,14 @@ type slim struct {
 	name, namespace, resourceVersion string
 	uid                              types.UID
 	written                          time.Time // the last write time, returned as the creation timestamp
-	model                            any       // *svcModel, *sliceModel, *podModel, nsPresent; nil: the object gives no records
+	model                            any       // *svcModel, *sliceModel, *podModel, nsPresent, initialEventsEnd; nil: the object gives no records
 }
+
+// initialEventsEnd is the model of a slim decoded by decodeSliceProto that
+// gives no records and carries the annotation that ends a streaming list
+// (a bookmark): GetAnnotations returns it for client-go's reflector. The
+// writer treats it as nil.
+type initialEventsEnd struct{}
 
 var (
 	_ runtime.Object = (*slim)(nil)
@@ -208,29 +236,34 @@ func (s *slim) DeepCopyObject() runtime.Object {
 // The metav1.Object methods: the kept fields read and write through; the
 // dropped ones read as empty and ignore writes.
 
-func (s *slim) GetNamespace() string                          { return s.namespace }
-func (s *slim) SetNamespace(ns string)                        { s.namespace = ns }
-func (s *slim) GetName() string                               { return s.name }
-func (s *slim) SetName(name string)                           { s.name = name }
-func (s *slim) GetGenerateName() string                       { return "" }
-func (s *slim) SetGenerateName(string)                        {}
-func (s *slim) GetUID() types.UID                             { return s.uid }
-func (s *slim) SetUID(uid types.UID)                          { s.uid = uid }
-func (s *slim) GetResourceVersion() string                    { return s.resourceVersion }
-func (s *slim) SetResourceVersion(v string)                   { s.resourceVersion = v }
-func (s *slim) GetGeneration() int64                          { return 0 }
-func (s *slim) SetGeneration(int64)                           {}
-func (s *slim) GetSelfLink() string                           { return "" }
-func (s *slim) SetSelfLink(string)                            {}
-func (s *slim) GetCreationTimestamp() metav1.Time             { return metav1.Time{Time: s.written} }
-func (s *slim) SetCreationTimestamp(t metav1.Time)            { s.written = t.Time }
-func (s *slim) GetDeletionTimestamp() *metav1.Time            { return nil }
-func (s *slim) SetDeletionTimestamp(*metav1.Time)             {}
-func (s *slim) GetDeletionGracePeriodSeconds() *int64         { return nil }
-func (s *slim) SetDeletionGracePeriodSeconds(*int64)          {}
-func (s *slim) GetLabels() map[string]string                  { return nil }
-func (s *slim) SetLabels(map[string]string)                   {}
-func (s *slim) GetAnnotations() map[string]string             { return nil }
+func (s *slim) GetNamespace() string                  { return s.namespace }
+func (s *slim) SetNamespace(ns string)                { s.namespace = ns }
+func (s *slim) GetName() string                       { return s.name }
+func (s *slim) SetName(name string)                   { s.name = name }
+func (s *slim) GetGenerateName() string               { return "" }
+func (s *slim) SetGenerateName(string)                {}
+func (s *slim) GetUID() types.UID                     { return s.uid }
+func (s *slim) SetUID(uid types.UID)                  { s.uid = uid }
+func (s *slim) GetResourceVersion() string            { return s.resourceVersion }
+func (s *slim) SetResourceVersion(v string)           { s.resourceVersion = v }
+func (s *slim) GetGeneration() int64                  { return 0 }
+func (s *slim) SetGeneration(int64)                   {}
+func (s *slim) GetSelfLink() string                   { return "" }
+func (s *slim) SetSelfLink(string)                    {}
+func (s *slim) GetCreationTimestamp() metav1.Time     { return metav1.Time{Time: s.written} }
+func (s *slim) SetCreationTimestamp(t metav1.Time)    { s.written = t.Time }
+func (s *slim) GetDeletionTimestamp() *metav1.Time    { return nil }
+func (s *slim) SetDeletionTimestamp(*metav1.Time)     {}
+func (s *slim) GetDeletionGracePeriodSeconds() *int64 { return nil }
+func (s *slim) SetDeletionGracePeriodSeconds(*int64)  {}
+func (s *slim) GetLabels() map[string]string          { return nil }
+func (s *slim) SetLabels(map[string]string)           {}
+func (s *slim) GetAnnotations() map[string]string {
+	if _, ok := s.model.(initialEventsEnd); ok {
+		return map[string]string{metav1.InitialEventsAnnotationKey: "true"}
+	}
+	return nil
+}
 func (s *slim) SetAnnotations(map[string]string)              {}
 func (s *slim) GetFinalizers() []string                       { return nil }
 func (s *slim) SetFinalizers([]string)                        {}
