@@ -32,9 +32,6 @@ func TestMain(m *testing.M) {
 		_ = dispatch(strings.Fields(args)) // flag.ErrHelp
 		os.Exit(0)
 	}
-	if code, ok := helperProcess(); ok { // an agent or a peer for the tests in cleanup_linux_test.go
-		os.Exit(code)
-	}
 	os.Exit(m.Run())
 }
 
