@@ -104,5 +104,14 @@ fi
 
 # shellcheck source=bench/report.sh
 source "$ROOT/bench/report.sh"
-report | tee "$ROOT/bench/RESULTS.md"
+# The table above the marker line is this run's; the sections below it
+# (churn, restart storms, before/after comparisons) are kept as they are.
+marker='<!-- Sections below are kept by bench/run.sh: each names its own commit and command. -->'
+kept=$(awk -v m="$marker" '$0 == m { on = 1 } on' "$ROOT/bench/RESULTS.md" 2>/dev/null || true)
+{
+  report
+  printf '\n%s\n' "${kept:-$marker}"
+} >"$WORK/RESULTS.md"
+cat "$WORK/RESULTS.md"
+cp "$WORK/RESULTS.md" "$ROOT/bench/RESULTS.md"
 log "done in $((SECONDS / 60)) min $((SECONDS % 60)) s"
