@@ -95,4 +95,6 @@
 //	nodecache_zone_programming_duration_seconds{from} histogram: event arrival (from=event) or the object's
 //	                                                  last write time (from=write, best effort) to the zone updated
 //	nodecache_zone_snapshot_writes_total{result}      counter: ok, error
+//	nodecache_zone_relists_total                      counter: lists after a watch (not first syncs, not retries)
+//	nodecache_zone_relist_wait_seconds_total          counter: seconds relists waited in the spread
 package kubezone

@@ -68,6 +68,7 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 	// services and their slices). Each informer's relists are spread
 	// (relist.go).
 	spread := newRelistSpread(z.cfg.RelistSpread, z.relistSrc)
+	spread.relists, spread.waited = z.met.relists, z.met.relistWait
 	services := factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
 		return spread.informer(c, &corev1.Service{}, listWatchOf[*corev1.ServiceList](c.CoreV1().Services(metav1.NamespaceAll), nil))
 	})

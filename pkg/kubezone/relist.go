@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/watchlist"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // relistSpread spreads one agent's relists over a window so that agents
@@ -31,6 +33,10 @@ type relistSpread struct {
 
 	mu  sync.Mutex // guards rnd
 	rnd *rand.Rand
+
+	// relists counts lists after a watch (relists); waited adds up the
+	// seconds they waited. Nil in tests that do not look at them.
+	relists, waited prometheus.Counter
 }
 
 // newRelistSpread returns a spread over window drawing from src; a nil src
@@ -150,9 +156,15 @@ func (l *spreadLW) beforeList(ctx context.Context) error {
 	if !armed {
 		return nil
 	}
+	if c := l.spread.relists; c != nil {
+		c.Inc()
+	}
 	d := l.spread.delay()
 	if d <= 0 {
 		return nil
+	}
+	if c := l.spread.waited; c != nil {
+		c.Add(d.Seconds()) // counted when the wait starts: a relist waiting now shows at once
 	}
 	t := time.NewTimer(d)
 	defer t.Stop()

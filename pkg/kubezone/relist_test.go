@@ -3,6 +3,7 @@ package kubezone
 import (
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -235,5 +237,37 @@ func TestZoneAnswersDuringRelistSpread(t *testing.T) {
 		checkAnswer(t, "relisted", z.Lookup("old.ns.svc.cluster.local.", dns.TypeA), nx, nil, true, "")
 		checkAnswer(t, "relisted", z.Lookup("new.ns.svc.cluster.local.", dns.TypeA), ok,
 			[]string{"new.ns.svc.cluster.local. A 10.96.0.2"}, false, "")
+	})
+}
+
+// TestRelistSpreadMetrics: relists are counted, first syncs and retries are
+// not, and the wait counter adds up the delays drawn.
+func TestRelistSpreadMetrics(t *testing.T) {
+	const window = 10 * time.Second
+	want := rand.New(rand.NewPCG(3, 4))
+	d1, d2 := time.Duration(want.Int64N(int64(window))), time.Duration(want.Int64N(int64(window)))
+	synctest.Test(t, func(t *testing.T) {
+		s := newRelistSpread(window, rand.NewPCG(3, 4))
+		m, err := newMetrics(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.relists, s.waited = m.relists, m.relistWait
+		lw := s.wrap(&recordingLW{})
+		ctx := t.Context()
+		list := func() { _, _ = lw.ListWithContext(ctx, metav1.ListOptions{}) }
+		watchOnce := func() { _, _ = lw.WatchWithContext(ctx, metav1.ListOptions{}) }
+		list()      // first sync: not a relist
+		watchOnce() // arms
+		list()      // relist: waits d1
+		list()      // its retry: not counted
+		watchOnce()
+		_, _ = lw.WatchWithContext(ctx, metav1.ListOptions{SendInitialEvents: ptrTo(true)}) // streaming relist: waits d2
+		if got := testutil.ToFloat64(m.relists); got != 2 {
+			t.Errorf("nodecache_zone_relists_total: got %v, want 2", got)
+		}
+		if got, want := testutil.ToFloat64(m.relistWait), (d1 + d2).Seconds(); math.Abs(got-want) > 1e-9 {
+			t.Errorf("nodecache_zone_relist_wait_seconds_total: got %v, want %v", got, want)
+		}
 	})
 }

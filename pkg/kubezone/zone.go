@@ -209,6 +209,8 @@ type metrics struct {
 	source      *prometheus.GaugeVec     // source
 	programming *prometheus.HistogramVec // from: event | write
 	snapWrites  *prometheus.CounterVec   // result: ok | error
+	relists     prometheus.Counter       // lists after a watch, every informer
+	relistWait  prometheus.Counter       // seconds those waited in the spread
 
 	// The children the writer sets on every publish, resolved once: a
 	// WithLabelValues per publish hashed its labels each time.
@@ -237,6 +239,11 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"from"}),
 		snapWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodecache_zone_snapshot_writes_total",
 			Help: "Snapshot writes by result (ok, error)."}, []string{"result"}),
+		relists: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodecache_zone_relists_total",
+			Help: "Relists: lists an informer sent after one of its watches (after a 410 when the API server restarts, " +
+				"or a watch error). Its first sync and the retries of a failed relist are not counted."}),
+		relistWait: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodecache_zone_relist_wait_seconds_total",
+			Help: "Seconds relists were held back by --relist-spread before they went to the API server, counted when each wait starts."}),
 	}
 	for i, k := range objectKinds {
 		m.kindGauges[i] = m.objects.WithLabelValues(k)
@@ -251,7 +258,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.objects, m.synced, m.source, m.programming, m.snapWrites} {
+	for _, c := range []prometheus.Collector{m.objects, m.synced, m.source, m.programming, m.snapWrites, m.relists, m.relistWait} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering zone metrics: %w", err)
 		}
