@@ -110,9 +110,7 @@ func TestRootSocketReplacesOnlyAStaleSocket(t *testing.T) {
 }
 
 func TestRootSocketDirectoryMode(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: giving a directory to another uid needs root")
-	}
+	requireRoot(t, "giving a directory to another uid")
 	tests := []struct {
 		name string
 		uid  int
@@ -152,9 +150,7 @@ func TestRootSocketDirectoryMode(t *testing.T) {
 // reach the socket (here made 0666 on purpose) is closed unserved; root is
 // served.
 func TestRootSocketChecksPeerCredentials(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("skipping: running a peer as another uid needs root")
-	}
+	requireRoot(t, "running a peer as another uid")
 	dir := t.TempDir()
 	for _, d := range []string{filepath.Dir(dir), dir} { // the peer must reach the socket
 		if err := os.Chmod(d, 0o755); err != nil { //nolint:gosec // G302: on purpose, for the other uid
@@ -198,4 +194,17 @@ func copyFile(src, dst string, mode os.FileMode) error {
 		return err
 	}
 	return os.WriteFile(dst, b, mode)
+}
+
+// requireRoot skips t without root, saying why, or fails it under CI=true,
+// where the tests run as root and a skip would hide a missing check.
+func requireRoot(t *testing.T, what string) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s needs root, and CI=true forbids skipping", what)
+	}
+	t.Skipf("skipping: %s needs root (CI=true makes this a failure)", what)
 }
