@@ -94,20 +94,27 @@ func (f *pbField) readValue(b []byte) ([]byte, error) {
 		f.v = v
 		return b[n:], err
 	case wireBytes:
-		l, n, err := consumeVarint(b)
-		if err == nil && l > uint64(len(b)-n) {
-			err = errTruncated
-		}
-		if err != nil {
-			return nil, err
-		}
-		f.b = b[n : n+int(l)]
-		return b[n+int(l):], nil
+		v, rest, err := consumeBytes(b)
+		f.b = v
+		return rest, err
 	case wireStartGroup:
 		return skipGroup(b)
 	}
 	err := skipFixed(&b, f.typ)
 	return b, err
+}
+
+// consumeBytes reads a length-delimited value at the start of b and
+// returns it (aliasing b) and the rest.
+func consumeBytes(b []byte) (v, rest []byte, err error) {
+	l, n, err := consumeVarint(b)
+	if err == nil && l > uint64(len(b)-n) {
+		err = errTruncated
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return b[n : n+int(l)], b[n+int(l):], nil
 }
 
 // skipFixed skips a fixed-size value of wire type typ at the start of *b.
@@ -146,14 +153,9 @@ func skipGroup(b []byte) ([]byte, error) {
 			}
 			b = b[n:]
 		case wireBytes:
-			l, n, err := consumeVarint(b)
-			if err == nil && l > uint64(len(b)-n) {
-				err = errTruncated
-			}
-			if err != nil {
+			if _, b, err = consumeBytes(b); err != nil {
 				return nil, err
 			}
-			b = b[n+int(l):]
 		default:
 			if err := skipFixed(&b, typ); err != nil {
 				return nil, err
