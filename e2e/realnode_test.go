@@ -25,6 +25,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+
+	"github.com/nodecache/nodecache/e2e/tools/dnsload/loadrec"
 )
 
 // TestRealNode installs the DaemonSet with `kubectl apply -k` on a real
@@ -556,27 +558,15 @@ func podLogFiles(dir, ns, name string) []string {
 	return m
 }
 
-// loadSecond is one line of dnsload's output.
-type loadSecond struct {
-	T       int64          `json:"t"`
-	Proto   string         `json:"proto"`
-	Sent    int            `json:"sent"`
-	OK      int            `json:"ok"`
-	Lost    int            `json:"lost"`
-	Rcodes  map[string]int `json:"rcodes"`
-	Buckets map[int]int    `json:"buckets"`
-	Err     string         `json:"err"`
-}
-
 // clientSeconds reads the client pod's output from the kubelet's log file
 // (CRI format: time, stream, tag, line).
-func (n *realNode) clientSeconds(client *corev1.Pod) []loadSecond {
+func (n *realNode) clientSeconds(client *corev1.Pod) []loadrec.Second {
 	t := n.t
 	files := podLogFiles(n.dir, client.Namespace, client.Name)
 	if len(files) == 0 {
 		t.Fatalf("no log file for the client pod under %s", filepath.Join(n.dir, "pod-logs"))
 	}
-	var secs []loadSecond
+	var secs []loadrec.Second
 	for _, f := range files {
 		fh, err := os.Open(f)
 		if err != nil {
@@ -589,7 +579,7 @@ func (n *realNode) clientSeconds(client *corev1.Pod) []loadSecond {
 			if len(parts) < 4 || parts[1] != "stdout" {
 				continue
 			}
-			var s loadSecond
+			var s loadrec.Second
 			if err := json.Unmarshal([]byte(parts[3]), &s); err == nil {
 				secs = append(secs, s)
 			}
@@ -613,8 +603,8 @@ func (w windowSummary) String() string {
 }
 
 // summarize adds up the seconds in [from, to] and takes percentiles from
-// the merged latency histograms (bucket upper bounds: 2^(b/8) µs).
-func summarize(secs []loadSecond, from, to time.Time) windowSummary {
+// the merged latency histograms (loadrec.BucketUpper).
+func summarize(secs []loadrec.Second, from, to time.Time) windowSummary {
 	w := windowSummary{name: from.Format("15:04:05") + "-" + to.Format("15:04:05"), rcodes: map[string]int{}}
 	buckets := map[int]int{}
 	for _, s := range secs {
@@ -647,7 +637,7 @@ func summarize(secs []loadSecond, from, to time.Time) windowSummary {
 		for _, k := range keys {
 			seen += buckets[k]
 			if seen >= need {
-				return time.Duration(math.Pow(2, float64(k)/8)) * time.Microsecond
+				return loadrec.BucketUpper(k)
 			}
 		}
 		return 0

@@ -14,7 +14,6 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"os/signal"
 	"strings"
@@ -23,28 +22,15 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
+
+	"github.com/nodecache/nodecache/e2e/tools/dnsload/loadrec"
 )
 
-// second is one second's outcome for one protocol.
+// second is one second's outcome for one protocol, as it is written, plus
+// the first error seen while it is filled.
 type second struct {
-	T        int64          `json:"t"` // unix seconds the queries were sent in
-	Proto    string         `json:"proto"`
-	Sent     int            `json:"sent"`
-	OK       int            `json:"ok"`
-	Lost     int            `json:"lost"`
-	Rcodes   map[string]int `json:"rcodes,omitempty"` // non-NOERROR rcodes, plus "error"
-	Buckets  map[int]int    `json:"buckets"`          // latency bucket (see bucketOf) → count
+	loadrec.Second
 	firstErr string
-	Err      string `json:"err,omitempty"`
-}
-
-// bucketOf maps a latency to a bucket: 8 per power of two of microseconds.
-func bucketOf(d time.Duration) int {
-	us := float64(d.Microseconds())
-	if us < 1 {
-		us = 1
-	}
-	return int(math.Ceil(math.Log2(us) * 8))
 }
 
 type name struct {
@@ -120,7 +106,7 @@ func run(ctx context.Context, proto, server string, names []name, qps int, timeo
 		report(s)
 	}
 	start := func(now time.Time) {
-		cur = &second{T: now.Unix(), Proto: proto, Rcodes: map[string]int{}, Buckets: map[int]int{}}
+		cur = &second{Second: loadrec.Second{T: now.Unix(), Proto: proto, Rcodes: map[string]int{}, Buckets: map[int]int{}}}
 		wg = new(sync.WaitGroup)
 	}
 	start(time.Now())
@@ -164,10 +150,10 @@ func run(ctx context.Context, proto, server string, names []name, qps int, timeo
 					}
 				case r.Rcode != dns.RcodeSuccess:
 					s.Rcodes[dns.RcodeToString[r.Rcode]]++
-					s.Buckets[bucketOf(d)]++
+					s.Buckets[loadrec.BucketOf(d)]++
 				default:
 					s.OK++
-					s.Buckets[bucketOf(d)]++
+					s.Buckets[loadrec.BucketOf(d)]++
 				}
 			}()
 		}
