@@ -133,9 +133,10 @@ func stubDomainNames(stubs stubConfig) []string {
 	return names
 }
 
-// ifaceConfig is the interface and rules manager's config. The health and
+// IfaceConfig is the interface and rules manager's config. The health and
 // metrics ports that listen on a local IP get ACCEPT/NOTRACK rules too.
-func ifaceConfig(cfg *Config) iface.Config {
+// `nodecache cleanup` removes what a manager of this config would keep.
+func IfaceConfig(cfg *Config) iface.Config {
 	return iface.Config{
 		InterfaceName: cfg.InterfaceName, LocalIPs: cfg.LocalIPs, Port: uint16(cfg.Port),
 		ExtraTCPPorts:  localHTTPPorts(cfg),

@@ -184,7 +184,7 @@ func TestServerConfig(t *testing.T) {
 }
 
 func TestIfaceConfig(t *testing.T) {
-	got := ifaceConfig(mustConfig(t, "--local-ip", "169.254.20.10,10.96.0.10", "--port", "5353",
+	got := IfaceConfig(mustConfig(t, "--local-ip", "169.254.20.10,10.96.0.10", "--port", "5353",
 		"--health-addr", "10.96.0.10:8081", "--metrics-addr", "127.0.0.1:9253", "--interface-name", "nc0",
 		"--iptables-mode", "nft", "--sync-interval", "30s", "--setup-iptables=false"))
 	want := iface.Config{InterfaceName: "nc0", LocalIPs: []netip.Addr{ip("169.254.20.10"), ip("10.96.0.10")},
@@ -195,7 +195,7 @@ func TestIfaceConfig(t *testing.T) {
 	}
 	// By default health and metrics listen on the first local IP: both
 	// ports need the rules.
-	if got := ifaceConfig(mustConfig(t)).ExtraTCPPorts; !reflect.DeepEqual(got, []uint16{8080, 9253}) {
+	if got := IfaceConfig(mustConfig(t)).ExtraTCPPorts; !reflect.DeepEqual(got, []uint16{8080, 9253}) {
 		t.Errorf("default health and metrics ports: got %v, want [8080 9253]", got)
 	}
 }

@@ -17,7 +17,7 @@
 //
 // Each component's config comes from a pure builder of the Config
 // (builders.go: upstreamConfig, cacheConfig, zoneConfig, serverConfig,
-// ifaceConfig, staticConfig, tapConfig), so build (run.go) only wires. Run
+// IfaceConfig, staticConfig, tapConfig), so build (run.go) only wires. Run
 // starts the components in order and shutdown.go stops them in reverse;
 // docs/architecture.md gives the order and why.
 //

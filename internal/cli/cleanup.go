@@ -75,10 +75,7 @@ func cleanup(ctx context.Context, cfg *agent.Config, force bool, out io.Writer, 
 		fmt.Fprintf(out, "an agent answers on %s: leaving its interface and rules (stop it first, or give --force)\n", cfg.AdminSocket)
 		return nil
 	}
-	err := iface.Cleanup(ctx, iface.Config{
-		InterfaceName: cfg.InterfaceName, LocalIPs: cfg.LocalIPs, Port: uint16(cfg.Port),
-		SetupInterface: cfg.SetupInterface, SetupIPTables: cfg.SetupIPTables,
-	}, log)
+	err := iface.Cleanup(ctx, agent.IfaceConfig(cfg), log)
 	if errors.Is(err, iface.ErrForeignLink) {
 		return fmt.Errorf("cleanup: %w", err)
 	}
