@@ -3,6 +3,7 @@ package kubezone
 import (
 	"slices"
 	"sort"
+	"sync/atomic"
 	"time"
 )
 
@@ -27,22 +28,6 @@ const (
 // nsPresent is the obj of a namespace event that is not a deletion.
 type nsPresent struct{ snap bool }
 
-// batch collects what one drain must rebuild and publish.
-type batch struct {
-	svcs    map[string]bool  // services to rebuild
-	nss     map[string]bool  // namespaces whose empty non-terminals to recheck
-	ptrDel  []ptrSlot        // PTR index slots of replaced service entries
-	ptrAdd  []ptrSlot        // PTR index slots of new service entries
-	podRecs map[string]bool  // verified pod names to rebuild
-	local   bool             // node-local pods changed
-	changes map[string]*node // name → new node (nil: delete)
-	events  []event          // applied, for the latency histogram
-}
-
-func newBatch() *batch {
-	return &batch{svcs: map[string]bool{}, nss: map[string]bool{}, podRecs: map[string]bool{}, changes: map[string]*node{}}
-}
-
 // enqueue queues an event for the writer and wakes it.
 func (z *Zone) enqueue(ev event) {
 	z.qmu.Lock()
@@ -61,17 +46,20 @@ func (z *Zone) drain() {
 	defer z.mu.Unlock()
 	z.qmu.Lock()
 	evs := z.queue
-	z.queue = nil
+	z.queue, z.queueSpare = z.queueSpare, nil
 	z.qmu.Unlock()
 	if len(evs) == 0 {
 		return
 	}
-	b := newBatch()
+	b := z.spare
 	for _, ev := range evs {
 		z.applyEventLocked(ev, b)
 	}
 	b.events = evs
 	z.publishLocked(b)
+	b.reset()
+	clear(evs) // the models they hold may be garbage now
+	z.queueSpare = shrink(evs)
 }
 
 // applyEventLocked updates the object models and marks what to rebuild.
@@ -84,15 +72,15 @@ func (z *Zone) applyEventLocked(ev event, b *batch) {
 			if st.nsRefs[old.Namespace] <= 0 {
 				delete(st.nsRefs, old.Namespace)
 			}
-			b.nss[old.Namespace] = true
+			mark(&b.nss, old.Namespace)
 		}
 		delete(st.services, ev.key)
 		if s, ok := ev.obj.(*svcModel); ok {
 			st.services[ev.key] = s
 			st.nsRefs[s.Namespace]++
-			b.nss[s.Namespace] = true
+			mark(&b.nss, s.Namespace)
 		}
-		b.svcs[ev.key] = true
+		mark(&b.svcs, ev.key)
 	case objSlice:
 		if old := st.slices[ev.key]; old != nil {
 			svcKey := nsKey(old.Namespace, old.Service)
@@ -100,7 +88,7 @@ func (z *Zone) applyEventLocked(ev event, b *batch) {
 			if len(st.slicesBySvc[svcKey]) == 0 {
 				delete(st.slicesBySvc, svcKey)
 			}
-			b.svcs[svcKey] = true
+			mark(&b.svcs, svcKey)
 		}
 		delete(st.slices, ev.key)
 		if s, ok := ev.obj.(*sliceModel); ok {
@@ -109,14 +97,14 @@ func (z *Zone) applyEventLocked(ev event, b *batch) {
 			list := st.slicesBySvc[svcKey]
 			i := sort.Search(len(list), func(i int) bool { return list[i].Name >= s.Name })
 			st.slicesBySvc[svcKey] = slices.Insert(list, i, s)
-			b.svcs[svcKey] = true
+			mark(&b.svcs, svcKey)
 		}
 	case objNamespace:
 		delete(st.namespaces, ev.key)
 		if p, ok := ev.obj.(nsPresent); ok {
 			st.namespaces[ev.key] = p.snap
 		}
-		b.nss[ev.key] = true
+		mark(&b.nss, ev.key)
 	case objPod:
 		z.applyPodLocked(ev, b)
 	}
@@ -133,7 +121,7 @@ func (z *Zone) publishLocked(b *batch) {
 		z.nsNodesLocked(ns, b)
 	}
 	for name := range b.podRecs {
-		b.changes[name] = z.podRecordNode(name, st.podRecs[name])
+		b.change(name, z.podRecordNode(name, st.podRecs[name]))
 	}
 	if b.local {
 		z.publishLocalPodsLocked()
@@ -162,9 +150,9 @@ func (z *Zone) nsNodesLocked(ns string, b *batch) {
 			continue
 		}
 		if ent.want {
-			b.changes[ent.name] = newNode(nil, nil, kindData)
+			b.change(ent.name, newNode(nil, nil, kindData))
 		} else {
-			b.changes[ent.name] = nil
+			b.change(ent.name, nil)
 		}
 	}
 }
@@ -182,7 +170,7 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 		// those the new build keeps are simply replaced.
 		old.nodeNames(func(name string) {
 			if _, kept := nb.nodes[name]; !kept {
-				b.changes[name] = nil
+				b.change(name, nil)
 			}
 		})
 		b.ptrDel = slices.Grow(b.ptrDel, old.ptrCount())
@@ -195,7 +183,7 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 		return
 	}
 	for name, n := range nb.nodes {
-		b.changes[name] = n
+		b.change(name, n)
 	}
 	e := nb.entry
 	b.ptrAdd = slices.Grow(b.ptrAdd, e.ptrCount())
@@ -205,14 +193,30 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 	st.contrib[key] = e
 }
 
-// observeLocked updates the object gauges and the programming latency.
+// objectCounts are the object counts of the last publish, stored field by
+// field (a Stats allocated per publish was most of what a publish
+// allocated); Stats reads them without locking, each as new as the last
+// publish or the one before.
+type objectCounts struct {
+	kinds [len(objectKinds)]atomic.Int64 // by objectKinds
+	names atomic.Int64                   // endpoint host names and PTR index addresses
+}
+
+func (c *objectCounts) load() Stats {
+	return Stats{Namespaces: int(c.kinds[0].Load()), Services: int(c.kinds[1].Load()),
+		EndpointSlices: int(c.kinds[2].Load()), Endpoints: int(c.kinds[3].Load()), Pods: int(c.kinds[4].Load()),
+		Names: int(c.names.Load())}
+}
+
+// observeLocked updates the object counts and gauges and the programming
+// latency.
 func (z *Zone) observeLocked(b *batch) {
 	st := z.st
-	z.counts.Store(&Stats{Namespaces: len(st.namespaces), Services: len(st.services), EndpointSlices: len(st.slices),
-		Endpoints: st.endpoints, Pods: len(st.pods), Names: st.hostNames + int(z.ptrs.keys.Load())})
 	for i, n := range [len(objectKinds)]int{len(st.namespaces), len(st.services), len(st.slices), st.endpoints, len(st.pods)} {
+		z.counts.kinds[i].Store(int64(n))
 		z.met.kindGauges[i].Set(float64(n))
 	}
+	z.counts.names.Store(int64(st.hostNames) + z.ptrs.keys.Load())
 	if !z.synced.Load() {
 		return // the initial list measures the list, not programming
 	}

@@ -83,7 +83,7 @@ func (z *Zone) podRecordsLocked(p *podModel, delta int, b *batch) {
 		if z.st.podRecs[name] <= 0 {
 			delete(z.st.podRecs, name)
 		}
-		b.podRecs[name] = true
+		mark(&b.podRecs, name)
 	}
 }
 

@@ -33,7 +33,7 @@ type Zone struct {
 	running   atomic.Bool                            // Run is active
 	source    atomic.Pointer[string]                 // SourceNone, SourceSnapshot or SourceAPI
 	localPods atomic.Pointer[map[netip.Addr]PodInfo] // node-local pods by IP; always non-nil
-	counts    atomic.Pointer[Stats]                  // object counts of the last publish; nil before
+	counts    objectCounts                           // object counts of the last publish
 	serial0   uint32                                 // SOA serial at generation 0
 	podSuffix string                                 // ".pod.<zone>"
 	svcSuffix string                                 // ".svc.<zone>"
@@ -46,9 +46,11 @@ type Zone struct {
 	queue []event
 	kick  chan struct{} // capacity 1: the queue is not empty
 
-	mu        sync.Mutex // guards st and snapDirty; lock order: mu before qmu
-	st        *state
-	snapDirty bool // the zone changed since the last snapshot write
+	mu         sync.Mutex // guards following; lock order: mu before qmu
+	st         *state
+	snapDirty  bool    // the zone changed since the last snapshot write
+	spare      *batch  // drain's batch, empty between drains; always non-nil
+	queueSpare []event // the queue's next array, empty
 }
 
 // meta is the per-generation data of the zone.
@@ -97,7 +99,7 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error)
 		return nil, fmt.Errorf("creating zone: %w", err)
 	}
 	z := &Zone{cfg: cfg, log: log.With(logkey.Component, "kubezone"), met: met, now: time.Now,
-		kick: make(chan struct{}, 1), st: newState(), tab: newTable(), ptrs: newPTRIndex(),
+		kick: make(chan struct{}, 1), st: newState(), spare: newBatch(), tab: newTable(), ptrs: newPTRIndex(),
 		serial0: uint32(time.Now().Unix()), podSuffix: ".pod." + cfg.Domain, svcSuffix: ".svc." + cfg.Domain}
 	empty := map[netip.Addr]PodInfo{}
 	z.localPods.Store(&empty)
@@ -192,10 +194,7 @@ type Stats struct {
 // Stats returns current counts without blocking (the object counts are
 // those of the last published generation).
 func (z *Zone) Stats() Stats {
-	s := Stats{}
-	if c := z.counts.Load(); c != nil {
-		s = *c
-	}
+	s := z.counts.load()
 	s.LocalPods = len(*z.localPods.Load())
 	s.Names += int(z.tab.names.Load()) // counts holds the names answered from entries and the PTR index
 	s.Synced, s.Source, s.Generation = z.Synced(), z.Source(), z.Generation()
