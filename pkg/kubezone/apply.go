@@ -158,14 +158,42 @@ func (z *Zone) nsNodesLocked(ns string, b *batch) {
 }
 
 // rebuildServiceLocked replaces the records of service key (removing them
-// when the service is gone) and queues the PTR index changes.
+// when the service is gone) and queues the PTR index changes. When only
+// its slices changed and they feed none of its names (a ClusterIP
+// service, as most are), it replaces the entry alone: no name is rebuilt,
+// and PTR slots change only for the addresses added or removed.
 func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 	st := z.st
-	var nb built
-	if svc := st.services[key]; svc != nil {
-		nb = z.buildService(svc, slices.Clone(st.slicesBySvc[key]))
+	ref := st.contrib[key]
+	var old *svcEntry
+	if ref != nil {
+		old = ref.entry()
+		st.endpoints -= int(old.endpoints)
+		st.hostNames -= int(old.hostNames)
 	}
-	if old := st.contrib[key]; old != nil {
+	svc := st.services[key]
+	if svc == nil {
+		if old != nil {
+			old.nodeNames(func(name string) { b.change(name, nil) })
+			z.ptrDiffLocked(ref, old, nil, b)
+			delete(st.contrib, key)
+		}
+		return
+	}
+	eps := slices.Clone(st.slicesBySvc[key])
+	if old != nil && old.svc == svc && (!svc.Headless || !old.published) { // a headless service's names are its endpoints
+		if e, keys := z.newEntry(svc, old.base, eps); namesKept(old, e) {
+			z.ptrDiffLocked(ref, old, keys, b)
+			z.setEntryLocked(ref, e)
+			return
+		}
+	}
+	if ref == nil {
+		ref = &svcRef{}
+		st.contrib[key] = ref
+	}
+	nb := z.buildService(svc, eps, ref)
+	if old != nil {
 		// The old names, found without building the old records again;
 		// those the new build keeps are simply replaced.
 		old.nodeNames(func(name string) {
@@ -173,24 +201,19 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 				b.change(name, nil)
 			}
 		})
-		b.ptrDel = slices.Grow(b.ptrDel, old.ptrCount())
-		old.ptrKeys(func(k addrKey) { b.ptrDel = append(b.ptrDel, ptrSlot{key: k, svc: old}) })
-		st.endpoints -= int(old.endpoints)
-		st.hostNames -= int(old.hostNames)
-		delete(st.contrib, key)
-	}
-	if nb.entry == nil {
-		return
 	}
 	for name, n := range nb.nodes {
 		b.change(name, n)
 	}
-	e := nb.entry
-	b.ptrAdd = slices.Grow(b.ptrAdd, e.ptrCount())
-	e.ptrKeys(func(k addrKey) { b.ptrAdd = append(b.ptrAdd, ptrSlot{key: k, svc: e}) })
-	st.endpoints += int(e.endpoints)
-	st.hostNames += int(e.hostNames)
-	st.contrib[key] = e
+	z.ptrDiffLocked(ref, old, nb.keys, b)
+	z.setEntryLocked(ref, nb.entry)
+}
+
+// setEntryLocked makes e the current entry of ref and counts it.
+func (z *Zone) setEntryLocked(ref *svcRef, e *svcEntry) {
+	z.st.endpoints += int(e.endpoints)
+	z.st.hostNames += int(e.hostNames)
+	ref.cur.Store(e)
 }
 
 // objectCounts are the object counts of the last publish, stored field by

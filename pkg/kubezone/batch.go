@@ -3,14 +3,14 @@ package kubezone
 // batch collects what one drain must rebuild and publish. A caller makes
 // one with newBatch, applies events to it (applyEventLocked) and publishes
 // it (publishLocked), all under Zone.mu. Its maps are made on first use:
-// most drains are one EndpointSlice update, which marks one service and
-// no namespace or pod. drain reuses the zone's spare batch (reset after
+// most drains are one EndpointSlice update, which marks one service and,
+// for a ClusterIP service, changes no name. drain reuses the zone's spare batch (reset after
 // each publish) rather than make one each time.
 type batch struct {
 	svcs    map[string]bool  // services to rebuild
 	nss     map[string]bool  // namespaces whose empty non-terminals to recheck
-	ptrDel  []ptrSlot        // PTR index slots of replaced service entries
-	ptrAdd  []ptrSlot        // PTR index slots of new service entries
+	ptrDel  []ptrSlot        // PTR index slots to remove: addresses services no longer publish
+	ptrAdd  []ptrSlot        // PTR index slots to add: addresses services publish anew
 	podRecs map[string]bool  // verified pod names to rebuild
 	local   bool             // node-local pods changed
 	changes map[string]*node // name → new node (nil: delete)

@@ -12,10 +12,12 @@ import (
 
 // built is what one service contributes to the zone: its prebuilt names
 // (base, SRV and their empty non-terminals) and its entry, from which the
-// endpoint host names and PTRs are answered at query time.
+// endpoint host names and PTRs are answered at query time, with the
+// addresses the entry publishes PTRs for (scratch, see newEntry).
 type built struct {
 	nodes map[string]*node
 	entry *svcEntry
+	keys  []addrKey
 }
 
 // srvKey identifies one SRV record before weights are known.
@@ -35,12 +37,14 @@ type svcBuilder struct {
 	addrRR map[string][]dns.RR // owner → its A/AAAA records, for SRV additional sections
 }
 
-// buildService computes every record of svc from its EndpointSlices.
-func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
+// buildService computes every record of svc from its EndpointSlices; the
+// base node answers host names through ref, whose entry the caller sets
+// to the built one.
+func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef) built {
 	b := &svcBuilder{base: svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain, ttl: z.cfg.ttlSeconds(),
 		hosts: map[string][]netip.Addr{}, named: map[[2]string][]srvKey{}, out: built{nodes: map[string]*node{}}}
-	e := &svcEntry{svc: svc, base: b.base, slices: eps}
-	b.out.entry = e
+	e, keys := z.newEntry(svc, b.base, eps)
+	b.out.entry, b.out.keys = e, keys
 	if !validLabel(svc.Name) || !validName(b.base) {
 		return b.out
 	}
@@ -49,10 +53,7 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 		b.out.nodes[b.base] = newNode([]dns.RR{cname}, nil, kindCNAME)
 		return b.out
 	}
-	e.published = true
 	b.collectEndpoints(svc, eps)
-	e.hostNames = int32(len(b.hosts))
-	e.idx = newEPIndex(e)
 	var baseRRs []dns.RR
 	if svc.Headless {
 		if len(b.hosts) == 0 {
@@ -89,7 +90,7 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel) built {
 		srv, extra = b.srvRecords(b.base, b.all)
 	}
 	base := newNode(append(slices.Clip(baseRRs), srv...), extra, kindData)
-	base.svc = e
+	base.svc = ref
 	b.out.nodes[b.base] = base
 	for key, targets := range b.named {
 		owner := "_" + key[0] + "._" + key[1] + "." + b.base
@@ -136,9 +137,9 @@ func (e *svcEntry) nodeNames(f func(name string)) {
 
 // collectEndpoints merges every ready endpoint of every slice: host names
 // and (for headless services) SRV targets from the slice ports. The label
-// choice must stay that of svcEntry.hostLabel, which answers host names.
+// choice must stay that of svcEntry.hostLabel, which answers host names,
+// and labelKeyOf, which counts them.
 func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
-	seenAddr := map[netip.Addr]bool{}
 	owners := map[string]string{} // host label → owner name, built once
 	for _, es := range eps {
 		for i := range es.Endpoints.len() {
@@ -153,10 +154,6 @@ func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
 			}
 			if !slices.Contains(b.hosts[owner], a) {
 				b.hosts[owner] = append(b.hosts[owner], a)
-			}
-			if !seenAddr[a] {
-				seenAddr[a] = true
-				b.out.entry.endpoints++
 			}
 			if !svc.Headless {
 				continue

@@ -61,7 +61,11 @@
 // One writer applies the queued informer events in batches: a change of a
 // service or one of its EndpointSlices rebuilds that service's names and
 // index entries only, and each batch publishes one new Generation (the SOA
-// serial follows it).
+// serial follows it). The base node and the PTR index hold a stable
+// per-service handle (svcRef) to the service's entry, so an EndpointSlice
+// change of a ClusterIP service replaces the entry alone (its names do not
+// depend on endpoints) and touches the PTR index only at the addresses the
+// service gained or lost.
 //
 // Before the first sync (and without a snapshot) a name the zone would
 // deny gets SERVFAIL, never a false NXDOMAIN. If the API server goes away

@@ -13,9 +13,10 @@ import (
 // its endpoint host names (<label>.<svc>.<ns>.svc.<zone>) and the PTRs of
 // its ClusterIPs and endpoint IPs: the models themselves, shared with the
 // informer stores, rather than a prebuilt name, node and record per
-// endpoint. It is immutable, replaced whole when the service or one of its
-// slices changes, and doubles as the writer's memory of what the service
-// contributed (rebuilding from its models tells which names to remove).
+// endpoint. It is immutable, replaced whole in the service's svcRef when
+// the service or one of its slices changes, and doubles as the writer's
+// memory of what the service contributed (its models tell which names and
+// PTR slots to remove).
 type svcEntry struct {
 	svc    *svcModel
 	base   string        // <svc>.<ns>.svc.<zone>, the same string as the base node's name
@@ -154,37 +155,43 @@ func (e *svcEntry) hostOwner(ep epModel) string {
 	return dashedIP(ep.Addr) + "." + e.base
 }
 
-// ptrCount is at most the number of keys ptrKeys calls f with: the
-// distinct ready endpoint addresses and the ClusterIPs.
-func (e *svcEntry) ptrCount() int {
-	if e == nil || !e.published {
-		return 0
-	}
-	return int(e.endpoints) + len(e.svc.ClusterIPs)
-}
-
-// ptrKeys calls f once for every address e publishes a PTR for.
-func (e *svcEntry) ptrKeys(f func(addrKey)) {
-	if e == nil || !e.published {
-		return
-	}
-	seen := make(map[addrKey]bool, e.ptrCount())
-	visit := func(a netip.Addr) {
-		if k := a.As16(); !seen[k] {
-			seen[k] = true
-			f(k)
-		}
+// hasPTR reports whether e publishes a PTR for address k (as ptrTargets
+// would find one), without allocating.
+func (e *svcEntry) hasPTR(k addrKey) bool {
+	if !e.published {
+		return false
 	}
 	if !e.svc.Headless {
 		for _, a := range e.svc.ClusterIPs {
-			visit(a)
+			if a.As16() == k {
+				return true
+			}
 		}
+	}
+	if e.idx != nil {
+		return len(e.idx.withAddr(e, keyAddr(k))) > 0
 	}
 	for _, es := range e.slices {
 		for i := range es.Endpoints.len() {
-			visit(es.Endpoints.addr(i))
+			if es.Endpoints.addr(i).As16() == k {
+				return true
+			}
 		}
 	}
+	return false
+}
+
+// ownsPTR reports whether a service of owners (the slots of k, read once)
+// publishes a PTR for k in its current entry: a reader that loaded the
+// slots before the writer removed one may find the entry that replaced
+// the slot's, without the address.
+func ownsPTR(owners []*svcRef, k addrKey) bool {
+	for _, o := range owners {
+		if o.entry().hasPTR(k) {
+			return true
+		}
+	}
+	return false
 }
 
 // endpointHost answers qname when it is the host name of an endpoint of a
@@ -200,7 +207,7 @@ func (z *Zone) endpointHost(qname, label, rest string, qtype uint16, m *meta) (a
 	if n == nil || n.svc == nil {
 		return Answer{}, false
 	}
-	addrs := n.svc.hostAddrs(label)
+	addrs := n.svc.entry().hostAddrs(label)
 	if len(addrs) == 0 {
 		return Answer{}, false
 	}
@@ -217,20 +224,32 @@ func (z *Zone) endpointHost(qname, label, rest string, qtype uint16, m *meta) (a
 	return Answer{Answer: rrs}, true
 }
 
-// ptrAnswer answers the reverse name qname of address k, owned by the
-// services of owners (non-empty): one PTR per distinct target, sorted.
-func (z *Zone) ptrAnswer(qname string, k addrKey, owners []*svcEntry, qtype uint16, m *meta) Answer {
-	if qtype != dns.TypePTR && qtype != dns.TypeANY {
+// ptrAnswer answers the reverse name qname of address k, whose slots are
+// owners: one PTR per distinct target, sorted; REFUSED (upstream's) when
+// no service publishes one. Each entry is read once, so that a writer
+// replacing it meanwhile cannot leave a NOERROR without records.
+func (z *Zone) ptrAnswer(qname string, k addrKey, owners []*svcRef, qtype uint16, m *meta) Answer {
+	if qtype != dns.TypePTR && qtype != dns.TypeANY || z.snapshotStale() {
+		switch {
+		case !ownsPTR(owners, k):
+			return Answer{Rcode: dns.RcodeRefused}
+		case z.snapshotStale():
+			return Answer{Rcode: dns.RcodeServerFailure}
+		}
 		return z.negative(qname, dns.RcodeSuccess, m)
 	}
-	return Answer{Answer: z.ptrRecords(qname, owners, k)}
+	rrs := z.ptrRecords(qname, owners, k)
+	if len(rrs) == 0 {
+		return Answer{Rcode: dns.RcodeRefused}
+	}
+	return Answer{Answer: rrs}
 }
 
 // ptrRecords builds the PTR records at rev of the services in owners.
-func (z *Zone) ptrRecords(rev string, owners []*svcEntry, k addrKey) []dns.RR {
+func (z *Zone) ptrRecords(rev string, owners []*svcRef, k addrKey) []dns.RR {
 	var targets []string
 	for _, o := range owners {
-		targets = o.ptrTargets(k, targets)
+		targets = o.entry().ptrTargets(k, targets)
 	}
 	sort.Strings(targets)
 	targets = slices.Compact(targets)

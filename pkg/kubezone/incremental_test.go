@@ -87,10 +87,10 @@ func zoneDump(z *Zone) string {
 		}
 		lines = append(lines, fmt.Sprintf("%s kind=%d ans=%d %v svc=%v", name, n.kind, n.nAns, rrs, n.svc != nil))
 	})
-	z.ptrs.each(func(k addrKey, owners []*svcEntry) {
+	z.ptrs.each(func(k addrKey, owners []*svcRef) {
 		var bases []string
 		for _, o := range owners {
-			bases = append(bases, o.base)
+			bases = append(bases, o.entry().base)
 		}
 		slices.Sort(bases)
 		lines = append(lines, fmt.Sprintf("ptr %s %v", keyAddr(k), bases))

@@ -254,7 +254,7 @@ func TestEPIndexMatchesScan(t *testing.T) {
 		objs = append(objs, lazySlice("big-"+string(rune('a'+s)), "big", eps...))
 	}
 	z := lazyZone(t, objs...)
-	e := z.tab.get("big.ns.svc.cluster.local.").svc
+	e := z.tab.get("big.ns.svc.cluster.local.").svc.entry()
 	if e == nil || e.idx == nil {
 		t.Fatalf("entry of a %d-endpoint service: got %+v, want one with an index", 2*epIndexMin, e)
 	}

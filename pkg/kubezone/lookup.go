@@ -30,7 +30,7 @@ func (z *Zone) InZone(qname string) bool {
 	qname = lower(qname)
 	if isReverse(qname) {
 		k, ok := parseReverse(qname)
-		return ok && len(z.ptrs.owners(k)) > 0
+		return ok && ownsPTR(z.ptrs.owners(k), k)
 	}
 	return inDomain(qname, z.cfg.Domain)
 }
@@ -59,14 +59,10 @@ func (z *Zone) Lookup(qname string, qtype uint16) Answer {
 			return Answer{Rcode: dns.RcodeRefused} // not ours: the server forwards it
 		}
 		k, ok := parseReverse(qname)
-		owners := z.ptrs.owners(k) // read once: the writer may replace the shard meanwhile
-		if !ok || len(owners) == 0 {
-			return Answer{Rcode: dns.RcodeRefused} // no service has the address: upstream's
+		if !ok {
+			return Answer{Rcode: dns.RcodeRefused} // not a reverse name the zone can own: upstream's
 		}
-		if z.snapshotStale() {
-			return Answer{Rcode: dns.RcodeServerFailure}
-		}
-		return z.ptrAnswer(qname, k, owners, qtype, m)
+		return z.ptrAnswer(qname, k, z.ptrs.owners(k), qtype, m) // slots read once: the writer may replace the shard meanwhile
 	}
 	if z.snapshotStale() && !z.impossible(qname) {
 		return Answer{Rcode: dns.RcodeServerFailure} // see SnapshotProblem
@@ -226,13 +222,13 @@ func (z *Zone) List(ns string) []Record {
 			}
 		}
 		if n.svc != nil && under(name) {
-			z.hostRecords(n.svc, func(rr dns.RR) { out = append(out, toRecord(rr)) })
+			z.hostRecords(n.svc.entry(), func(rr dns.RR) { out = append(out, toRecord(rr)) })
 		}
 		if n.kind == kindApex && ns == "" {
 			out = append(out, toRecord(z.meta.Load().soaRR[0]))
 		}
 	})
-	z.ptrs.each(func(k addrKey, owners []*svcEntry) {
+	z.ptrs.each(func(k addrKey, owners []*svcRef) {
 		for _, rr := range z.ptrRecords(reverseName(keyAddr(k)), owners, k) {
 			if under(rr.(*dns.PTR).Ptr) {
 				out = append(out, toRecord(rr))

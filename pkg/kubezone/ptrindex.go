@@ -21,18 +21,20 @@ const ptrShardCount = 4096
 // addresses only, so an IPv4 address and its ::ffff: form never both occur.
 type addrKey [16]byte
 
-// ptrSlot says that svc publishes at least one PTR at the reverse name of
-// key: the form in which the writer adds and removes owners.
+// ptrSlot says that the service of svc publishes at least one PTR at the
+// reverse name of key: the form in which the writer adds and removes
+// owners. A slot names the service's stable ref, not its entry, so that it
+// outlives entries that keep the address (see svcRef).
 type ptrSlot struct {
 	key addrKey
-	svc *svcEntry
+	svc *svcRef
 }
 
 // ptrIndex maps the addresses the zone answers PTRs for (ClusterIPs and
 // ready endpoint IPs) to the services that own them: 12 bytes an IPv4
 // address, 24 an IPv6 one, against ~170 for a prebuilt reverse name, node
 // and PTR record. The PTR targets are computed per query from the
-// services' entries. Readers never lock: each shard is an atomic pointer
+// services' current entries. Readers never lock: each shard is an atomic pointer
 // to an immutable ptrShard, replaced whole by the single writer (Zone.mu
 // held).
 type ptrIndex struct {
@@ -47,19 +49,19 @@ type ptrIndex struct {
 // for 100k endpoints. The other addresses, rarer, hang off v6, so that a
 // shard without any costs 56 bytes rather than 96 (4096 shards). Immutable.
 type ptrShard struct {
-	keys4 []uint32    // IPv4 addresses (big endian, so in address order), sorted
-	svcs4 []*svcEntry // owners, by index of keys4
-	v6    *ptrShard6  // nil when the shard holds no other address
+	keys4 []uint32   // IPv4 addresses (big endian, so in address order), sorted
+	svcs4 []*svcRef  // owners, by index of keys4
+	v6    *ptrShard6 // nil when the shard holds no other address
 }
 
 // ptrShard6 holds a shard's slots of addresses other than IPv4.
 type ptrShard6 struct {
-	keys []addrKey   // sorted
-	svcs []*svcEntry // owners, by index of keys
+	keys []addrKey // sorted
+	svcs []*svcRef // owners, by index of keys
 }
 
 // six returns the shard's slots of other addresses (nil when none).
-func (sh *ptrShard) six() ([]addrKey, []*svcEntry) {
+func (sh *ptrShard) six() ([]addrKey, []*svcRef) {
 	if sh.v6 == nil {
 		return nil, nil
 	}
@@ -91,7 +93,7 @@ func fromKey4(k4 uint32) addrKey {
 
 // owners returns the services with slots at k (a sub-slice of the shard,
 // read-only).
-func (x *ptrIndex) owners(k addrKey) []*svcEntry {
+func (x *ptrIndex) owners(k addrKey) []*svcRef {
 	sh := x.shards[x.shardOf(&k)].Load()
 	if sh == nil {
 		return nil
@@ -107,7 +109,7 @@ func (x *ptrIndex) owners(k addrKey) []*svcEntry {
 
 // ownersAt returns the services of the run of k in keys, which starts at
 // lo when found.
-func ownersAt[K comparable](keys []K, svcs []*svcEntry, k K, lo int, found bool) []*svcEntry {
+func ownersAt[K comparable](keys []K, svcs []*svcRef, k K, lo int, found bool) []*svcRef {
 	if !found {
 		return nil
 	}
@@ -169,7 +171,7 @@ func (x *ptrIndex) apply(del, add []ptrSlot) {
 // keyedSlot is a slot with its key in a shard's form.
 type keyedSlot[K any] struct {
 	key K
-	svc *svcEntry
+	svc *svcRef
 }
 
 // appendSlot appends s to v4 when its address is IPv4, else to v6.
@@ -185,7 +187,7 @@ func appendSlot(v4 []keyedSlot[uint32], v6 []keyedSlot[addrKey], s ptrSlot) ([]k
 // until its next change); nil when none is left. The slots of del are
 // found by binary search: a service update removes a few slots of a shard
 // of ~100, and the others are copied without being looked at.
-func mergeSlots[K comparable](keys []K, svcs []*svcEntry, add, del []keyedSlot[K], cmp func(a, b K) int) ([]K, []*svcEntry) {
+func mergeSlots[K comparable](keys []K, svcs []*svcRef, add, del []keyedSlot[K], cmp func(a, b K) int) ([]K, []*svcRef) {
 	var skip []int // indexes of the slots of del, sorted
 	for _, d := range del {
 		i, found := slices.BinarySearchFunc(keys, d.key, cmp)
@@ -203,7 +205,7 @@ func mergeSlots[K comparable](keys []K, svcs []*svcEntry, add, del []keyedSlot[K
 	if n == 0 {
 		return nil, nil
 	}
-	nk, ns := make([]K, 0, n), make([]*svcEntry, 0, n)
+	nk, ns := make([]K, 0, n), make([]*svcRef, 0, n)
 	j := 0
 	for i := range keys {
 		if len(skip) > 0 && skip[0] == i {
@@ -234,13 +236,13 @@ func distinctKeys[K comparable](keys []K) int {
 
 // each calls f for every address and the services with slots at it (for
 // List, not the query path).
-func (x *ptrIndex) each(f func(k addrKey, owners []*svcEntry)) {
+func (x *ptrIndex) each(f func(k addrKey, owners []*svcRef)) {
 	for i := range x.shards {
 		sh := x.shards[i].Load()
 		if sh == nil {
 			continue
 		}
-		eachRun(sh.keys4, sh.svcs4, func(k4 uint32, owners []*svcEntry) { f(fromKey4(k4), owners) })
+		eachRun(sh.keys4, sh.svcs4, func(k4 uint32, owners []*svcRef) { f(fromKey4(k4), owners) })
 		keys6, svcs6 := sh.six()
 		eachRun(keys6, svcs6, f)
 	}
@@ -248,7 +250,7 @@ func (x *ptrIndex) each(f func(k addrKey, owners []*svcEntry)) {
 
 // eachRun calls f for every run of equal keys of sorted keys and the
 // services at the same indexes.
-func eachRun[K comparable](keys []K, svcs []*svcEntry, f func(K, []*svcEntry)) {
+func eachRun[K comparable](keys []K, svcs []*svcRef, f func(K, []*svcRef)) {
 	for lo := 0; lo < len(keys); {
 		hi := lo + 1
 		for hi < len(keys) && keys[hi] == keys[lo] {

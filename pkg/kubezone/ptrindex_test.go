@@ -13,13 +13,13 @@ import (
 // each.
 func TestPTRIndexMatchesMap(t *testing.T) {
 	x := newPTRIndex()
-	svcs := []*svcEntry{{base: "a"}, {base: "b"}, {base: "c"}}
+	svcs := []*svcRef{{}, {}, {}}
 	var keys []addrKey
 	for i := range 40 {
 		keys = append(keys, netip.AddrFrom4([4]byte{10, 0, 0, byte(i)}).As16(),
 			netip.AddrFrom16([16]byte{0xfd, 15: byte(i)}).As16())
 	}
-	want := map[addrKey][]*svcEntry{}
+	want := map[addrKey][]*svcRef{}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for batch := range 300 {
 		var del, add []ptrSlot
@@ -29,10 +29,10 @@ func TestPTRIndexMatchesMap(t *testing.T) {
 			switch {
 			case slices.Contains(add, s) || slices.Contains(del, s):
 				// The writer never removes and adds the same slot in a batch
-				// (a replaced entry is a new *svcEntry).
+				// (it queues the difference of a service's old and new entry).
 			case slices.Contains(want[k], svc):
 				del = append(del, s)
-				want[k] = slices.DeleteFunc(want[k], func(e *svcEntry) bool { return e == svc })
+				want[k] = slices.DeleteFunc(want[k], func(r *svcRef) bool { return r == svc })
 			default:
 				add = append(add, s)
 				want[k] = append(want[k], svc)
@@ -53,7 +53,7 @@ func TestPTRIndexMatchesMap(t *testing.T) {
 			t.Fatalf("batch %d: keys: got %d, want %d", batch, got, n)
 		}
 		seen := 0
-		x.each(func(k addrKey, owners []*svcEntry) {
+		x.each(func(k addrKey, owners []*svcRef) {
 			seen++
 			if !sameOwners(owners, want[k]) {
 				t.Fatalf("batch %d: each at %v: got %v, want %v", batch, keyAddr(k), owners, want[k])
@@ -66,7 +66,7 @@ func TestPTRIndexMatchesMap(t *testing.T) {
 }
 
 // sameOwners compares two sets of services.
-func sameOwners(a, b []*svcEntry) bool {
+func sameOwners(a, b []*svcRef) bool {
 	if len(a) != len(b) {
 		return false
 	}

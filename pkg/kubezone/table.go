@@ -30,8 +30,8 @@ const (
 // One slice holds both sections to keep the nodes of a large cluster small
 // (40 bytes each).
 type node struct {
-	rrs  []dns.RR  // the records, sorted by Rrtype, then from nAns on the additional section of SRV (NS) answers
-	svc  *svcEntry // at a service's base name: answers its endpoint host names; else nil
+	rrs  []dns.RR // the records, sorted by Rrtype, then from nAns on the additional section of SRV (NS) answers
+	svc  *svcRef  // at a service's base name: answers its endpoint host names; else nil
 	nAns uint32
 	kind nodeKind
 }

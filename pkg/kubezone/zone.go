@@ -48,9 +48,10 @@ type Zone struct {
 
 	mu         sync.Mutex // guards following; lock order: mu before qmu
 	st         *state
-	snapDirty  bool    // the zone changed since the last snapshot write
-	spare      *batch  // drain's batch, empty between drains; always non-nil
-	queueSpare []event // the queue's next array, empty
+	snapDirty  bool          // the zone changed since the last snapshot write
+	spare      *batch        // drain's batch, empty between drains; always non-nil
+	queueSpare []event       // the queue's next array, empty
+	scratch    writerScratch // reused by the writer from one service to the next
 }
 
 // meta is the per-generation data of the zone.
@@ -69,7 +70,7 @@ type state struct {
 	slices      map[string]*sliceModel   // by ns/name of the slice
 	slicesBySvc map[string][]*sliceModel // service ns/name → its slices, sorted by name
 	pods        map[string]*podModel     // by ns/name
-	contrib     map[string]*svcEntry     // service ns/name → its entry (what it contributed)
+	contrib     map[string]*svcRef       // service ns/name → its entry (what it contributed)
 	nsRefs      map[string]int           // namespace → number of services in it
 	podRecs     map[string]int           // verified pod name → number of pods with that IP in that namespace
 	endpoints   int                      // distinct ready endpoint addresses, summed over services
@@ -79,7 +80,7 @@ type state struct {
 func newState() *state {
 	return &state{
 		namespaces: map[string]bool{}, services: map[string]*svcModel{}, slices: map[string]*sliceModel{},
-		slicesBySvc: map[string][]*sliceModel{}, pods: map[string]*podModel{}, contrib: map[string]*svcEntry{},
+		slicesBySvc: map[string][]*sliceModel{}, pods: map[string]*podModel{}, contrib: map[string]*svcRef{},
 		nsRefs: map[string]int{}, podRecs: map[string]int{},
 	}
 }
