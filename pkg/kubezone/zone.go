@@ -35,6 +35,8 @@ type Zone struct {
 	localPods atomic.Pointer[map[netip.Addr]PodInfo] // node-local pods by IP; always non-nil
 	counts    objectCounts                           // object counts of the last publish
 	serial0   uint32                                 // SOA serial at generation 0
+	soaNS     string                                 // "ns.dns.<zone>", the SOA's MNAME
+	soaMbox   string                                 // "hostmaster.<zone>", the SOA's RNAME
 	podSuffix string                                 // ".pod.<zone>"
 	svcSuffix string                                 // ".svc.<zone>"
 	// snapWritten is the write time (Unix ns) of the snapshot loaded, 0
@@ -54,12 +56,15 @@ type Zone struct {
 	scratch    writerScratch // reused by the writer from one service to the next
 }
 
-// meta is the per-generation data of the zone.
+// meta is the per-generation data of the zone, one allocation per
+// generation.
 type meta struct {
 	gen   uint64
-	soaRR []dns.RR // the single current SOA, for the apex answer and negative answers
-	rev4  []dns.RR // SOA of in-addr.arpa., for negative answers at reverse names we own
-	rev6  []dns.RR // SOA of ip6.arpa.
+	soaRR []dns.RR   // the single current SOA, for the apex answer and negative answers
+	rev4  []dns.RR   // SOA of in-addr.arpa., for negative answers at reverse names we own
+	rev6  []dns.RR   // SOA of ip6.arpa.
+	rrs   [3]dns.RR  // backs the three slices above: the SOAs below
+	soas  [3]dns.SOA // of the zone, in-addr.arpa. and ip6.arpa.
 }
 
 // state is the writer's view of the cluster: the object models and what
@@ -101,7 +106,8 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error)
 	}
 	z := &Zone{cfg: cfg, log: log.With(logkey.Component, "kubezone"), met: met, now: time.Now,
 		kick: make(chan struct{}, 1), st: newState(), spare: newBatch(), tab: newTable(), ptrs: newPTRIndex(),
-		serial0: uint32(time.Now().Unix()), podSuffix: ".pod." + cfg.Domain, svcSuffix: ".svc." + cfg.Domain}
+		serial0: uint32(time.Now().Unix()), soaNS: "ns.dns." + cfg.Domain, soaMbox: "hostmaster." + cfg.Domain,
+		podSuffix: ".pod." + cfg.Domain, svcSuffix: ".svc." + cfg.Domain}
 	empty := map[netip.Addr]PodInfo{}
 	z.localPods.Store(&empty)
 	src := SourceNone
@@ -114,22 +120,26 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error)
 
 // newMeta returns the per-generation data of generation gen.
 func (z *Zone) newMeta(gen uint64) *meta {
-	return &meta{gen: gen, soaRR: []dns.RR{z.soa(z.cfg.Domain, gen)},
-		rev4: []dns.RR{z.soa("in-addr.arpa.", gen)}, rev6: []dns.RR{z.soa("ip6.arpa.", gen)}}
+	m := &meta{gen: gen}
+	for i, owner := range [3]string{z.cfg.Domain, "in-addr.arpa.", "ip6.arpa."} {
+		m.soas[i] = z.soa(owner, gen)
+		m.rrs[i] = &m.soas[i]
+	}
+	m.soaRR, m.rev4, m.rev6 = m.rrs[0:1:1], m.rrs[1:2:2], m.rrs[2:3:3]
+	return m
 }
 
 // soa is the SOA record at owner d of generation gen.
-func (z *Zone) soa(d string, gen uint64) *dns.SOA {
+func (z *Zone) soa(d string, gen uint64) dns.SOA {
 	neg := z.cfg.negTTLSeconds()
-	return &dns.SOA{Hdr: dns.RR_Header{Name: d, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: neg},
-		Ns: "ns.dns." + z.cfg.Domain, Mbox: "hostmaster." + z.cfg.Domain, Serial: z.serial0 + uint32(gen),
-		Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: neg}
+	return dns.SOA{Hdr: dns.RR_Header{Name: d, Rrtype: dns.TypeSOA, Class: dns.ClassINET, Ttl: neg},
+		Ns: z.soaNS, Mbox: z.soaMbox, Serial: z.serial0 + uint32(gen), Refresh: 7200, Retry: 1800, Expire: 86400, Minttl: neg}
 }
 
 // staticNodes are the names that exist whatever the cluster holds.
 func (z *Zone) staticNodes() map[string]*node {
 	d, ttl := z.cfg.Domain, z.cfg.ttlSeconds()
-	nsName := "ns.dns." + d
+	nsName := z.soaNS
 	var glue []dns.RR
 	for _, ip := range z.cfg.LocalIPs {
 		glue = append(glue, addrRR(nsName, ip.Unmap(), ttl))
