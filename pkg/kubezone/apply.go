@@ -82,6 +82,9 @@ func (z *Zone) applyEventLocked(ev event, b *batch) {
 		}
 		mark(&b.svcs, ev.key)
 	case objSlice:
+		if z.replaceSliceLocked(ev, b) {
+			return
+		}
 		if old := st.slices[ev.key]; old != nil {
 			svcKey := nsKey(old.Namespace, old.Service)
 			st.slicesBySvc[svcKey] = slices.DeleteFunc(st.slicesBySvc[svcKey], func(s *sliceModel) bool { return s == old })
@@ -108,6 +111,28 @@ func (z *Zone) applyEventLocked(ev event, b *batch) {
 	case objPod:
 		z.applyPodLocked(ev, b)
 	}
+}
+
+// replaceSliceLocked applies a slice update that keeps the slice's service,
+// the common case, in place in the service's list, and reports whether it
+// did.
+func (z *Zone) replaceSliceLocked(ev event, b *batch) bool {
+	st := z.st
+	old := st.slices[ev.key]
+	s, _ := ev.obj.(*sliceModel)
+	if old == nil || s == nil || old.Namespace != s.Namespace || old.Service != s.Service || old.Name != s.Name {
+		return false
+	}
+	svcKey := nsKey(s.Namespace, s.Service)
+	list := st.slicesBySvc[svcKey] // the state's own array: entries hold copies
+	i := slices.Index(list, old)
+	if i < 0 {
+		return false
+	}
+	list[i] = s
+	st.slices[ev.key] = s
+	mark(&b.svcs, svcKey)
+	return true
 }
 
 // publishLocked rebuilds what b marked, stores the changed names and bumps

@@ -56,6 +56,8 @@ func TestIncrementalMatchesRebuild(t *testing.T) {
 		{"no endpoints", []event{sl("web-1", "web", []portModel{grpc})}},
 		{"clusterIP again", []event{svc("web", false)}},
 		{"second slice", []event{sl("web-2", "web", []portModel{http}, b)}},
+		{"slice moves to another service", []event{sl("web-2", "db", []portModel{http}, b, tcpHost)}},
+		{"and back", []event{sl("web-2", "web", []portModel{http}, b)}},
 		{"slice removed", []event{gone(sl("web-1", "web", nil))}},
 		{"invalid name", []event{gone(svc("db", true)), svc(strings.Repeat("x", 64), false, http)}},
 		{"service removed", []event{gone(svc("web", false))}},
