@@ -62,6 +62,104 @@ func reverseName(a netip.Addr) string {
 	return b.String()
 }
 
+// parseReverse is the exact inverse of reverseName: the address whose
+// reverse name is name (lowercased). Any other name is refused (ok false),
+// so that partial names (10.in-addr.arpa.), non-canonical ones (leading
+// zeros, upper-case nibbles) and ip6.arpa. names of IPv4-mapped addresses
+// stay outside the zone, as they were when reverse names were prebuilt. It
+// does not allocate.
+func parseReverse(name string) (k addrKey, ok bool) {
+	if rest, found := strings.CutSuffix(name, ".in-addr.arpa."); found {
+		return parseReverse4(rest)
+	}
+	if rest, found := strings.CutSuffix(name, ".ip6.arpa."); found {
+		return parseReverse6(rest)
+	}
+	return k, false
+}
+
+// parseReverse4 parses "4.3.2.1" (the octets of 1.2.3.4, reversed).
+func parseReverse4(s string) (addrKey, bool) {
+	v, ok := parseQuad(s, '.')
+	if !ok {
+		return addrKey{}, false
+	}
+	return netip.AddrFrom4([4]byte{v[3], v[2], v[1], v[0]}).As16(), true
+}
+
+// parseQuad parses four octets separated by sep, each written as itoa
+// writes it; anything else (fewer or more parts, a stray character) is
+// refused. It does not allocate.
+func parseQuad(s string, sep byte) (v [4]byte, ok bool) {
+	for i := range 4 {
+		part := s
+		if i < 3 {
+			cut := strings.IndexByte(s, sep)
+			if cut < 0 {
+				return v, false
+			}
+			part, s = s[:cut], s[cut+1:]
+		}
+		if v[i], ok = parseOctet(part); !ok {
+			return v, false
+		}
+	}
+	return v, true
+}
+
+// parseOctet parses a decimal 0..255 written as itoa writes it (no sign, no
+// leading zero).
+func parseOctet(s string) (byte, bool) {
+	if len(s) == 0 || len(s) > 3 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	if n > 255 {
+		return 0, false
+	}
+	return byte(n), true
+}
+
+// parseReverse6 parses the 32 nibbles of an ip6.arpa. name, lowest first.
+func parseReverse6(s string) (addrKey, bool) {
+	var k addrKey
+	if len(s) != 63 {
+		return k, false
+	}
+	for j := range 32 {
+		if j > 0 && s[2*j-1] != '.' {
+			return k, false
+		}
+		c := s[2*j]
+		var nib byte
+		switch {
+		case '0' <= c && c <= '9':
+			nib = c - '0'
+		case 'a' <= c && c <= 'f':
+			nib = c - 'a' + 10
+		default:
+			return k, false
+		}
+		i := 15 - j/2
+		if j%2 == 0 {
+			k[i] |= nib
+		} else {
+			k[i] |= nib << 4
+		}
+	}
+	if netip.AddrFrom16(k).Is4In6() {
+		return k, false // its PTR is under in-addr.arpa.
+	}
+	return k, true
+}
+
 func itoa(n int) string {
 	if n < 10 {
 		return string(rune('0' + n))

@@ -7,7 +7,6 @@ import (
 	"hash/maphash"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync/atomic"
 )
 
@@ -41,6 +40,7 @@ type ptrIndex struct {
 	seed   maphash.Seed // set once by newPTRIndex
 	keys   atomic.Int64 // number of distinct addresses stored
 	shards [ptrShardCount]atomic.Pointer[ptrShard]
+	work   ptrWork // the writer's (Zone.mu held)
 }
 
 // ptrShard holds the slots of one shard as parallel arrays sorted by key,
@@ -123,49 +123,87 @@ func ownersAt[K comparable](keys []K, svcs []*svcRef, k K, lo int, found bool) [
 func compareKeys(a, b addrKey) int { return bytes.Compare(a[:], b[:]) }
 
 // apply removes the slots of del and adds those of add, copying each
-// touched shard once. The caller holds Zone.mu.
+// touched shard once (and of it, only the IPv4 or the other part when the
+// other is untouched). The caller holds Zone.mu.
 func (x *ptrIndex) apply(del, add []ptrSlot) {
 	if len(del)+len(add) == 0 {
 		return
 	}
-	type change struct {
-		add4, del4 []keyedSlot[uint32]
-		add6, del6 []keyedSlot[addrKey]
-	}
-	byShard := map[uint32]*change{}
-	at := func(s *ptrSlot) *change {
-		i := x.shardOf(&s.key)
-		c := byShard[i]
-		if c == nil {
-			c = &change{}
-			byShard[i] = c
-		}
-		return c
-	}
+	w := &x.work
 	for _, s := range del {
-		c := at(&s)
-		c.del4, c.del6 = appendSlot(c.del4, c.del6, s)
+		w.slots = append(w.slots, shardSlot{shard: x.shardOf(&s.key), del: true, slot: s})
 	}
 	for _, s := range add {
-		c := at(&s)
-		c.add4, c.add6 = appendSlot(c.add4, c.add6, s)
+		w.slots = append(w.slots, shardSlot{shard: x.shardOf(&s.key), slot: s})
 	}
-	for i, c := range byShard {
-		old := x.shards[i].Load()
-		if old == nil {
-			old = &ptrShard{}
+	slices.SortFunc(w.slots, func(a, b shardSlot) int { return cmp.Compare(a.shard, b.shard) })
+	for run := w.slots; len(run) > 0; {
+		n := 1
+		for n < len(run) && run[n].shard == run[0].shard {
+			n++
 		}
-		next := &ptrShard{}
-		next.keys4, next.svcs4 = mergeSlots(old.keys4, old.svcs4, c.add4, c.del4, cmp.Compare[uint32])
+		x.applyShard(run[0].shard, run[:n])
+		run = run[n:]
+	}
+	clear(w.slots) // the scratch keeps no service alive
+	w.slots = shrink(w.slots)
+}
+
+// ptrWork is the scratch memory of apply, reused from one call to the
+// next (Zone.mu held).
+type ptrWork struct {
+	slots      []shardSlot
+	add4, del4 []keyedSlot[uint32]
+	add6, del6 []keyedSlot[addrKey]
+	skip       []int
+}
+
+// shardSlot is a slot to add or remove with its shard.
+type shardSlot struct {
+	shard uint32
+	del   bool
+	slot  ptrSlot
+}
+
+// applyShard applies the slots of shard i.
+func (x *ptrIndex) applyShard(i uint32, slots []shardSlot) {
+	w := &x.work
+	w.add4, w.del4, w.add6, w.del6 = w.add4[:0], w.del4[:0], w.add6[:0], w.del6[:0]
+	for _, s := range slots {
+		if s.del {
+			w.del4, w.del6 = appendSlot(w.del4, w.del6, s.slot)
+		} else {
+			w.add4, w.add6 = appendSlot(w.add4, w.add6, s.slot)
+		}
+	}
+	old := x.shards[i].Load()
+	if old == nil {
+		old = &ptrShard{}
+	}
+	next := *old // the untouched part is shared: shards are immutable
+	delta := 0
+	if len(w.add4)+len(w.del4) > 0 {
+		next.keys4, next.svcs4, w.skip = mergeSlots(old.keys4, old.svcs4, w.add4, w.del4, cmp.Compare[uint32], w.skip)
+		delta += distinctKeys(next.keys4) - distinctKeys(old.keys4)
+	}
+	if len(w.add6)+len(w.del6) > 0 {
 		oldKeys6, oldSvcs6 := old.six()
-		keys6, svcs6 := mergeSlots(oldKeys6, oldSvcs6, c.add6, c.del6, compareKeys)
+		var keys6 []addrKey
+		var svcs6 []*svcRef
+		keys6, svcs6, w.skip = mergeSlots(oldKeys6, oldSvcs6, w.add6, w.del6, compareKeys, w.skip)
+		next.v6 = nil
 		if len(keys6) > 0 {
 			next.v6 = &ptrShard6{keys: keys6, svcs: svcs6}
 		}
-		x.keys.Add(int64(distinctKeys(next.keys4) + distinctKeys(keys6) -
-			distinctKeys(old.keys4) - distinctKeys(oldKeys6)))
-		x.shards[i].Store(next)
+		delta += distinctKeys(keys6) - distinctKeys(oldKeys6)
 	}
+	x.keys.Add(int64(delta))
+	x.shards[i].Store(&next)
+	clear(w.add4)
+	clear(w.del4)
+	clear(w.add6)
+	clear(w.del6)
+	w.add4, w.del4, w.add6, w.del6 = shrink(w.add4), shrink(w.del4), shrink(w.add6), shrink(w.del6)
 }
 
 // keyedSlot is a slot with its key in a shard's form.
@@ -187,8 +225,11 @@ func appendSlot(v4 []keyedSlot[uint32], v6 []keyedSlot[addrKey], s ptrSlot) ([]k
 // until its next change); nil when none is left. The slots of del are
 // found by binary search: a service update removes a few slots of a shard
 // of ~100, and the others are copied without being looked at.
-func mergeSlots[K comparable](keys []K, svcs []*svcRef, add, del []keyedSlot[K], cmp func(a, b K) int) ([]K, []*svcRef) {
-	var skip []int // indexes of the slots of del, sorted
+//
+// skip is scratch memory, returned for reuse.
+func mergeSlots[K comparable](keys []K, svcs []*svcRef, add, del []keyedSlot[K], cmp func(a, b K) int,
+	skip []int) ([]K, []*svcRef, []int) {
+	skip = skip[:0] // indexes of the slots of del, sorted
 	for _, d := range del {
 		i, found := slices.BinarySearchFunc(keys, d.key, cmp)
 		for ; found && i < len(keys) && keys[i] == d.key; i++ {
@@ -203,13 +244,13 @@ func mergeSlots[K comparable](keys []K, svcs []*svcRef, add, del []keyedSlot[K],
 	slices.SortFunc(add, func(a, b keyedSlot[K]) int { return cmp(a.key, b.key) })
 	n := len(keys) - len(skip) + len(add)
 	if n == 0 {
-		return nil, nil
+		return nil, nil, skip
 	}
 	nk, ns := make([]K, 0, n), make([]*svcRef, 0, n)
-	j := 0
+	j, next := 0, 0 // next: index in skip of the next slot to leave out
 	for i := range keys {
-		if len(skip) > 0 && skip[0] == i {
-			skip = skip[1:]
+		if next < len(skip) && skip[next] == i {
+			next++
 			continue
 		}
 		for ; j < len(add) && cmp(add[j].key, keys[i]) < 0; j++ {
@@ -220,7 +261,7 @@ func mergeSlots[K comparable](keys []K, svcs []*svcRef, add, del []keyedSlot[K],
 	for ; j < len(add); j++ {
 		nk, ns = append(nk, add[j].key), append(ns, add[j].svc)
 	}
-	return nk, ns
+	return nk, ns, skip
 }
 
 // distinctKeys counts the addresses of sorted keys.
@@ -263,101 +304,3 @@ func eachRun[K comparable](keys []K, svcs []*svcRef, f func(K, []*svcRef)) {
 
 // keyAddr is the address of a key (IPv4 when it is in ::ffff: form).
 func keyAddr(k addrKey) netip.Addr { return netip.AddrFrom16(k).Unmap() }
-
-// parseReverse is the exact inverse of reverseName: the address whose
-// reverse name is name (lowercased). Any other name is refused (ok false),
-// so that partial names (10.in-addr.arpa.), non-canonical ones (leading
-// zeros, upper-case nibbles) and ip6.arpa. names of IPv4-mapped addresses
-// stay outside the zone, as they were when reverse names were prebuilt. It
-// does not allocate.
-func parseReverse(name string) (k addrKey, ok bool) {
-	if rest, found := strings.CutSuffix(name, ".in-addr.arpa."); found {
-		return parseReverse4(rest)
-	}
-	if rest, found := strings.CutSuffix(name, ".ip6.arpa."); found {
-		return parseReverse6(rest)
-	}
-	return k, false
-}
-
-// parseReverse4 parses "4.3.2.1" (the octets of 1.2.3.4, reversed).
-func parseReverse4(s string) (addrKey, bool) {
-	v, ok := parseQuad(s, '.')
-	if !ok {
-		return addrKey{}, false
-	}
-	return netip.AddrFrom4([4]byte{v[3], v[2], v[1], v[0]}).As16(), true
-}
-
-// parseQuad parses four octets separated by sep, each written as itoa
-// writes it; anything else (fewer or more parts, a stray character) is
-// refused. It does not allocate.
-func parseQuad(s string, sep byte) (v [4]byte, ok bool) {
-	for i := range 4 {
-		part := s
-		if i < 3 {
-			cut := strings.IndexByte(s, sep)
-			if cut < 0 {
-				return v, false
-			}
-			part, s = s[:cut], s[cut+1:]
-		}
-		if v[i], ok = parseOctet(part); !ok {
-			return v, false
-		}
-	}
-	return v, true
-}
-
-// parseOctet parses a decimal 0..255 written as itoa writes it (no sign, no
-// leading zero).
-func parseOctet(s string) (byte, bool) {
-	if len(s) == 0 || len(s) > 3 || (len(s) > 1 && s[0] == '0') {
-		return 0, false
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	if n > 255 {
-		return 0, false
-	}
-	return byte(n), true
-}
-
-// parseReverse6 parses the 32 nibbles of an ip6.arpa. name, lowest first.
-func parseReverse6(s string) (addrKey, bool) {
-	var k addrKey
-	if len(s) != 63 {
-		return k, false
-	}
-	for j := range 32 {
-		if j > 0 && s[2*j-1] != '.' {
-			return k, false
-		}
-		c := s[2*j]
-		var nib byte
-		switch {
-		case '0' <= c && c <= '9':
-			nib = c - '0'
-		case 'a' <= c && c <= 'f':
-			nib = c - 'a' + 10
-		default:
-			return k, false
-		}
-		i := 15 - j/2
-		if j%2 == 0 {
-			k[i] |= nib
-		} else {
-			k[i] |= nib << 4
-		}
-	}
-	if netip.AddrFrom16(k).Is4In6() {
-		return k, false // its PTR is under in-addr.arpa.
-	}
-	return k, true
-}
