@@ -205,7 +205,7 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 		}
 		return
 	}
-	eps := slices.Clone(st.slicesBySvc[key])
+	eps := st.slicesBySvc[key] // the entries built take copies
 	if old != nil && old.svc == svc && (!svc.Headless || !old.published) { // a headless service's names are its endpoints
 		if e, keys := z.newEntry(svc, old.base, eps); namesKept(old, e) {
 			z.ptrDiffLocked(ref, old, keys, b)

@@ -53,7 +53,7 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef) built
 		b.out.nodes[b.base] = newNode([]dns.RR{cname}, nil, kindCNAME)
 		return b.out
 	}
-	b.collectEndpoints(svc, eps)
+	b.collectEndpoints(svc, e.slices)
 	var baseRRs []dns.RR
 	if svc.Headless {
 		if len(b.hosts) == 0 {

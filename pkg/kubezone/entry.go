@@ -31,12 +31,19 @@ type writerScratch struct {
 	labels           []labelKey
 }
 
-// newEntry is the entry of svc with slices eps (owned by the entry from
-// here), with its counts and endpoint index, and the addresses it
-// publishes PTRs for, sorted (scratch memory, valid until the next
-// newEntry).
+// newEntry is the entry of svc with a copy of slices eps, with its counts
+// and endpoint index, and the addresses it publishes PTRs for, sorted
+// (scratch memory, valid until the next newEntry).
 func (z *Zone) newEntry(svc *svcModel, base string, eps []*sliceModel) (*svcEntry, []addrKey) {
-	e := &svcEntry{svc: svc, base: base, slices: eps}
+	e := &svcEntry{svc: svc, base: base}
+	switch len(eps) {
+	case 0:
+	case 1:
+		e.one[0] = eps[0]
+		e.slices = e.one[:]
+	default:
+		e.slices = slices.Clone(eps)
+	}
 	e.published = svc.ExternalName == "" && validLabel(svc.Name) && validName(base)
 	sc := &z.scratch
 	var endpoints int

@@ -20,7 +20,10 @@ import (
 type svcEntry struct {
 	svc    *svcModel
 	base   string        // <svc>.<ns>.svc.<zone>, the same string as the base node's name
-	slices []*sliceModel // a copy of slicesBySvc at build time
+	slices []*sliceModel // a copy of slicesBySvc at build time (in one when it holds one slice)
+	// one holds the slice of a service of one slice, as most are, without
+	// an allocation of its own: the entry's size class has room for it.
+	one [1]*sliceModel
 	// published is false when the service publishes no endpoint names or
 	// PTRs: an ExternalName service or a name that is not a valid label.
 	published bool
