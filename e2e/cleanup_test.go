@@ -13,9 +13,19 @@ import (
 	"time"
 )
 
-// cleanupTools are the binaries TestCleanupAfterSIGKILL runs in the node.
+// cleanupTools are the binaries the cleanup tests run in the node.
 var cleanupTools = []string{"ip", "iptables-nft-save", "ip6tables-nft-save", "iptables-legacy-save", "ip6tables-legacy-save",
-	"iptables-legacy", "ip6tables-legacy"}
+	"iptables-legacy", "ip6tables-legacy", "iptables-nft", "ip6tables-nft"}
+
+// requireCleanupTools fails t unless every one of cleanupTools is on PATH.
+func requireCleanupTools(t testing.TB) {
+	t.Helper()
+	for _, tool := range cleanupTools {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is needed: %v", tool, err)
+		}
+	}
+}
 
 // TestCleanupAfterSIGKILL: an agent killed with SIGKILL leaves its link and
 // rules; `nodecache cleanup` removes them, in both flavours and families,
@@ -24,11 +34,7 @@ var cleanupTools = []string{"ip", "iptables-nft-save", "ip6tables-nft-save", "ip
 // and a link that is not nodecache's alone.
 func TestCleanupAfterSIGKILL(t *testing.T) {
 	requireSuite(t)
-	for _, tool := range cleanupTools {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed: %v", tool, err)
-		}
-	}
+	requireCleanupTools(t)
 	n := newCleanupNode(t)
 	agent := n.start(t)
 	agent.kill(t)
@@ -42,7 +48,8 @@ func TestCleanupAfterSIGKILL(t *testing.T) {
 		nsCommand(t, n.node, bin, "-w", "-t", "raw", "-A", "OUTPUT", "-m", "comment", "--comment", "nodecache", "-j", "NODECACHE-OUTPUT")
 	}
 	for i := range 2 {
-		out, err := n.cleanup(t)
+		out, logs, err := n.cleanup(t)
+		out += logs
 		if err != nil {
 			t.Fatalf("cleanup #%d: got %v, want success\n%s", i+1, err, out)
 		}
@@ -60,7 +67,7 @@ func TestCleanupAfterSIGKILL(t *testing.T) {
 			got.rules["nft"], got.dups, got.rules["legacy"], want.rules["nft"])
 	}
 
-	out, err := n.cleanup(t)
+	out, _, err := n.cleanup(t)
 	if err != nil || !strings.Contains(out, "an agent answers") {
 		t.Errorf("cleanup next to a live agent: got %v\n%s\nwant success, saying it left the agent alone", err, out)
 	}
@@ -74,7 +81,7 @@ func TestCleanupAfterSIGKILL(t *testing.T) {
 
 	mustIP(t, "-n", n.node.Name, "link", "add", "nodelocaldns", "type", "bridge")
 	mustIP(t, "-n", n.node.Name, "addr", "add", "10.244.0.1/24", "dev", "nodelocaldns")
-	out, err = n.cleanup(t)
+	_, out, err = n.cleanup(t)
 	if err == nil || !strings.Contains(out, "not created by nodecache") {
 		t.Errorf("cleanup with a foreign link of that name: got %v\n%s\nwant a failure saying the link is not nodecache's", err, out)
 	}
@@ -90,6 +97,7 @@ type cleanupNode struct {
 	node    *netNS
 	up      *dnsUpstream
 	sockDir string
+	mode    string // --iptables-mode of the agents: nft or legacy
 }
 
 func newCleanupNode(t testing.TB) *cleanupNode {
@@ -101,7 +109,7 @@ func newCleanupNode(t testing.TB) *cleanupNode {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	return &cleanupNode{node: node, up: startUpstream(t, node, "127.0.0.1"), sockDir: dir}
+	return &cleanupNode{node: node, up: startUpstream(t, node, "127.0.0.1"), sockDir: dir, mode: "nft"}
 }
 
 func (n *cleanupNode) adminSocket() string { return filepath.Join(n.sockDir, "admin.sock") }
@@ -109,16 +117,16 @@ func (n *cleanupNode) adminSocket() string { return filepath.Join(n.sockDir, "ad
 // flags are the flags the agents and cleanup share; the agents get them
 // after startAgent's own, so these win.
 func (n *cleanupNode) flags() []string {
-	return []string{"--local-ip=" + linkLocalIP + "," + localIPv6, "--iptables-mode=nft", "--interface-name=nodelocaldns",
+	return []string{"--local-ip=" + linkLocalIP + "," + localIPv6, "--iptables-mode=" + n.mode, "--interface-name=nodelocaldns",
 		"--admin-socket=" + n.adminSocket(), "--handover-socket=" + filepath.Join(n.sockDir, "handover.sock")}
 }
 
-// start starts an agent and waits until it serves its admin socket, which
-// it opens after its link and rules are set up (readiness alone does not
-// imply the rules).
-func (n *cleanupNode) start(t testing.TB) *runningAgent {
+// start starts an agent with extra flags and waits until it serves its
+// admin socket, which it opens after its link and rules are set up
+// (readiness alone does not imply the rules).
+func (n *cleanupNode) start(t testing.TB, extra ...string) *runningAgent {
 	t.Helper()
-	a := startAgent(t, n.node, n.up, agentOpts{Flags: n.flags()})
+	a := startAgent(t, n.node, n.up, agentOpts{Flags: append(n.flags(), extra...)})
 	err := poll(t.Context(), 50*time.Millisecond, a.proc, func(ctx context.Context) error {
 		var d net.Dialer
 		c, err := d.DialContext(ctx, "unix", n.adminSocket())
@@ -133,17 +141,21 @@ func (n *cleanupNode) start(t testing.TB) *runningAgent {
 	return a
 }
 
-// cleanup runs `nodecache cleanup` in the node and returns its output and
-// error.
-func (n *cleanupNode) cleanup(t testing.TB) (string, error) {
+// cleanup runs `nodecache cleanup` with extra flags in the node and returns
+// its standard output (its report), its standard error (its log and the
+// error it exits with) and its exit error.
+func (n *cleanupNode) cleanup(t testing.TB, extra ...string) (stdout, stderr string, err error) {
 	t.Helper()
 	bin, err := agentBuild()
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"netns", "exec", n.node.Name, bin, "cleanup"}, n.flags()...)
-	out, err := exec.CommandContext(t.Context(), "ip", args...).CombinedOutput()
-	return string(out), err
+	args := append(append([]string{"netns", "exec", n.node.Name, bin, "cleanup"}, n.flags()...), extra...)
+	var o, e strings.Builder
+	cmd := exec.CommandContext(t.Context(), "ip", args...)
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err = cmd.Run()
+	return o.String(), e.String(), err
 }
 
 // hostState is what nodecache has on the node: rule lines by flavour (both
@@ -153,11 +165,15 @@ type hostState struct {
 	dups  []string
 	link  bool
 	alias string
+	// appends are the -A lines by "<save binary> <table>", e.g.
+	// "ip6tables-nft-save raw".
+	appends map[string][]string
+	addrs   []string // the link's addresses (CIDRs), as ip(8) lists them
 }
 
 func (n *cleanupNode) state(t testing.TB) hostState {
 	t.Helper()
-	st := hostState{rules: map[string]int{}}
+	st := hostState{rules: map[string]int{}, appends: map[string][]string{}}
 	for _, mode := range []string{"nft", "legacy"} {
 		seen := map[string]bool{}
 		for _, bin := range []string{"iptables-" + mode + "-save", "ip6tables-" + mode + "-save"} {
@@ -170,8 +186,11 @@ func (n *cleanupNode) state(t testing.TB) hostState {
 					continue
 				}
 				key := bin + " " + table + " " + l
-				if seen[key] && strings.HasPrefix(l, "-A ") {
-					st.dups = append(st.dups, key)
+				if strings.HasPrefix(l, "-A ") {
+					st.appends[bin+" "+table] = append(st.appends[bin+" "+table], l)
+					if seen[key] {
+						st.dups = append(st.dups, key)
+					}
 				}
 				seen[key] = true
 				st.rules[mode]++
@@ -182,6 +201,13 @@ func (n *cleanupNode) state(t testing.TB) hostState {
 	st.link = err == nil
 	if _, rest, ok := strings.Cut(out, "alias "); ok {
 		st.alias = strings.Fields(rest)[0]
+	}
+	if st.link {
+		for _, l := range strings.Split(mustIP(t, "-n", n.node.Name, "-o", "addr", "show", "dev", "nodelocaldns"), "\n") {
+			if f := strings.Fields(l); len(f) > 3 {
+				st.addrs = append(st.addrs, f[3]) // "2: nodelocaldns inet 169.254.20.10/32 ..."
+			}
+		}
 	}
 	return st
 }

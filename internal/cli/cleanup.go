@@ -22,9 +22,12 @@ import (
 // rules in both flavours and both families, the link's addresses and the
 // link. It takes the flags of `nodecache run` (and --config), so a DaemonSet's
 // arguments can be reused as they are; only the interface and rule flags
-// matter. It refuses a link nodecache did not create, and does nothing while
-// an agent answers on the admin socket unless --force is given, so that it
-// is harmless in a preStop hook and by hand next to a running agent.
+// matter. It refuses a link nodecache did not create (even with --force),
+// and does nothing while an agent answers on the admin socket unless --force
+// is given, so that it is harmless in a preStop hook and by hand next to a
+// running agent. An agent that is stopped or hung still answers as far as
+// cleanup can tell (the kernel accepts the connection): --force is for that
+// case, and warns that an agent that runs on puts its state back.
 
 const cleanupUsage = `Usage: nodecache cleanup [--force] [flags of nodecache run]
 
@@ -33,7 +36,9 @@ addresses on its link and the link. Run it after a crash or a force-delete
 left them behind. It takes the same flags as run (--interface-name,
 --local-ip, --setup-interface, --setup-iptables, --admin-socket, --config);
 the defaults match run's. It does nothing while an agent answers on
---admin-socket, unless --force.
+--admin-socket, unless --force (for an agent that is hung or about to be
+stopped: one that runs on puts its link and rules back). --force does not
+make it delete a link nodecache did not create.
 `
 
 func cmdCleanup(args []string) error {
@@ -71,9 +76,14 @@ func cleanup(ctx context.Context, cfg *agent.Config, force bool, out io.Writer, 
 		fmt.Fprintln(out, "nothing to clean up: --setup-interface=false --setup-iptables=false")
 		return nil
 	}
-	if !force && agentAnswers(ctx, cfg.AdminSocket) {
-		fmt.Fprintf(out, "an agent answers on %s: leaving its interface and rules (stop it first, or give --force)\n", cfg.AdminSocket)
-		return nil
+	if agentAnswers(ctx, cfg.AdminSocket) {
+		if !force {
+			fmt.Fprintf(out, "an agent answers on %s: leaving its interface and rules (stop it first, or give --force)\n", cfg.AdminSocket)
+			return nil
+		}
+		// Its reconciler re-creates the link at once and the rules within
+		// its --sync-interval: say so rather than claim a clean node.
+		fmt.Fprintf(out, "an agent answers on %s: removing its interface and rules anyway (--force); it puts them back while it runs\n", cfg.AdminSocket)
 	}
 	err := iface.Cleanup(ctx, agent.IfaceConfig(cfg), log)
 	if errors.Is(err, iface.ErrForeignLink) {

@@ -48,6 +48,19 @@ func (z *Zone) drain() {
 	evs := z.queue
 	z.queue, z.queueSpare = z.queueSpare, nil
 	z.qmu.Unlock()
+	z.applyLocked(evs)
+}
+
+// apply applies evs at once, as one new generation, without the queue:
+// the EndpointSlice watch (slicewatch.go) applies from its own goroutine.
+func (z *Zone) apply(evs []event) {
+	z.mu.Lock()
+	defer z.mu.Unlock()
+	z.applyLocked(evs)
+}
+
+// applyLocked applies evs and publishes them as one generation.
+func (z *Zone) applyLocked(evs []event) {
 	if len(evs) == 0 {
 		return
 	}

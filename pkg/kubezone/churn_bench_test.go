@@ -79,7 +79,7 @@ func benchChurn(b *testing.B, services, burst int) {
 	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	h := z.handler(objSlice)
 	// The agent's watch decoder (slimwatch.go): straight into a slim.
-	dec := slimCodecs{}.DecoderToVersion(scheme.Codecs.UniversalDeserializer(), discoveryv1.SchemeGroupVersion)
+	dec := sliceDecoder
 	decode := func(data []byte, rv int) any {
 		obj, err := runtime.Decode(dec, data)
 		if err != nil {

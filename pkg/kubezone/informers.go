@@ -72,17 +72,23 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 	services := factory.InformerFor(&corev1.Service{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
 		return spread.informer(c, &corev1.Service{}, listWatchOf[*corev1.ServiceList](c.CoreV1().Services(metav1.NamespaceAll), nil))
 	})
-	slices := factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
-		obj, lw := sliceListWatch(c) // slimwatch.go: watches decode straight into slims
-		return spread.informer(c, obj, lw)
-	})
 	namespaces := factory.InformerFor(&corev1.Namespace{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
 		return spread.informer(c, &corev1.Namespace{}, listWatchOf[*corev1.NamespaceList](c.CoreV1().Namespaces(), nil))
 	})
 	errs := []error{
 		add(services, "services", objService),
-		add(slices, "endpointslices", objSlice),
 		add(namespaces, "namespaces", objNamespace),
+	}
+	// EndpointSlices, what changes most, skip the informer on a real API
+	// server (slicewatch.go); the fake clientset keeps it.
+	sw := newSliceWatch(z, client, spread)
+	if sw != nil {
+		syncs = append(syncs, sw.HasSynced)
+	} else {
+		slices := factory.InformerFor(&discoveryv1.EndpointSlice{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
+			return spread.informer(c, &discoveryv1.EndpointSlice{}, listWatchOf[*discoveryv1.EndpointSliceList](c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll), nil))
+		})
+		errs = append(errs, add(slices, "endpointslices", objSlice))
 	}
 	pods := func(tweak func(*metav1.ListOptions)) cache.SharedIndexInformer {
 		return factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, _ time.Duration) cache.SharedIndexInformer {
@@ -102,6 +108,9 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 	factory.Start(ctx.Done())
 
 	wg.Go(func() { z.applyLoop(ctx) })
+	if sw != nil {
+		wg.Go(func() { sw.run(ctx) })
+	}
 	if z.cfg.SnapshotPath != "" {
 		wg.Go(func() { z.snapshotLoop(ctx) })
 	}

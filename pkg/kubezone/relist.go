@@ -156,22 +156,24 @@ func (l *spreadLW) beforeList(ctx context.Context) error {
 	if !armed {
 		return nil
 	}
-	if c := l.spread.relists; c != nil {
-		c.Inc()
+	return l.spread.wait(ctx)
+}
+
+// wait counts a relist and waits its delay; it returns ctx's error if ctx
+// ends first.
+func (s *relistSpread) wait(ctx context.Context) error {
+	if s.relists != nil {
+		s.relists.Inc()
 	}
-	d := l.spread.delay()
+	d := s.delay()
 	if d <= 0 {
 		return nil
 	}
-	if c := l.spread.waited; c != nil {
-		c.Add(d.Seconds()) // counted when the wait starts: a relist waiting now shows at once
+	if s.waited != nil {
+		s.waited.Add(d.Seconds()) // counted when the wait starts: a relist waiting now shows at once
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
+	if !sleepCtx(ctx, d) {
 		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
+	return nil
 }

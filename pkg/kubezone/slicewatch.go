@@ -1,0 +1,376 @@
+package kubezone
+
+import (
+	"bufio"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"sync/atomic"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+)
+
+// sliceWatch keeps the zone's EndpointSlices in step with the API server
+// without client-go's reflector and informer. EndpointSlices are what
+// changes most in a cluster, and every agent watches all of them, so one
+// update's cost is paid on every node: here it is one goroutine reading
+// the watch stream's length-prefixed protobuf frames, decoding each object
+// straight into the zone's model (decodeSliceProto) and applying what it
+// read as one batch once no further frame is buffered. The informer path
+// handed each object through five goroutines and kept a second copy of
+// every slice in its store; this keeps only each slice's resource version.
+//
+// It does what the reflector does for the zone: a streaming list
+// (sendInitialEvents, falling back to a paginated LIST when the server
+// refuses one), then a watch resumed from the last resource version seen
+// (bookmarks included) until the server answers 410, when it relists after
+// the relist spread's delay; a relist applies only the slices whose
+// resource version changed and deletes those the list no longer holds.
+// Failures back off exponentially with jitter (0.8 s to 30 s); the zone
+// answers from what it holds meanwhile.
+type sliceWatch struct {
+	z      *Zone
+	rc     *rest.RESTClient // discovery.k8s.io/v1, protobuf
+	list   func(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error)
+	spread *relistSpread
+	onErr  cache.WatchErrorHandlerWithContext
+
+	rv        string            // resource version to resume from; "" when the next watch needs a list
+	known     map[string]string // slice key → the resource version applied
+	seen      map[string]bool   // during a list: the keys it held
+	armed     bool              // a watch ran since the last list: the next list is a relist, spread
+	noStream  bool              // the server refused a streaming list
+	synced    atomic.Bool       // the first list is applied
+	pending   []event           // read, not yet applied
+	maxFrame  int               // frames above this end the watch
+	delay     wait.DelayFunc    // backoff after a failed list or watch
+	frame     []byte            // the frame buffer, reused
+	readerBuf int
+}
+
+// maxWatchFrame bounds one watch frame. An EndpointSlice holds at most
+// 1,000 endpoints and an object at most ~1.5 MB in etcd; a frame past this
+// is not an EndpointSlice event.
+const maxWatchFrame = 16 << 20
+
+// applyChunk bounds how many events one batch applies during a list.
+const applyChunk = 512
+
+// newSliceWatch returns the EndpointSlice watch for c, or nil when c has no
+// REST client (the fake clientset of --fixture and the tests), which keeps
+// the informer.
+func newSliceWatch(z *Zone, c kubernetes.Interface, spread *relistSpread) *sliceWatch {
+	rc, ok := c.DiscoveryV1().RESTClient().(*rest.RESTClient)
+	if !ok || rc == nil || rc.Client == nil {
+		return nil
+	}
+	return &sliceWatch{
+		z: z, rc: rc, spread: spread, onErr: z.watchErrorHandler("endpointslices"),
+		list:     c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List,
+		known:    map[string]string{},
+		maxFrame: maxWatchFrame,
+		delay: wait.Backoff{Duration: 800 * time.Millisecond, Cap: 30 * time.Second, Steps: math.MaxInt32,
+			Factor: 2, Jitter: 1}.DelayWithReset(clock.RealClock{}, 2*time.Minute),
+		readerBuf: 64 << 10,
+	}
+}
+
+// HasSynced says whether the first list has been applied.
+func (w *sliceWatch) HasSynced() bool { return w.synced.Load() }
+
+// run lists and watches until ctx is done.
+func (w *sliceWatch) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := w.once(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil:
+			continue // the server ended the watch (its timeout): resume
+		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+			w.rv = "" // too old to resume: relist
+			continue
+		}
+		w.onErr(ctx, nil, err)
+		if !sleepCtx(ctx, w.delay()) {
+			return
+		}
+	}
+}
+
+// once runs one list (when needed) and one watch until it ends.
+func (w *sliceWatch) once(ctx context.Context) error {
+	if w.rv != "" {
+		return w.watch(ctx, false)
+	}
+	if w.armed {
+		w.armed = false // a relist retried after a failure does not wait again
+		if err := w.spread.wait(ctx); err != nil {
+			return err
+		}
+	}
+	if !w.noStream {
+		err := w.watch(ctx, true)
+		if !refusesStreamingList(err) {
+			return err
+		}
+		w.noStream = true // an old server, or WatchList off: list as before it
+		w.z.log.Info("API server refuses streaming lists of EndpointSlices; using paginated lists", "err", err)
+	}
+	if err := w.listPaged(ctx); err != nil {
+		return err
+	}
+	return w.watch(ctx, false)
+}
+
+// refusesStreamingList says whether err is the API server refusing
+// sendInitialEvents (an invalid or bad request), not a failure to retry.
+func refusesStreamingList(err error) bool {
+	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
+// watch opens a watch from w.rv (a streaming list when list is set) and
+// applies its events until the stream ends. It returns nil when the server
+// ends the stream.
+func (w *sliceWatch) watch(ctx context.Context, list bool) error {
+	timeout := int64(300 + rand.IntN(300)) // 5 to 10 minutes, as client-go's reflector
+	o := metav1.ListOptions{Watch: true, ResourceVersion: w.rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout}
+	if list {
+		send := true
+		o.SendInitialEvents, o.ResourceVersionMatch = &send, metav1.ResourceVersionMatchNotOlderThan
+		w.startList()
+	} else {
+		w.armed = true
+	}
+	err := w.stream(ctx, o)
+	w.flush()
+	if w.seen != nil { // a streaming list cut short: list again
+		w.seen, w.rv = nil, ""
+	}
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}
+
+// stream opens the watch o and reads it until it ends.
+func (w *sliceWatch) stream(ctx context.Context, o metav1.ListOptions) error {
+	body, err := w.rc.Get().Resource("endpointslices").VersionedParams(&o, scheme.ParameterCodec).
+		SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
+	if err != nil {
+		return fmt.Errorf("watching endpointslices: %w", err)
+	}
+	defer body.Close()
+	return w.read(ctx, body)
+}
+
+// read reads and handles frames from a watch stream until it ends.
+func (w *sliceWatch) read(ctx context.Context, body io.Reader) error {
+	br := bufio.NewReaderSize(body, w.readerBuf)
+	var hdr [4]byte
+	for {
+		if _, err := io.ReadFull(br, hdr[:]); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, io.EOF) {
+				return io.EOF
+			}
+			return fmt.Errorf("reading endpointslices watch: %w", err)
+		}
+		n := int(binary.BigEndian.Uint32(hdr[:]))
+		if n > w.maxFrame {
+			return fmt.Errorf("reading endpointslices watch: frame of %d bytes, over the %d limit", n, w.maxFrame)
+		}
+		if cap(w.frame) < n {
+			w.frame = make([]byte, n)
+		}
+		frame := w.frame[:n]
+		if _, err := io.ReadFull(br, frame); err != nil {
+			return fmt.Errorf("reading endpointslices watch: %w", err)
+		}
+		if err := w.handle(frame); err != nil {
+			return err
+		}
+		if len(w.pending) >= applyChunk || !frameBuffered(br) {
+			w.flush()
+		}
+	}
+}
+
+// frameBuffered says whether br holds a whole next frame, so that reading
+// it will not block: until then, what was read waits to be applied with it.
+func frameBuffered(br *bufio.Reader) bool {
+	if br.Buffered() < 4 {
+		return false
+	}
+	hdr, err := br.Peek(4)
+	return err == nil && br.Buffered() >= 4+int(binary.BigEndian.Uint32(hdr))
+}
+
+// handle applies one watch event frame to the watch's state and queues
+// what the zone must apply.
+func (w *sliceWatch) handle(frame []byte) error {
+	t, raw, err := parseWatchFrame(frame)
+	if err != nil {
+		return fmt.Errorf("decoding endpointslices watch event: %w", err)
+	}
+	typ := eventType(t)
+	switch watch.EventType(typ) {
+	case watch.Error:
+		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
+		if st, ok := obj.(*metav1.Status); ok && err == nil {
+			return apierrors.FromObject(st)
+		}
+		return fmt.Errorf("endpointslices watch: an error event that does not decode: %v", err)
+	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
+	default:
+		return fmt.Errorf("endpointslices watch: unknown event type %q", typ)
+	}
+	s, err := decodeSlim(raw)
+	if err != nil {
+		return fmt.Errorf("decoding endpointslices watch %s: %w", typ, err)
+	}
+	if watch.EventType(typ) == watch.Bookmark {
+		if _, end := s.model.(initialEventsEnd); end && w.seen != nil {
+			w.rv = s.resourceVersion // the list's version: the stream goes on as a watch from it
+			w.endList()
+			w.armed = true
+		} else if w.seen == nil && s.resourceVersion != "" {
+			w.rv = s.resourceVersion
+		}
+		return nil
+	}
+	if w.seen == nil && s.resourceVersion != "" {
+		w.rv = s.resourceVersion // during a streaming list, only its end says where to resume
+	}
+	key := nsKey(s.namespace, s.name)
+	if watch.EventType(typ) == watch.Deleted {
+		delete(w.known, key)
+		w.pending = append(w.pending, event{kind: objSlice, key: key, arrived: w.z.now()})
+		return nil
+	}
+	w.upsert(key, s)
+	return nil
+}
+
+// upsert queues an added or modified slice unless the zone holds it at
+// this resource version already (a relist of an unchanged object).
+func (w *sliceWatch) upsert(key string, s *slim) {
+	listing := w.seen != nil
+	if listing {
+		w.seen[key] = true
+	}
+	if rv, ok := w.known[key]; ok && rv == s.resourceVersion {
+		return
+	}
+	w.known[key] = s.resourceVersion
+	ev := event{kind: objSlice, key: key, arrived: w.z.now()}
+	if m, ok := s.model.(*sliceModel); ok {
+		ev.obj = m
+	}
+	if !listing {
+		ev.written = s.written
+	}
+	w.pending = append(w.pending, ev)
+}
+
+// startList starts collecting the keys a list holds.
+func (w *sliceWatch) startList() {
+	w.seen = make(map[string]bool, len(w.known))
+}
+
+// endList deletes what the zone holds that the list did not, applies the
+// list and marks the zone's slices synced.
+func (w *sliceWatch) endList() {
+	for key := range w.known {
+		if !w.seen[key] {
+			delete(w.known, key)
+			w.pending = append(w.pending, event{kind: objSlice, key: key, arrived: w.z.now()})
+		}
+	}
+	w.seen = nil
+	w.flush()
+	w.synced.Store(true)
+}
+
+// flush applies the pending events as one generation.
+func (w *sliceWatch) flush() {
+	if len(w.pending) == 0 {
+		return
+	}
+	w.z.apply(w.pending)
+	w.pending = nil // the zone keeps the slice for the latency histogram
+}
+
+// listPaged lists every EndpointSlice with a paginated LIST and applies it;
+// the next watch resumes from the list's resource version.
+func (w *sliceWatch) listPaged(ctx context.Context) error {
+	w.startList()
+	o := metav1.ListOptions{Limit: 500}
+	rv := ""
+	for {
+		l, err := w.list(ctx, o)
+		if err != nil {
+			w.seen = nil
+			return fmt.Errorf("listing endpointslices: %w", err)
+		}
+		if rv == "" {
+			rv = l.ResourceVersion // a paginated list is one snapshot, at its first page's version
+		}
+		for i := range l.Items {
+			t, _ := trim(&l.Items[i]) // never fails
+			s := t.(*slim)
+			w.upsert(nsKey(s.namespace, s.name), s)
+			if len(w.pending) >= applyChunk {
+				w.flush()
+			}
+		}
+		if o.Continue = l.Continue; o.Continue == "" {
+			break
+		}
+	}
+	w.rv = rv
+	w.endList()
+	return nil
+}
+
+// decodeSlim decodes an EndpointSlice (or a bookmark of one) into a slim.
+func decodeSlim(raw []byte) (*slim, error) {
+	obj, _, err := sliceDecoder.Decode(raw, nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := obj.(*slim)
+	if !ok {
+		return nil, fmt.Errorf("a %T, not an EndpointSlice", obj)
+	}
+	return s, nil
+}
+
+// sleepCtx sleeps d; false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
