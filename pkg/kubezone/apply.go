@@ -49,6 +49,8 @@ func (z *Zone) drain() {
 	z.queue, z.queueSpare = z.queueSpare, nil
 	z.qmu.Unlock()
 	z.applyLocked(evs)
+	clear(evs) // the models they hold may be garbage now
+	z.queueSpare = shrink(evs)
 }
 
 // apply applies evs at once, as one new generation, without the queue:
@@ -71,8 +73,6 @@ func (z *Zone) applyLocked(evs []event) {
 	b.events = evs
 	z.publishLocked(b)
 	b.reset()
-	clear(evs) // the models they hold may be garbage now
-	z.queueSpare = shrink(evs)
 }
 
 // applyEventLocked updates the object models and marks what to rebuild.
