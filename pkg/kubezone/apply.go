@@ -219,7 +219,8 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 		return
 	}
 	eps := st.slicesBySvc[key] // the entries built take copies
-	if old != nil && old.svc == svc && (!svc.Headless || !old.published) { // a headless service's names are its endpoints
+	// A published headless service's names list its endpoints: always rebuilt.
+	if old != nil && old.svc == svc && (!svc.Headless || !old.published) {
 		if e, keys := z.newEntry(svc, old.base, eps); namesKept(old, e) {
 			z.ptrDiffLocked(ref, old, keys, b)
 			z.setEntryLocked(ref, e)
