@@ -87,7 +87,7 @@ func startZone(t testing.TB, spec clusterSpec) *kubezone.Zone {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- z.Run(ctx, client) }()
+	go func() { done <- z.Run(ctx, kubezone.Clients{Kube: client}) }()
 	t.Cleanup(func() { cancel(); <-done })
 	for i := 0; i < 200; i++ { // bounded: 10 s
 		if st := z.Stats(); st.Synced && st.Endpoints == spec.Services*spec.Endpoints {

@@ -44,7 +44,7 @@ func measureZoneMem(ctx context.Context, spec clusterSpec, timeout time.Duration
 	defer cancel()
 	start := time.Now()
 	done := make(chan error, 1)
-	go func() { done <- z.Run(ctx, client) }()
+	go func() { done <- z.Run(ctx, kubezone.Clients{Kube: client}) }()
 	wantEP := spec.Services * spec.Endpoints
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()

@@ -24,16 +24,21 @@ import (
 // its client (protobuf, QPS 20). A custom Dial keeps client-go from sharing
 // one cached transport between clientsets of equal config.
 func hollowClient(base *rest.Config, userAgent string) (kubernetes.Interface, error) {
+	c, err := hollowClients(base, userAgent)
+	return c.Kube, err
+}
+
+// hollowClients are an agent's clients, as the agent makes them
+// (kubezone.NewClients), on connections of their own.
+func hollowClients(base *rest.Config, userAgent string) (kubezone.Clients, error) {
 	rc := rest.CopyConfig(base)
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	rc.UserAgent = userAgent
 	rc.QPS, rc.Burst = 20, 40
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	rc.Dial = d.DialContext
-	cs, err := kubernetes.NewForConfig(rc)
+	cs, err := kubezone.NewClients(rc)
 	if err != nil {
-		return nil, fmt.Errorf("building client %s: %w", userAgent, err)
+		return kubezone.Clients{}, fmt.Errorf("building client %s: %w", userAgent, err)
 	}
 	return cs, nil
 }
@@ -47,7 +52,7 @@ type hollowAgent struct {
 }
 
 func startHollowAgent(ctx context.Context, base *rest.Config, i int, relistSpread time.Duration) (*hollowAgent, error) {
-	cs, err := hollowClient(base, fmt.Sprintf("nodecache-hollow/%d", i))
+	cs, err := hollowClients(base, fmt.Sprintf("nodecache-hollow/%d", i))
 	if err != nil {
 		return nil, err
 	}

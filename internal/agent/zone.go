@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -21,27 +20,27 @@ import (
 
 // startZone loads a snapshot if there is one and starts the informers.
 func (a *Agent) startZone(ctx context.Context, g *errgroup.Group) error {
-	client, err := a.kubeClient()
+	clients, err := a.kubeClients()
 	if err != nil {
 		return err
 	}
-	a.kube = client
+	a.kube = clients.Kube
 	if a.cfg.ZoneSnapshot != "" {
 		if err := a.zone.LoadSnapshot(); err != nil && !errors.Is(err, os.ErrNotExist) {
 			a.log.Warn("not serving from the zone snapshot", logkey.Err, err)
 		}
 	}
-	g.Go(func() error { return a.zone.Run(ctx, client) })
+	g.Go(func() error { return a.zone.Run(ctx, clients) })
 	return nil
 }
 
-func (a *Agent) kubeClient() (kubernetes.Interface, error) {
+func (a *Agent) kubeClients() (kubezone.Clients, error) {
 	if a.cfg.Fixture != "" {
 		c, err := kubezone.LoadFixture(a.cfg.Fixture)
 		if err != nil {
-			return nil, fmt.Errorf("--fixture: %w", err)
+			return kubezone.Clients{}, fmt.Errorf("--fixture: %w", err)
 		}
-		return c, nil
+		return kubezone.Clients{Kube: c}, nil
 	}
 	var rc *rest.Config
 	var err error
@@ -51,17 +50,11 @@ func (a *Agent) kubeClient() (kubernetes.Interface, error) {
 		rc, err = rest.InClusterConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
+		return kubezone.Clients{}, fmt.Errorf("kubernetes client config: %w", err)
 	}
-	rc.ContentType = "application/vnd.kubernetes.protobuf"
-	rc.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	rc.UserAgent = "nodecache/" + a.version
 	rc.QPS, rc.Burst = 20, 40
-	c, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	return c, nil
+	return kubezone.NewClients(rc)
 }
 
 // waitZoneSynced waits until the zone answers (synced, or from a snapshot),

@@ -56,7 +56,7 @@ func runZone(t testing.TB, z *Zone, client kubernetes.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
-	go func() { done <- z.Run(ctx, client) }()
+	go func() { done <- z.Run(ctx, Clients{Kube: client}) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

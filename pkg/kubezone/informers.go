@@ -30,12 +30,13 @@ import (
 // apiErrorLogEvery bounds the "API server unreachable" log line.
 const apiErrorLogEvery = time.Minute
 
-// Run watches the cluster through client and keeps the zone up to date
-// until ctx is done; one Run at a time. It returns after every goroutine it started has
-// stopped. Informers retry a dead API server on their own; the zone keeps
-// answering from what it last knew (or from a snapshot). The caller sets
-// the protobuf content type on the client's rest config.
-func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
+// Run watches the cluster through c and keeps the zone up to date until
+// ctx is done; one Run at a time. It returns after every goroutine it
+// started has stopped. Watches retry a dead API server on their own; the
+// zone keeps answering from what it last knew (or from a snapshot).
+// NewClients makes c for a real API server.
+func (z *Zone) Run(ctx context.Context, c Clients) error {
+	client := c.Kube
 	if client == nil {
 		return errors.New("running zone: nil client")
 	}
@@ -81,7 +82,7 @@ func (z *Zone) Run(ctx context.Context, client kubernetes.Interface) error {
 	}
 	// EndpointSlices, what changes most, skip the informer on a real API
 	// server (slicewatch.go); the fake clientset keeps it.
-	sw := newSliceWatch(z, client, spread)
+	sw := newSliceWatch(z, c, spread)
 	if sw != nil {
 		syncs = append(syncs, sw.HasSynced)
 	} else {

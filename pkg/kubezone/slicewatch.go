@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
@@ -45,7 +44,7 @@ import (
 // answers from what it holds meanwhile.
 type sliceWatch struct {
 	z      *Zone
-	rc     *rest.RESTClient // discovery.k8s.io/v1, protobuf
+	rc     rest.Interface // discovery.k8s.io/v1
 	list   func(ctx context.Context, o metav1.ListOptions) (*discoveryv1.EndpointSliceList, error)
 	spread *relistSpread
 	onErr  cache.WatchErrorHandlerWithContext
@@ -61,7 +60,20 @@ type sliceWatch struct {
 	delay     wait.DelayFunc    // backoff after a failed list or watch
 	frame     []byte            // the frame buffer, reused
 	readerBuf int
+	idle      time.Duration // a watch silent this long (no event, no bookmark) is opened again
+	idleTimer *time.Timer   // the open watch's, reset by each frame
 }
+
+// watchIdle is how long a watch may go without a frame before it is
+// taken for dead and opened again from where it was. The API server sends
+// a bookmark to every watch about once a minute; a connection that died
+// without a word (a vanished server, a dropped NAT entry) is otherwise
+// only found by TCP keepalives, minutes later.
+const watchIdle = 3 * time.Minute
+
+// errWatchIdle ends a watch that went silent for watchIdle.
+var errWatchIdle = errors.New("endpointslices watch: nothing received, not even a bookmark, for " + watchIdle.String() +
+	"; watching again")
 
 // maxWatchFrame bounds one watch frame. An EndpointSlice holds at most
 // 1,000 endpoints and an object at most ~1.5 MB in etcd; a frame past this
@@ -71,22 +83,28 @@ const maxWatchFrame = 16 << 20
 // applyChunk bounds how many events one batch applies during a list.
 const applyChunk = 512
 
-// newSliceWatch returns the EndpointSlice watch for c, or nil when c has no
-// REST client (the fake clientset of --fixture and the tests), which keeps
-// the informer.
-func newSliceWatch(z *Zone, c kubernetes.Interface, spread *relistSpread) *sliceWatch {
-	rc, ok := c.DiscoveryV1().RESTClient().(*rest.RESTClient)
-	if !ok || rc == nil || rc.Client == nil {
+// newSliceWatch returns the EndpointSlice watch over c.Slices, else over
+// c.Kube's REST client; nil when there is none (the fake clientset of
+// --fixture and the tests), which keeps the informer.
+func newSliceWatch(z *Zone, c Clients, spread *relistSpread) *sliceWatch {
+	rc := c.Slices
+	if rc == nil {
+		if kc, ok := c.Kube.DiscoveryV1().RESTClient().(*rest.RESTClient); ok && kc != nil && kc.Client != nil {
+			rc = kc
+		}
+	}
+	if rc == nil {
 		return nil
 	}
 	return &sliceWatch{
 		z: z, rc: rc, spread: spread, onErr: z.watchErrorHandler("endpointslices"),
-		list:     c.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List,
+		list:     c.Kube.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List,
 		known:    map[string]string{},
 		maxFrame: maxWatchFrame,
 		delay: wait.Backoff{Duration: 800 * time.Millisecond, Cap: 30 * time.Second, Steps: math.MaxInt32,
 			Factor: 2, Jitter: 1}.DelayWithReset(clock.RealClock{}, 2*time.Minute),
 		readerBuf: 64 << 10,
+		idle:      watchIdle,
 	}
 }
 
@@ -168,15 +186,26 @@ func (w *sliceWatch) watch(ctx context.Context, list bool) error {
 	return err
 }
 
-// stream opens the watch o and reads it until it ends.
+// stream opens the watch o and reads it until it ends, or until it has
+// been silent for w.idle.
 func (w *sliceWatch) stream(ctx context.Context, o metav1.ListOptions) error {
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	w.idleTimer = time.AfterFunc(w.idle, func() { cancel(errWatchIdle) })
+	defer w.idleTimer.Stop()
 	body, err := w.rc.Get().Resource("endpointslices").VersionedParams(&o, scheme.ParameterCodec).
-		SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(ctx)
-	if err != nil {
-		return fmt.Errorf("watching endpointslices: %w", err)
+		SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(sctx)
+	if err == nil {
+		defer body.Close()
+		err = w.read(sctx, body)
 	}
-	defer body.Close()
-	return w.read(ctx, body)
+	if errors.Is(context.Cause(sctx), errWatchIdle) && ctx.Err() == nil {
+		return errWatchIdle
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("endpointslices watch: %w", err)
+	}
+	return err
 }
 
 // read reads and handles frames from a watch stream until it ends.
@@ -191,18 +220,21 @@ func (w *sliceWatch) read(ctx context.Context, body io.Reader) error {
 			if errors.Is(err, io.EOF) {
 				return io.EOF
 			}
-			return fmt.Errorf("reading endpointslices watch: %w", err)
+			return fmt.Errorf("reading: %w", err)
 		}
 		n := int(binary.BigEndian.Uint32(hdr[:]))
 		if n > w.maxFrame {
-			return fmt.Errorf("reading endpointslices watch: frame of %d bytes, over the %d limit", n, w.maxFrame)
+			return fmt.Errorf("a frame of %d bytes, over the %d limit", n, w.maxFrame)
 		}
 		if cap(w.frame) < n {
 			w.frame = make([]byte, n)
 		}
 		frame := w.frame[:n]
 		if _, err := io.ReadFull(br, frame); err != nil {
-			return fmt.Errorf("reading endpointslices watch: %w", err)
+			return fmt.Errorf("reading: %w", err)
+		}
+		if w.idleTimer != nil {
+			w.idleTimer.Reset(w.idle)
 		}
 		if err := w.handle(frame); err != nil {
 			return err
@@ -228,7 +260,7 @@ func frameBuffered(br *bufio.Reader) bool {
 func (w *sliceWatch) handle(frame []byte) error {
 	t, raw, err := parseWatchFrame(frame)
 	if err != nil {
-		return fmt.Errorf("decoding endpointslices watch event: %w", err)
+		return fmt.Errorf("decoding an event: %w", err)
 	}
 	typ := eventType(t)
 	switch watch.EventType(typ) {
@@ -237,14 +269,14 @@ func (w *sliceWatch) handle(frame []byte) error {
 		if st, ok := obj.(*metav1.Status); ok && err == nil {
 			return apierrors.FromObject(st)
 		}
-		return fmt.Errorf("endpointslices watch: an error event that does not decode: %v", err)
+		return fmt.Errorf("an ERROR event that does not decode: %v", err)
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
 	default:
-		return fmt.Errorf("endpointslices watch: unknown event type %q", typ)
+		return fmt.Errorf("unknown event type %q", typ)
 	}
 	s, err := decodeSlim(raw)
 	if err != nil {
-		return fmt.Errorf("decoding endpointslices watch %s: %w", typ, err)
+		return fmt.Errorf("decoding a %s event: %w", typ, err)
 	}
 	if watch.EventType(typ) == watch.Bookmark {
 		if _, end := s.model.(initialEventsEnd); end && w.seen != nil {

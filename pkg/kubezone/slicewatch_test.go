@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -34,13 +35,40 @@ type fakeSliceAPI struct {
 
 	mu         sync.Mutex
 	reqs       []url.Values // each request's query, in order
+	protos     []int        // each request's HTTP major version
 	responders []func(w http.ResponseWriter, q url.Values)
 	served     chan int // the index of each request as it arrives
 }
 
 func newFakeSliceAPI(t *testing.T, responders ...func(w http.ResponseWriter, q url.Values)) *fakeSliceAPI {
 	f := &fakeSliceAPI{t: t, responders: responders, served: make(chan int, 100)}
-	f.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	f.srv = httptest.NewServer(f.handler())
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+// newFakeSliceAPITLS is newFakeSliceAPI over TLS, offering HTTP/2 as the
+// API server does.
+func newFakeSliceAPITLS(t *testing.T, responders ...func(w http.ResponseWriter, q url.Values)) *fakeSliceAPI {
+	f := &fakeSliceAPI{t: t, responders: responders, served: make(chan int, 100)}
+	f.srv = httptest.NewUnstartedServer(f.handler())
+	f.srv.EnableHTTP2 = true
+	f.srv.StartTLS()
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeSliceAPI) handler() http.Handler {
+	t := f.t
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/namespaces" { // for TestNewClients
+			f.mu.Lock()
+			f.protos = append(f.protos, -r.ProtoMajor)
+			f.mu.Unlock()
+			w.Header().Set("Content-Type", "application/json")
+			fmt.Fprint(w, `{"kind":"NamespaceList","apiVersion":"v1","metadata":{"resourceVersion":"1"},"items":[]}`)
+			return
+		}
 		if r.URL.Path != "/apis/discovery.k8s.io/v1/endpointslices" {
 			http.Error(w, "unexpected request "+r.URL.String(), http.StatusNotFound)
 			return
@@ -51,6 +79,7 @@ func newFakeSliceAPI(t *testing.T, responders ...func(w http.ResponseWriter, q u
 		f.mu.Lock()
 		i := len(f.reqs)
 		f.reqs = append(f.reqs, r.URL.Query())
+		f.protos = append(f.protos, r.ProtoMajor)
 		f.mu.Unlock()
 		f.served <- i
 		if i >= len(f.responders) {
@@ -58,9 +87,7 @@ func newFakeSliceAPI(t *testing.T, responders ...func(w http.ResponseWriter, q u
 			return
 		}
 		f.responders[i](w, r.URL.Query())
-	}))
-	t.Cleanup(f.srv.Close)
-	return f
+	})
 }
 
 // client is a clientset of the fake server, protobuf as the agent's.
@@ -157,7 +184,7 @@ func zoneSlices(z *Zone) map[string]int {
 // startSliceWatch runs a slice watch of z on f until the test ends.
 func startSliceWatch(t *testing.T, z *Zone, f *fakeSliceAPI, spread *relistSpread) *sliceWatch {
 	t.Helper()
-	w := newSliceWatch(z, f.client(), spread)
+	w := newSliceWatch(z, Clients{Kube: f.client()}, spread)
 	if w == nil {
 		t.Fatal("newSliceWatch: got nil for a real REST client")
 	}
@@ -329,7 +356,7 @@ func TestSliceWatchBadStreams(t *testing.T) {
 	if got, want := zoneSlices(z), map[string]int{"ns-1/svc-1-abcde": 10, "ns-5/svc-5-abcde": 10}; !maps.Equal(got, want) {
 		t.Errorf("zone slices: got %v, want %v", got, want)
 	}
-	if want := "decoding endpointslices watch event"; !strings.Contains(logs.String(), want) {
+	if want := "endpointslices watch: decoding an event"; !strings.Contains(logs.String(), want) {
 		t.Errorf("logs: got %q, want a line with %q", logs, want)
 	}
 }
@@ -359,13 +386,67 @@ func TestSliceWatchCoalesces(t *testing.T) {
 	}
 }
 
+// TestNewClients: against a server that offers HTTP/2, the EndpointSlice
+// watch runs over HTTP/1.1 and the clientset's requests over HTTP/2.
+func TestNewClients(t *testing.T) {
+	z, _ := newZone(t, Config{})
+	f := newFakeSliceAPITLS(t, stream([][]byte{watchFrame(t, "ADDED", apiSlice(1, "10", false)),
+		watchFrame(t, "BOOKMARK", bookmark("12", true))}))
+	c, err := NewClients(&rest.Config{Host: f.srv.URL, TLSClientConfig: rest.TLSClientConfig{Insecure: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newSliceWatch(z, c, newRelistSpread(0, nil))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { w.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	f.waitRequest(1)
+	if _, err := c.Kube.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := zoneSlices(z); len(got) != 1 {
+		t.Errorf("zone slices: got %v, want the one listed", got)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	// Watches are HTTP/1.1 (1); the clientset's list is HTTP/2 (stored as -2).
+	if want := []int{1, 1, -2}; !slices.Equal(f.protos, want) {
+		t.Errorf("HTTP versions of the requests: got %v, want %v", f.protos, want)
+	}
+}
+
+// TestSliceWatchIdle: a watch that receives nothing for the idle limit is
+// opened again from where it was, with one logged line.
+func TestSliceWatchIdle(t *testing.T) {
+	z, logs := newZone(t, Config{})
+	silent := func(w http.ResponseWriter, r url.Values) {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+		_, _ = w.Write(watchFrame(t, "BOOKMARK", bookmark("12", true)))
+		w.(http.Flusher).Flush()
+		time.Sleep(time.Second) // silent until the watch gives up on it (or the test ends)
+	}
+	f := newFakeSliceAPI(t, silent)
+	w := newSliceWatch(z, Clients{Kube: f.client()}, newRelistSpread(0, nil))
+	w.idle, w.delay = 100*time.Millisecond, func() time.Duration { return time.Millisecond }
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { w.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	f.waitRequest(1)
+	if q := f.query(1); q.Get("resourceVersion") != "12" {
+		t.Errorf("after the silence: got %v, want a watch from 12", q)
+	}
+	waitFor(t, "the idle line in the log", func() bool { return strings.Contains(logs.String(), "not even a bookmark") })
+}
+
 // TestSliceWatchFrameLimit: a frame length past the limit ends the read
 // with an error that says so, before anything is allocated for it.
 func TestSliceWatchFrameLimit(t *testing.T) {
 	z, _ := newZone(t, Config{})
 	w := &sliceWatch{z: z, known: map[string]string{}, maxFrame: maxWatchFrame, readerBuf: 4096}
 	err := w.read(t.Context(), bytes.NewReader(binary.BigEndian.AppendUint32(nil, maxWatchFrame+1)))
-	if err == nil || !strings.Contains(err.Error(), "over the 16777216 limit") || cap(w.frame) != 0 {
+	if err == nil || !strings.Contains(err.Error(), "a frame of 16777217 bytes, over the 16777216 limit") || cap(w.frame) != 0 {
 		t.Errorf("read: got %v (frame buffer %d bytes), want the limit error and no buffer", err, cap(w.frame))
 	}
 }
