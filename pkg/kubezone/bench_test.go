@@ -114,28 +114,34 @@ func BenchmarkZoneBuild(b *testing.B) {
 }
 
 // BenchmarkZoneUpdate applies one EndpointSlice change (an endpoint turns
-// not ready, then ready again) to a built zone.
+// not ready, then ready again) to a built zone: of the last service (a
+// ClusterIP service), and of the last headless one, whose names list its
+// endpoints.
 func BenchmarkZoneUpdate(b *testing.B) {
 	for _, size := range benchSizes(b) {
-		b.Run(size.name, func(b *testing.B) {
-			evs := synthCluster(size.services, size.eps)
-			z := buildZone(b, evs)
-			orig := evs[len(evs)-1] // the last service's slice
-			es := *orig.obj.(*sliceModel)
-			fewer := es
-			fewer.Endpoints = newEPList(es.Endpoints.models()[1:])
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				ev := event{kind: objSlice, key: orig.key, obj: &es}
-				if i%2 == 0 {
-					ev.obj = &fewer
-				}
-				i++
-				z.enqueue(ev)
-				z.drain()
-			}
-		})
+		b.Run(size.name, func(b *testing.B) { benchZoneUpdate(b, size, 1) })
+		b.Run(size.name+"-headless", func(b *testing.B) { benchZoneUpdate(b, size, 5) })
+	}
+}
+
+// benchZoneUpdate churns the slice of the back-th service from the end.
+func benchZoneUpdate(b *testing.B, size clusterSize, back int) {
+	evs := synthCluster(size.services, size.eps)
+	z := buildZone(b, evs)
+	orig := evs[len(evs)-2*back+1] // the service's slice
+	es := *orig.obj.(*sliceModel)
+	fewer := es
+	fewer.Endpoints = newEPList(es.Endpoints.models()[1:])
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		ev := event{kind: objSlice, key: orig.key, obj: &es}
+		if i%2 == 0 {
+			ev.obj = &fewer
+		}
+		i++
+		z.enqueue(ev)
+		z.drain()
 	}
 }
 
