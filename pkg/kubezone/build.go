@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/miekg/dns"
 )
@@ -30,11 +31,18 @@ type srvKey struct {
 type svcBuilder struct {
 	base   string
 	ttl    uint32
-	hosts  map[string][]netip.Addr // host owner name → addresses
-	named  map[[2]string][]srvKey  // (port name, proto) → SRV targets
-	all    []srvKey                // SRV records at the service name
+	hosts  []hostAddr             // every distinct (host owner name, address), by owner name, else as listed
+	named  map[[2]string][]srvKey // (port name, proto) → SRV targets
+	all    []srvKey               // SRV records at the service name
 	out    built
 	addrRR map[string][]dns.RR // owner → its A/AAAA records, for SRV additional sections
+	arena  addrArena           // the headless service's address records
+}
+
+// hostAddr is an address of an endpoint host name.
+type hostAddr struct {
+	owner string
+	addr  netip.Addr
 }
 
 // buildService computes every record of svc from its EndpointSlices; the
@@ -42,7 +50,7 @@ type svcBuilder struct {
 // to the built one.
 func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef) built {
 	b := &svcBuilder{base: svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain, ttl: z.cfg.ttlSeconds(),
-		hosts: map[string][]netip.Addr{}, named: map[[2]string][]srvKey{}, out: built{nodes: map[string]*node{}}}
+		named: map[[2]string][]srvKey{}, out: built{nodes: map[string]*node{}}}
 	e, keys := z.newEntry(svc, b.base, eps)
 	b.out.entry, b.out.keys = e, keys
 	if !validLabel(svc.Name) || !validName(b.base) {
@@ -59,15 +67,7 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef) built
 		if len(b.hosts) == 0 {
 			return b.out // headless without ready endpoints: NXDOMAIN
 		}
-		seen := map[netip.Addr]bool{}
-		for _, owner := range sortedKeys(b.hosts) {
-			for _, a := range b.hosts[owner] {
-				if !seen[a] {
-					seen[a] = true
-					baseRRs = append(baseRRs, addrRR(b.base, a, b.ttl))
-				}
-			}
-		}
+		baseRRs = b.headlessRRs()
 	} else {
 		for _, a := range svc.ClusterIPs {
 			baseRRs = append(baseRRs, addrRR(b.base, a, b.ttl))
@@ -81,7 +81,8 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef) built
 		}
 	}
 	sortRRs(baseRRs)
-	b.addrRR = map[string][]dns.RR{b.base: baseRRs}
+	b.addrRR = make(map[string][]dns.RR, 1+len(b.hosts))
+	b.addrRR[b.base] = baseRRs
 	if svc.Headless {
 		b.hostRRs() // the SRV targets of a headless service are its host names
 	}
@@ -100,7 +101,7 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef) built
 		}
 		srv, extra := b.srvRecords(owner, targets)
 		b.out.nodes[owner] = newNode(srv, extra, kindData)
-		if b.out.nodes[proto] == nil && b.hosts[proto] == nil {
+		if b.out.nodes[proto] == nil && !b.hasHost(proto) {
 			b.out.nodes[proto] = newNode(nil, nil, kindData) // empty non-terminal (unless a host has the name)
 		}
 	}
@@ -140,21 +141,43 @@ func (e *svcEntry) nodeNames(f func(name string)) {
 // choice must stay that of svcEntry.hostLabel, which answers host names,
 // and labelKeyOf, which counts them.
 func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
-	owners := map[string]string{} // host label → owner name, built once
+	n, srvs := 0, 0
+	for _, es := range eps {
+		n += es.Endpoints.len()
+		srvs += es.Endpoints.len() * len(es.Ports)
+	}
+	// The owner names share one string: they live and die with the
+	// service's nodes.
+	labels := make([]string, 0, n)
+	size := 0
 	for _, es := range eps {
 		for i := range es.Endpoints.len() {
-			a, label := es.Endpoints.addr(i), es.Endpoints.host(i)
-			if !validLabel(label) || !validName(label+"."+b.base) {
-				label = dashedIP(a)
+			label := es.Endpoints.host(i)
+			if !b.out.entry.hostLabel(label) { // the base name is valid: only the label and the length can fail
+				label = dashedIP(es.Endpoints.addr(i))
 			}
-			owner, ok := owners[label]
-			if !ok {
-				owner = label + "." + b.base
-				owners[label] = owner
-			}
-			if !slices.Contains(b.hosts[owner], a) {
-				b.hosts[owner] = append(b.hosts[owner], a)
-			}
+			labels = append(labels, label)
+			size += len(label) + 1 + len(b.base)
+		}
+	}
+	var sb strings.Builder
+	sb.Grow(size)
+	for _, label := range labels {
+		sb.WriteString(label)
+		sb.WriteByte('.')
+		sb.WriteString(b.base)
+	}
+	names := sb.String()
+	b.hosts = make([]hostAddr, 0, n)
+	if svc.Headless {
+		b.all = make([]srvKey, 0, srvs)
+	}
+	for _, es := range eps {
+		for i := range es.Endpoints.len() {
+			end := len(labels[len(b.hosts)]) + 1 + len(b.base)
+			owner := names[:end]
+			names = names[end:]
+			b.hosts = append(b.hosts, hostAddr{owner: owner, addr: es.Endpoints.addr(i)})
 			if !svc.Headless {
 				continue
 			}
@@ -168,36 +191,106 @@ func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
 			}
 		}
 	}
+	// By owner name, each owner's addresses in the order listed, each once.
+	slices.SortStableFunc(b.hosts, func(x, y hostAddr) int { return strings.Compare(x.owner, y.owner) })
+	out := b.hosts[:0]
+	for lo := 0; lo < len(b.hosts); {
+		hi := lo + 1
+		for hi < len(b.hosts) && b.hosts[hi].owner == b.hosts[lo].owner {
+			hi++
+		}
+		start := len(out)
+		for _, h := range b.hosts[lo:hi] {
+			if !slices.ContainsFunc(out[start:], func(o hostAddr) bool { return o.addr == h.addr }) {
+				out = append(out, h)
+			}
+		}
+		lo = hi
+	}
+	b.hosts = out
+}
+
+// hasHost reports whether owner is the name of an endpoint host.
+func (b *svcBuilder) hasHost(owner string) bool {
+	_, found := slices.BinarySearchFunc(b.hosts, owner, func(h hostAddr, o string) int { return strings.Compare(h.owner, o) })
+	return found
+}
+
+// eachHost calls f with every host owner name and its addresses (a
+// sub-slice of b.hosts, in owner name order).
+func (b *svcBuilder) eachHost(f func(owner string, addrs []hostAddr)) {
+	for lo := 0; lo < len(b.hosts); {
+		hi := lo + 1
+		for hi < len(b.hosts) && b.hosts[hi].owner == b.hosts[lo].owner {
+			hi++
+		}
+		f(b.hosts[lo].owner, b.hosts[lo:hi])
+		lo = hi
+	}
+}
+
+// headlessRRs returns the address records at the name of a headless
+// service: every distinct endpoint address, in the order of the host
+// names, then as listed. It makes the arena for them and the host names'
+// records (hostRRs).
+func (b *svcBuilder) headlessRRs() []dns.RR {
+	addrs := make([]netip.Addr, 0, len(b.hosts))
+	for _, h := range b.hosts {
+		if !slices.Contains(addrs, h.addr) {
+			addrs = append(addrs, h.addr)
+		}
+	}
+	n4 := 0
+	for _, a := range addrs {
+		if a.Is4() {
+			n4++
+		}
+	}
+	for _, h := range b.hosts {
+		if h.addr.Is4() {
+			n4++
+		}
+	}
+	b.arena = newAddrArena(n4, len(addrs)+len(b.hosts)-n4)
+	rrs := make([]dns.RR, len(addrs))
+	for i, a := range addrs {
+		rrs[i] = b.arena.rr(b.base, a, b.ttl)
+	}
+	return rrs
 }
 
 // hostRRs adds the address records of every host name to b.addrRR, for the
 // additional sections of SRV answers. Host names get no node: Lookup
 // answers them from the svcEntry.
 func (b *svcBuilder) hostRRs() {
-	for owner, addrs := range b.hosts {
-		rrs := make([]dns.RR, 0, len(addrs))
-		sort.Slice(addrs, func(i, j int) bool { return addrs[i].Less(addrs[j]) })
-		for _, a := range addrs {
-			rrs = append(rrs, addrRR(owner, a, b.ttl))
+	all := make([]dns.RR, 0, len(b.hosts)) // the owners' slices share it
+	b.eachHost(func(owner string, addrs []hostAddr) {
+		slices.SortFunc(addrs, func(x, y hostAddr) int { return x.addr.Compare(y.addr) })
+		start := len(all)
+		for _, h := range addrs {
+			all = append(all, b.arena.rr(owner, h.addr, b.ttl))
 		}
+		rrs := all[start:len(all):len(all)]
 		sortRRs(rrs)
 		b.addrRR[owner] = rrs
-	}
+	})
 }
 
 // srvRecords builds the SRV RRset at owner, weight floor(100/N), with the
 // targets' address records as additional section.
 func (b *svcBuilder) srvRecords(owner string, keys []srvKey) (srv, extra []dns.RR) {
 	keys = slices.Clone(keys)
-	sort.Slice(keys, func(i, j int) bool {
-		if keys[i].target != keys[j].target {
-			return keys[i].target < keys[j].target
-		}
-		return keys[i].port < keys[j].port
-	})
+	slices.SortFunc(keys, func(x, y srvKey) int { return cmp.Or(strings.Compare(x.target, y.target), cmp.Compare(x.port, y.port)) })
 	keys = slices.Compact(keys)
 	weight := uint16(100 / len(keys))
 	srv = make([]dns.RR, 0, len(keys))
+	n := 0
+	for i, k := range keys {
+		if i == 0 || keys[i-1].target != k.target {
+			n += len(b.addrRR[k.target])
+		}
+	}
+	extra = make([]dns.RR, 0, n)
 	// The records of a name share one array: a dns.SRV is 56 bytes, 64
 	// when allocated alone (~0.6 MB over the SRVs of 10k services). They
 	// live and die together with the node anyway.
@@ -222,6 +315,45 @@ func addrRR(owner string, a netip.Addr, ttl uint32) dns.RR {
 		return &dns.A{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}, A: net.IP(a.AsSlice())}
 	}
 	return &dns.AAAA{Hdr: dns.RR_Header{Name: owner, Rrtype: dns.TypeAAAA, Class: dns.ClassINET, Ttl: ttl}, AAAA: net.IP(a.AsSlice())}
+}
+
+// addrArena hands out A and AAAA records from arrays made once: a
+// headless service's records live and die together with its nodes, and
+// one allocation for all costs less than two a record (record and IP).
+type addrArena struct {
+	a    []dns.A
+	aaaa []dns.AAAA
+	ip   []byte
+}
+
+// newAddrArena makes room for n4 A records and n6 AAAA records.
+func newAddrArena(n4, n6 int) addrArena {
+	return addrArena{a: make([]dns.A, n4), aaaa: make([]dns.AAAA, n6), ip: make([]byte, 4*n4+16*n6)}
+}
+
+// rr is an A or AAAA record for a, from the arena while it has room.
+func (ar *addrArena) rr(owner string, a netip.Addr, ttl uint32) dns.RR {
+	hdr := dns.RR_Header{Name: owner, Rrtype: dns.TypeA, Class: dns.ClassINET, Ttl: ttl}
+	switch {
+	case a.Is4() && len(ar.a) > 0:
+		v := a.As4()
+		ip := ar.ip[:4:4]
+		copy(ip, v[:])
+		r := &ar.a[0]
+		*r = dns.A{Hdr: hdr, A: net.IP(ip)}
+		ar.a, ar.ip = ar.a[1:], ar.ip[4:]
+		return r
+	case !a.Is4() && len(ar.aaaa) > 0:
+		v := a.As16()
+		ip := ar.ip[:16:16]
+		copy(ip, v[:])
+		r := &ar.aaaa[0]
+		hdr.Rrtype = dns.TypeAAAA
+		*r = dns.AAAA{Hdr: hdr, AAAA: net.IP(ip)}
+		ar.aaaa, ar.ip = ar.aaaa[1:], ar.ip[16:]
+		return r
+	}
+	return addrRR(owner, a, ttl)
 }
 
 // sortRRs orders records by type, keeping the order within a type.
