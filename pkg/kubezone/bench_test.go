@@ -134,6 +134,7 @@ func benchZoneUpdate(b *testing.B, size clusterSize, back int) {
 	fewer.Endpoints = newEPList(es.Endpoints.models()[1:])
 	i := 0
 	b.ReportAllocs()
+	cpu0 := cpuTime(b)
 	for b.Loop() {
 		ev := event{kind: objSlice, key: orig.key, obj: &es}
 		if i%2 == 0 {
@@ -143,6 +144,7 @@ func benchZoneUpdate(b *testing.B, size clusterSize, back int) {
 		z.enqueue(ev)
 		z.drain()
 	}
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/update") // see benchChurn
 }
 
 // BenchmarkLookup answers prebuilt names of a 10k-service zone.
