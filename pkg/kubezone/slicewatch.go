@@ -114,12 +114,16 @@ func (w *sliceWatch) HasSynced() bool { return w.synced.Load() }
 // run lists and watches until ctx is done.
 func (w *sliceWatch) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		start := time.Now()
 		err := w.once(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
-		case err == nil:
-			continue // the server ended the watch (its timeout): resume
+		case err == nil: // the server ended the watch (its timeout): resume
+			if time.Since(start) < time.Second && !sleepCtx(ctx, w.delay()) {
+				return // a server that ends every watch at once is not asked again at once
+			}
+			continue
 		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
 			w.rv = "" // too old to resume: relist
 			continue

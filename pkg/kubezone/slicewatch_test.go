@@ -440,6 +440,32 @@ func TestSliceWatchIdle(t *testing.T) {
 	waitFor(t, "the idle line in the log", func() bool { return strings.Contains(logs.String(), "not even a bookmark") })
 }
 
+// TestSliceWatchQuickCloseBacksOff: a server that ends every watch at once
+// is asked again only after the backoff.
+func TestSliceWatchQuickCloseBacksOff(t *testing.T) {
+	z, _ := newZone(t, Config{})
+	f := newFakeSliceAPI(t, stream([][]byte{watchFrame(t, "BOOKMARK", bookmark("12", true))}), stream(), stream(), stream())
+	w := newSliceWatch(z, Clients{Kube: f.client()}, newRelistSpread(0, nil))
+	var mu sync.Mutex
+	waits := 0
+	w.delay = func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		waits++
+		return time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { w.run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	f.waitRequest(4)
+	mu.Lock()
+	defer mu.Unlock()
+	if waits < 4 {
+		t.Errorf("backoff waits before 4 requests after watches that ended at once: got %d, want 4", waits)
+	}
+}
+
 // TestSliceWatchFrameLimit: a frame length past the limit ends the read
 // with an error that says so, before anything is allocated for it.
 func TestSliceWatchFrameLimit(t *testing.T) {

@@ -243,15 +243,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			[]string{"source"}),
 		programming: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "nodecache_zone_programming_duration_seconds",
-			Help: "Time from an object change to the zone answering it: from=event since the informer delivered " +
+			Help: "Time from an object change to the zone answering it: from=event since the watch delivered " +
 				"it, from=write (best effort, second resolution) since the object's last write time.",
 			Buckets: []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60},
 		}, []string{"from"}),
 		snapWrites: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodecache_zone_snapshot_writes_total",
 			Help: "Snapshot writes by result (ok, error)."}, []string{"result"}),
 		relists: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodecache_zone_relists_total",
-			Help: "Relists: lists an informer sent after one of its watches (after a 410 when the API server restarts, " +
-				"or a watch error). Its first sync and the retries of a failed relist are not counted."}),
+			Help: "Relists: lists one of the zone's watches sent after it had watched (after a 410 when the API server " +
+				"restarts, or a watch error). Its first sync and the retries of a failed relist are not counted."}),
 		relistWait: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodecache_zone_relist_wait_seconds_total",
 			Help: "Seconds relists were held back by --relist-spread before they went to the API server, counted when each wait starts."}),
 	}
