@@ -270,10 +270,13 @@ func (w *sliceWatch) handle(frame []byte) error {
 	switch watch.EventType(typ) {
 	case watch.Error:
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
-		if st, ok := obj.(*metav1.Status); ok && err == nil {
+		if err != nil {
+			return fmt.Errorf("an ERROR event that does not decode: %w", err)
+		}
+		if st, ok := obj.(*metav1.Status); ok {
 			return apierrors.FromObject(st)
 		}
-		return fmt.Errorf("an ERROR event that does not decode: %v", err)
+		return fmt.Errorf("an ERROR event holding a %T, not a Status", obj)
 	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
 	default:
 		return fmt.Errorf("unknown event type %q", typ)
@@ -351,7 +354,8 @@ func (w *sliceWatch) flush() {
 		return
 	}
 	w.z.apply(w.pending)
-	w.pending = nil // the zone keeps the slice for the latency histogram
+	clear(w.pending) // the models are the zone's now; the array is reused
+	w.pending = w.pending[:0]
 }
 
 // listPaged lists every EndpointSlice with a paginated LIST and applies it;

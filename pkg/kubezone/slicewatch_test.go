@@ -420,7 +420,7 @@ func TestNewClients(t *testing.T) {
 // opened again from where it was, with one logged line.
 func TestSliceWatchIdle(t *testing.T) {
 	z, logs := newZone(t, Config{})
-	silent := func(w http.ResponseWriter, r url.Values) {
+	silent := func(w http.ResponseWriter, _ url.Values) {
 		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
 		_, _ = w.Write(watchFrame(t, "BOOKMARK", bookmark("12", true)))
 		w.(http.Flusher).Flush()
