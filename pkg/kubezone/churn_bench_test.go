@@ -13,8 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/cache"
 )
 
 // controllerSlice is an EndpointSlice as the EndpointSlice controller
@@ -48,11 +48,11 @@ func controllerSlice(i int, notReady bool) *discoveryv1.EndpointSlice {
 }
 
 // BenchmarkSliceChurn is one agent under steady EndpointSlice churn: per
-// operation, one watch event's EndpointSlice (an endpoint turns not ready
-// or ready again) is decoded from protobuf into a slim, stored and handed to
-// the zone's handler, and the zone applies it, as the informer and the
-// apply loop do. burst-100 queues 100 updates of 100 services before the
-// writer drains them (reported per update).
+// operation, one watch frame's EndpointSlice (an endpoint turns not ready
+// or ready again) is decoded from protobuf into a slim and the zone applies
+// it, as the agent's EndpointSlice watch does past the socket. burst-100
+// reads 100 updates of 100 services before the watch applies them
+// together (reported per update).
 func BenchmarkSliceChurn(b *testing.B) {
 	for _, n := range []int{1_000, 10_000} {
 		b.Run(fmt.Sprintf("%dk", n/1000), func(b *testing.B) { benchChurn(b, n, 1) })
@@ -63,51 +63,44 @@ func BenchmarkSliceChurn(b *testing.B) {
 func benchChurn(b *testing.B, services, burst int) {
 	z := buildZone(b, synthCluster(services, 10))
 	ser := protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
-	// wire[k][0|1]: the k-th churned service's slice, all ready or not.
-	wire := make([][2][]byte, burst)
+	// frames[k][0|1]: the k-th churned service's slice as a MODIFIED watch
+	// frame, all ready (resource version 1) or not (2), alternating.
+	frames := make([][2][]byte, burst)
 	for k := range burst {
 		for v := range 2 {
 			es := controllerSlice(services-1-k, v == 1)
-			es.APIVersion, es.Kind = "discovery.k8s.io/v1", "EndpointSlice"
+			es.APIVersion, es.Kind, es.ResourceVersion = "discovery.k8s.io/v1", "EndpointSlice", fmt.Sprint(v+1)
 			var buf bytes.Buffer
 			if err := ser.Encode(es, &buf); err != nil {
 				b.Fatal(err)
 			}
-			wire[k][v] = buf.Bytes()
-		}
-	}
-	store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	h := z.handler(objSlice)
-	// The agent's watch decoder (slimwatch.go): straight into a slim.
-	dec := sliceDecoder
-	decode := func(data []byte, rv int) any {
-		obj, err := runtime.Decode(dec, data)
-		if err != nil {
-			b.Fatal(err)
-		}
-		s := obj.(*slim)
-		s.resourceVersion = fmt.Sprint(rv)
-		return s
-	}
-	for k := range burst {
-		if err := store.Add(decode(wire[k][0], 1)); err != nil {
-			b.Fatal(err)
-		}
-	}
-	rv := 1
-	b.ReportAllocs()
-	cpu0 := cpuTime(b)
-	for b.Loop() {
-		rv++
-		for k := range burst {
-			obj := decode(wire[k][rv%2], rv)
-			old, _, _ := store.Get(obj)
-			if err := store.Update(obj); err != nil {
+			f, err := (&metav1.WatchEvent{Type: string(watch.Modified), Object: runtime.RawExtension{Raw: buf.Bytes()}}).Marshal()
+			if err != nil {
 				b.Fatal(err)
 			}
-			h.OnUpdate(old, obj)
+			frames[k][v] = f
 		}
-		z.drain()
+	}
+	// The agent's EndpointSlice watch (slicewatch.go) past the socket:
+	// each frame decoded and queued, then the burst applied together.
+	w := &sliceWatch{z: z, known: map[string]string{}}
+	for k := range burst {
+		if err := w.handle(frames[k][1]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	w.flush()
+	b.ReportAllocs()
+	cpu0 := cpuTime(b)
+	v := 0
+	for b.Loop() {
+		for k := range burst {
+			if err := w.handle(frames[k][v]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		w.flush()
+		v ^= 1
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*burst), "ns/update")
 	// CPU time of the process (GC included) rather than wall time: on a
