@@ -61,19 +61,21 @@ type sliceWatch struct {
 	frame     []byte            // the frame buffer, reused
 	readerBuf int
 	idle      time.Duration // a watch silent this long (no event, no bookmark) is opened again
-	idleTimer *time.Timer   // the open watch's, reset by each frame
+	frames    atomic.Uint64 // frames read since the idle check last looked
 }
 
 // watchIdle is how long a watch may go without a frame before it is
-// taken for dead and opened again from where it was. The API server sends
-// a bookmark to every watch about once a minute; a connection that died
-// without a word (a vanished server, a dropped NAT entry) is otherwise
-// only found by TCP keepalives, minutes later.
-const watchIdle = 3 * time.Minute
+// taken for dead and opened again from where it was (found within one to
+// two of these: a check every watchIdle looks whether frames came since
+// the last, which costs a frame nothing). The API server sends a bookmark
+// to every watch about once a minute; a connection that died without a
+// word (a vanished server, a dropped NAT entry) is otherwise only found by
+// TCP keepalives, minutes later.
+const watchIdle = 2 * time.Minute
 
 // errWatchIdle ends a watch that went silent for watchIdle.
-var errWatchIdle = errors.New("endpointslices watch: nothing received, not even a bookmark, for " + watchIdle.String() +
-	"; watching again")
+var errWatchIdle = errors.New("endpointslices watch: nothing received, not even a bookmark, for over " +
+	watchIdle.String() + "; watching again")
 
 // maxWatchFrame bounds one watch frame. An EndpointSlice holds at most
 // 1,000 endpoints and an object at most ~1.5 MB in etcd; a frame past this
@@ -195,8 +197,16 @@ func (w *sliceWatch) watch(ctx context.Context, list bool) error {
 func (w *sliceWatch) stream(ctx context.Context, o metav1.ListOptions) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	w.idleTimer = time.AfterFunc(w.idle, func() { cancel(errWatchIdle) })
-	defer w.idleTimer.Stop()
+	w.frames.Store(0)
+	var check *time.Timer
+	check = time.AfterFunc(w.idle, func() {
+		if w.frames.Swap(0) == 0 {
+			cancel(errWatchIdle)
+			return
+		}
+		check.Reset(w.idle)
+	})
+	defer check.Stop()
 	body, err := w.rc.Get().Resource("endpointslices").VersionedParams(&o, scheme.ParameterCodec).
 		SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(sctx)
 	if err == nil {
@@ -237,9 +247,7 @@ func (w *sliceWatch) read(ctx context.Context, body io.Reader) error {
 		if _, err := io.ReadFull(br, frame); err != nil {
 			return fmt.Errorf("reading: %w", err)
 		}
-		if w.idleTimer != nil {
-			w.idleTimer.Reset(w.idle)
-		}
+		w.frames.Add(1)
 		if err := w.handle(frame); err != nil {
 			return err
 		}
