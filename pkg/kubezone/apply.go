@@ -187,11 +187,11 @@ func (z *Zone) nsNodesLocked(ns string, b *batch) {
 		if !validLabel(ns) || !validName(ent.name) {
 			continue
 		}
+		var n *node
 		if ent.want {
-			b.change(ent.name, newNode(nil, nil, kindData))
-		} else {
-			b.change(ent.name, nil)
+			n = newNode(nil, nil, kindData)
 		}
+		z.setNodeLocked(ent.name, n, b)
 	}
 }
 
@@ -232,18 +232,7 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 		st.contrib[key] = ref
 	}
 	nb := z.buildService(svc, eps, ref)
-	if old != nil {
-		// The old names, found without building the old records again;
-		// those the new build keeps are simply replaced.
-		old.nodeNames(func(name string) {
-			if _, kept := nb.nodes[name]; !kept {
-				b.change(name, nil)
-			}
-		})
-	}
-	for name, n := range nb.nodes {
-		b.change(name, n)
-	}
+	z.publishBuildLocked(old, nb, b)
 	z.ptrDiffLocked(ref, old, nb.keys, b)
 	z.setEntryLocked(ref, nb.entry)
 }

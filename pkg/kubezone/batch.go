@@ -35,6 +35,12 @@ func (b *batch) change(name string, n *node) {
 	b.changes[name] = n
 }
 
+// queued reports whether b already holds a change of name.
+func (b *batch) queued(name string) bool {
+	_, ok := b.changes[name]
+	return ok
+}
+
 // batchMapMax is the size beyond which reset drops a map rather than
 // clear it: clearing costs its capacity, which a burst (the initial list)
 // makes large.

@@ -35,20 +35,44 @@ func slotsText(slots []ptrSlot) []string {
 	return out
 }
 
+// changesText renders the names a batch re-publishes, sorted, a removed
+// name with a leading "-".
+func changesText(b *batch) []string {
+	var out []string
+	for name, n := range b.changes {
+		if n == nil {
+			name = "-" + name
+		}
+		out = append(out, name)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// metricsSlice is a second slice of the headless service db, of another
+// named port than its first.
+func metricsSlice(eps ...epModel) *sliceModel {
+	s := lazySlice("db-2", "db", eps...)
+	s.Ports = []portModel{{Name: "metrics", Protocol: "tcp", Port: 9090}}
+	return s
+}
+
 func sliceEvent(s *sliceModel) event { return event{kind: objSlice, key: s.key(), obj: s} }
 
 // TestSliceUpdateTouchesChangedOnly: an EndpointSlice update queues PTR
 // index slots only for the addresses a service gains or loses (not for
-// those it keeps, nor for a host name that changes), rebuilds no name of
-// a ClusterIP service, and every PTR and host name answers as a zone built
-// afresh would.
+// those it keeps, nor for a host name that changes), re-publishes no name
+// of a ClusterIP service and only the names of a headless service whose
+// records change (not its empty non-terminals, not the SRV names of a
+// port whose targets stay), and every PTR and host name answers as a zone
+// built afresh would.
 func TestSliceUpdateTouchesChangedOnly(t *testing.T) {
 	const web, db = ".web.ns.svc.cluster.local.", ".db.ns.svc.cluster.local."
 	steps := []struct {
 		name     string
 		evs      []event
 		del, add []string
-		names    bool                // names are rebuilt
+		names    []string            // names re-published ("-": removed), sorted
 		ptrs     map[string]string   // address → PTR targets (ptrs form)
 		hosts    map[string][]string // host name → A records (nil: NXDOMAIN)
 	}{{
@@ -67,18 +91,18 @@ func TestSliceUpdateTouchesChangedOnly(t *testing.T) {
 	}, {
 		name:  "ClusterIP: a host name takes the _tcp empty non-terminal's name",
 		evs:   []event{sliceEvent(lazySlice("web-1", "web", epAt("10.0.0.1", "_tcp"), epAt("10.0.0.3", ""), epAt("10.0.0.4", "")))},
-		names: true,
+		names: []string{"-_tcp" + web},
 		ptrs:  map[string]string{"10.0.0.1": "_tcp" + web},
 		hosts: map[string][]string{"_tcp" + web: {"_tcp" + web + " A 10.0.0.1"}},
 	}, {
 		name:  "ClusterIP: and gives it back",
 		evs:   []event{sliceEvent(lazySlice("web-1", "web", epAt("10.0.0.1", ""), epAt("10.0.0.3", ""), epAt("10.0.0.4", "")))},
-		names: true,
+		names: []string{"_tcp" + web},
 		ptrs:  map[string]string{"10.0.0.1": "10-0-0-1" + web},
 	}, {
 		name: "headless: an endpoint goes",
 		evs:  []event{sliceEvent(lazySlice("db-1", "db", epAt("10.0.0.7", "db-0")))},
-		del:  []string{"10.0.0.8@db"}, names: true,
+		del:  []string{"10.0.0.8@db"}, names: []string{"_http._tcp" + db, db[1:]}, // not the _tcp empty non-terminal
 		ptrs:  map[string]string{"10.0.0.7": "db-0" + db + " web-0.web.ns.svc.cluster.local.", "10.0.0.8": "REFUSED"},
 		hosts: map[string][]string{"db-0" + db: {"db-0" + db + " A 10.0.0.7"}, "db-1" + db: nil},
 	}, {
@@ -90,14 +114,31 @@ func TestSliceUpdateTouchesChangedOnly(t *testing.T) {
 		name: "an address moves between services in one batch",
 		evs: []event{sliceEvent(lazySlice("web-1", "web", epAt("10.0.0.3", ""), epAt("10.0.0.4", ""))),
 			sliceEvent(lazySlice("db-1", "db", epAt("10.0.0.7", "db-0"), epAt("10.0.0.1", "db-1")))},
-		del: []string{"10.0.0.1@web"}, add: []string{"10.0.0.1@db"}, names: true,
+		del: []string{"10.0.0.1@web"}, add: []string{"10.0.0.1@db"}, names: []string{"_http._tcp" + db, db[1:]},
 		ptrs:  map[string]string{"10.0.0.1": "db-1" + db},
 		hosts: map[string][]string{"10-0-0-1" + web: nil, "db-1" + db: {"db-1" + db + " A 10.0.0.1"}},
 	}, {
-		name: "a service goes",
-		evs:  []event{{kind: objService, key: "ns/web"}},
-		del:  []string{"10.0.0.3@web", "10.0.0.4@web", "10.96.0.1@web"}, names: true,
-		ptrs: map[string]string{"10.0.0.3": "REFUSED", "10.96.0.1": "REFUSED", "10.0.0.1": "db-1" + db},
+		name: "headless: an update that changes no record",
+		evs:  []event{sliceEvent(lazySlice("db-1", "db", epAt("10.0.0.7", "db-0"), epAt("10.0.0.1", "db-1")))},
+		ptrs: map[string]string{"10.0.0.1": "db-1" + db},
+	}, {
+		name: "headless: a slice of another port comes",
+		evs:  []event{sliceEvent(metricsSlice(epAt("10.0.0.9", "db-2")))},
+		add:  []string{"10.0.0.9@db"}, names: []string{"_metrics._tcp" + db, db[1:]}, // not _http._tcp
+		ptrs:  map[string]string{"10.0.0.9": "db-2" + db},
+		hosts: map[string][]string{"db-2" + db: {"db-2" + db + " A 10.0.0.9"}},
+	}, {
+		name: "headless: and its endpoint changes",
+		evs:  []event{sliceEvent(metricsSlice(epAt("10.0.0.10", "db-2")))},
+		del:  []string{"10.0.0.9@db"}, add: []string{"10.0.0.10@db"}, names: []string{"_metrics._tcp" + db, db[1:]},
+		ptrs:  map[string]string{"10.0.0.9": "REFUSED", "10.0.0.10": "db-2" + db},
+		hosts: map[string][]string{"db-2" + db: {"db-2" + db + " A 10.0.0.10"}},
+	}, {
+		name:  "a service goes",
+		evs:   []event{{kind: objService, key: "ns/web"}},
+		del:   []string{"10.0.0.3@web", "10.0.0.4@web", "10.96.0.1@web"},
+		names: []string{"-_http._tcp" + web, "-_tcp" + web, "-" + web[1:]},
+		ptrs:  map[string]string{"10.0.0.3": "REFUSED", "10.96.0.1": "REFUSED", "10.0.0.1": "db-1" + db},
 	}}
 	initial := []event{{kind: objNamespace, key: "ns", obj: nsPresent{}},
 		{kind: objService, key: "ns/web", obj: lazySvc("web", "10.96.0.1")}, {kind: objService, key: "ns/db", obj: lazySvc("db")},
@@ -117,8 +158,8 @@ func TestSliceUpdateTouchesChangedOnly(t *testing.T) {
 		if got := slotsText(b.ptrAdd); !slices.Equal(got, step.add) {
 			t.Errorf("%s: PTR slots added: got %v, want %v", step.name, got, step.add)
 		}
-		if got := len(b.changes) > 0; got != step.names {
-			t.Errorf("%s: names rebuilt: got %v (%d names), want %v", step.name, got, len(b.changes), step.names)
+		if got := changesText(b); !slices.Equal(got, step.names) {
+			t.Errorf("%s: names re-published: got %q, want %q", step.name, got, step.names)
 		}
 		for ip, want := range step.ptrs {
 			if got := ptrs(t, z, ip); got != want {
