@@ -29,14 +29,23 @@ type srvKey struct {
 
 // svcBuilder collects the records of one service.
 type svcBuilder struct {
-	base   string
-	ttl    uint32
-	hosts  []hostAddr             // every distinct (host owner name, address), by owner name, else as listed
-	named  map[[2]string][]srvKey // (port name, proto) → SRV targets
-	all    []srvKey               // SRV records at the service name
-	out    built
-	addrRR map[string][]dns.RR // owner → its A/AAAA records, for SRV additional sections
-	arena  addrArena           // the headless service's address records
+	base    string
+	ttl     uint32
+	hosts   []hostAddr // every distinct (host owner name, address), by owner name, else as listed
+	named   []namedSRV // the SRV targets of every named port, unsorted
+	all     []srvKey   // SRV records at the service name
+	out     built
+	baseRRs []dns.RR                // the address records at the service name
+	hostRRs []ownerRRs              // each host name's address records, by owner name (headless), for SRV additional sections
+	arena   addrArena               // the headless service's address records
+	prev    func(name string) *node // the node the table holds at name, nil for none
+	keys    []srvKey                // scratch for one SRV name's targets
+}
+
+// ownerRRs are the address records of one owner name.
+type ownerRRs struct {
+	owner string
+	rrs   []dns.RR
 }
 
 // hostAddr is an address of an endpoint host name.
@@ -50,7 +59,7 @@ type hostAddr struct {
 // to the built one.
 func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef) built {
 	b := &svcBuilder{base: svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain, ttl: z.cfg.ttlSeconds(),
-		named: map[[2]string][]srvKey{}, out: built{nodes: map[string]*node{}}}
+		out: built{nodes: map[string]*node{}}, prev: z.tab.get}
 	e, keys := z.newEntry(svc, b.base, eps)
 	b.out.entry, b.out.keys = e, keys
 	if !validLabel(svc.Name) || !validName(b.base) {
@@ -76,35 +85,21 @@ func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef) built
 			k := srvKey{target: b.base, port: p.Port}
 			b.all = append(b.all, k)
 			if p.Name != "" {
-				b.named[[2]string{p.Name, p.Protocol}] = append(b.named[[2]string{p.Name, p.Protocol}], k)
+				b.named = append(b.named, namedSRV{name: p.Name, proto: p.Protocol, key: k})
 			}
 		}
 	}
 	sortRRs(baseRRs)
-	b.addrRR = make(map[string][]dns.RR, 1+len(b.hosts))
-	b.addrRR[b.base] = baseRRs
+	b.baseRRs = baseRRs
 	if svc.Headless {
-		b.hostRRs() // the SRV targets of a headless service are its host names
+		b.makeHostRRs() // the SRV targets of a headless service are its host names
 	}
-	var srv, extra []dns.RR
-	if len(b.all) > 0 {
-		srv, extra = b.srvRecords(b.base, b.all)
+	rrs, nAns := slices.Clip(baseRRs), len(baseRRs)
+	if len(b.all) > 0 { // address records sort before SRV records
+		rrs, nAns = b.appendSRV(baseRRs, b.base, sortSRVKeys(b.all))
 	}
-	base := newNode(append(slices.Clip(baseRRs), srv...), extra, kindData)
-	base.svc = ref
-	b.out.nodes[b.base] = base
-	for key, targets := range b.named {
-		owner := "_" + key[0] + "._" + key[1] + "." + b.base
-		proto := owner[len(key[0])+2:] // _<proto>.<base>, sharing owner's bytes (one string less per service)
-		if !validLabel(key[0]) || !validName(owner) {
-			continue
-		}
-		srv, extra := b.srvRecords(owner, targets)
-		b.out.nodes[owner] = newNode(srv, extra, kindData)
-		if b.out.nodes[proto] == nil && !b.hasHost(proto) {
-			b.out.nodes[proto] = newNode(nil, nil, kindData) // empty non-terminal (unless a host has the name)
-		}
-	}
+	b.out.nodes[b.base] = &node{rrs: rrs, nAns: uint32(nAns), kind: kindData, svc: ref}
+	b.namedNodes()
 	return b.out
 }
 
@@ -141,10 +136,15 @@ func (e *svcEntry) nodeNames(f func(name string)) {
 // choice must stay that of svcEntry.hostLabel, which answers host names,
 // and labelKeyOf, which counts them.
 func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
-	n, srvs := 0, 0
+	n, srvs, named := 0, 0, 0
 	for _, es := range eps {
 		n += es.Endpoints.len()
 		srvs += es.Endpoints.len() * len(es.Ports)
+		for _, p := range es.Ports {
+			if p.Name != "" {
+				named += es.Endpoints.len()
+			}
+		}
 	}
 	// The owner names share one string: they live and die with the
 	// service's nodes.
@@ -171,6 +171,7 @@ func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
 	b.hosts = make([]hostAddr, 0, n)
 	if svc.Headless {
 		b.all = make([]srvKey, 0, srvs)
+		b.named = make([]namedSRV, 0, named)
 	}
 	for _, es := range eps {
 		for i := range es.Endpoints.len() {
@@ -185,8 +186,7 @@ func (b *svcBuilder) collectEndpoints(svc *svcModel, eps []*sliceModel) {
 				k := srvKey{target: owner, port: p.Port}
 				b.all = append(b.all, k) // srvRecords removes duplicates
 				if p.Name != "" {
-					nk := [2]string{p.Name, p.Protocol}
-					b.named[nk] = append(b.named[nk], k)
+					b.named = append(b.named, namedSRV{name: p.Name, proto: p.Protocol, key: k})
 				}
 			}
 		}
@@ -257,52 +257,6 @@ func (b *svcBuilder) headlessRRs() []dns.RR {
 		rrs[i] = b.arena.rr(b.base, a, b.ttl)
 	}
 	return rrs
-}
-
-// hostRRs adds the address records of every host name to b.addrRR, for the
-// additional sections of SRV answers. Host names get no node: Lookup
-// answers them from the svcEntry.
-func (b *svcBuilder) hostRRs() {
-	all := make([]dns.RR, 0, len(b.hosts)) // the owners' slices share it
-	b.eachHost(func(owner string, addrs []hostAddr) {
-		slices.SortFunc(addrs, func(x, y hostAddr) int { return x.addr.Compare(y.addr) })
-		start := len(all)
-		for _, h := range addrs {
-			all = append(all, b.arena.rr(owner, h.addr, b.ttl))
-		}
-		rrs := all[start:len(all):len(all)]
-		sortRRs(rrs)
-		b.addrRR[owner] = rrs
-	})
-}
-
-// srvRecords builds the SRV RRset at owner, weight floor(100/N), with the
-// targets' address records as additional section.
-func (b *svcBuilder) srvRecords(owner string, keys []srvKey) (srv, extra []dns.RR) {
-	keys = slices.Clone(keys)
-	slices.SortFunc(keys, func(x, y srvKey) int { return cmp.Or(strings.Compare(x.target, y.target), cmp.Compare(x.port, y.port)) })
-	keys = slices.Compact(keys)
-	weight := uint16(100 / len(keys))
-	srv = make([]dns.RR, 0, len(keys))
-	n := 0
-	for i, k := range keys {
-		if i == 0 || keys[i-1].target != k.target {
-			n += len(b.addrRR[k.target])
-		}
-	}
-	extra = make([]dns.RR, 0, n)
-	// The records of a name share one array: a dns.SRV is 56 bytes, 64
-	// when allocated alone (~0.6 MB over the SRVs of 10k services). They
-	// live and die together with the node anyway.
-	recs := make([]dns.SRV, len(keys))
-	for i, k := range keys {
-		recs[i] = dns.SRV{Hdr: b.hdr(owner, dns.TypeSRV), Priority: 0, Weight: weight, Port: k.port, Target: k.target}
-		srv = append(srv, &recs[i])
-		if i == 0 || keys[i-1].target != k.target {
-			extra = append(extra, b.addrRR[k.target]...)
-		}
-	}
-	return srv, extra
 }
 
 func (b *svcBuilder) hdr(owner string, t uint16) dns.RR_Header {
