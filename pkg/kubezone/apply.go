@@ -231,7 +231,11 @@ func (z *Zone) rebuildServiceLocked(key string, b *batch) {
 		ref = &svcRef{}
 		st.contrib[key] = ref
 	}
-	nb := z.buildService(svc, eps, ref)
+	base := ""
+	if old != nil {
+		base = old.base
+	}
+	nb := z.buildService(svc, eps, ref, base)
 	z.publishBuildLocked(old, nb, b)
 	z.ptrDiffLocked(ref, old, nb.keys, b)
 	z.setEntryLocked(ref, nb.entry)

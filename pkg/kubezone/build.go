@@ -16,9 +16,11 @@ import (
 // endpoint host names and PTRs are answered at query time, with the
 // addresses the entry publishes PTRs for (scratch, see newEntry).
 type built struct {
-	nodes map[string]*node
-	entry *svcEntry
-	keys  []addrKey
+	nodes    map[string]*node
+	entry    *svcEntry
+	keys     []addrKey
+	srvNames [][2]string // (port name, proto) of every _<port>._<proto> name in nodes
+	ents     []string    // proto of every _<proto> empty non-terminal in nodes
 }
 
 // srvKey identifies one SRV record before weights are known.
@@ -56,10 +58,17 @@ type hostAddr struct {
 
 // buildService computes every record of svc from its EndpointSlices; the
 // base node answers host names through ref, whose entry the caller sets
-// to the built one.
-func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef) built {
-	b := &svcBuilder{base: svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain, ttl: z.cfg.ttlSeconds(),
-		out: built{nodes: map[string]*node{}}, prev: z.tab.get}
+// to the built one. base is the service's name when known (the entry
+// before holds it), else "".
+func (z *Zone) buildService(svc *svcModel, eps []*sliceModel, ref *svcRef, base string) built {
+	if base == "" {
+		base = svc.Name + "." + svc.Namespace + ".svc." + z.cfg.Domain
+	}
+	names := 1 + len(svc.Ports) // base, SRV names and empty non-terminals: a hint
+	for _, es := range eps {
+		names += len(es.Ports)
+	}
+	b := &svcBuilder{base: base, ttl: z.cfg.ttlSeconds(), out: built{nodes: make(map[string]*node, names)}, prev: z.tab.get}
 	e, keys := z.newEntry(svc, b.base, eps)
 	b.out.entry, b.out.keys = e, keys
 	if !validLabel(svc.Name) || !validName(b.base) {
@@ -115,18 +124,24 @@ func (e *svcEntry) nodeNames(f func(name string)) {
 		return
 	}
 	f(e.base)
-	port := func(name, proto string) {
-		if name != "" {
-			f("_" + name + "._" + proto + "." + e.base)
-			f("_" + proto + "." + e.base)
-		}
-	}
+	e.namedPorts(func(name, proto string) {
+		f("_" + name + "._" + proto + "." + e.base)
+		f("_" + proto + "." + e.base)
+	})
+}
+
+// namedPorts calls f for every named port of e's service and slices.
+func (e *svcEntry) namedPorts(f func(name, proto string)) {
 	for _, p := range e.svc.Ports {
-		port(p.Name, p.Protocol)
+		if p.Name != "" {
+			f(p.Name, p.Protocol)
+		}
 	}
 	for _, es := range e.slices {
 		for _, p := range es.Ports {
-			port(p.Name, p.Protocol)
+			if p.Name != "" {
+				f(p.Name, p.Protocol)
+			}
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package kubezone
 
-import "github.com/miekg/dns"
+import (
+	"slices"
+
+	"github.com/miekg/dns"
+)
 
 // publishBuildLocked queues the names of nb, the new build of a service
 // whose previous entry was old (nil: none). A name whose node answers
@@ -9,10 +13,18 @@ import "github.com/miekg/dns"
 // and a slice of other ports changes none of a port's names); an old name
 // the build no longer has is removed.
 func (z *Zone) publishBuildLocked(old *svcEntry, nb built, b *batch) {
-	if old != nil {
-		old.nodeNames(func(name string) {
-			if _, kept := nb.nodes[name]; !kept {
-				z.setNodeLocked(name, nil, b)
+	if old != nil && validLabel(old.svc.Name) && validName(old.base) {
+		// The names old may have had (those of nodeNames), each built as
+		// text only when the new build lacks it.
+		if nb.nodes[old.base] == nil {
+			z.setNodeLocked(old.base, nil, b)
+		}
+		old.namedPorts(func(name, proto string) {
+			if !slices.Contains(nb.srvNames, [2]string{name, proto}) {
+				z.setNodeLocked("_"+name+"._"+proto+"."+old.base, nil, b)
+			}
+			if !slices.Contains(nb.ents, proto) {
+				z.setNodeLocked("_"+proto+"."+old.base, nil, b)
 			}
 		})
 	}

@@ -64,14 +64,16 @@ func (b *svcBuilder) namedNodes() {
 		if !validLabel(g[0].name) || !validName(owner) {
 			continue
 		}
-		keys := b.keys[:0]
+		keys := slices.Grow(b.keys[:0], len(g))
 		for _, t := range g {
 			keys = append(keys, t.key)
 		}
 		b.keys = keys
 		b.out.nodes[owner] = b.srvNode(owner, sortSRVKeys(keys))
+		b.out.srvNames = append(b.out.srvNames, [2]string{g[0].name, g[0].proto})
 		if b.out.nodes[proto] == nil && !b.hasHost(proto) {
 			b.out.nodes[proto] = newNode(nil, nil, kindData) // empty non-terminal (unless a host has the name)
+			b.out.ents = append(b.out.ents, g[0].proto)
 		}
 	}
 }

@@ -1,9 +1,10 @@
 package kubezone
 
 import (
+	"cmp"
 	"hash/maphash"
 	"slices"
-	"sort"
+	"strings"
 	"sync/atomic"
 
 	"github.com/miekg/dns"
@@ -81,6 +82,16 @@ type table struct {
 	seed   maphash.Seed // set once by newTable
 	names  atomic.Int64 // number of names stored
 	shards [shardCount]atomic.Pointer[shard]
+
+	// The writer's scratch (Zone.mu): the changed names by shard.
+	byShard []shardName
+	group   []string
+}
+
+// shardName is a changed name and its shard.
+type shardName struct {
+	shard uint32
+	name  string
 }
 
 func newTable() *table { return &table{seed: maphash.MakeSeed()} }
@@ -123,17 +134,24 @@ func (t *table) apply(changes map[string]*node) {
 	if len(changes) == 0 {
 		return
 	}
-	byShard := make(map[uint32][]string, min(len(changes), shardCount))
+	byShard := shrink(t.byShard)
 	for name := range changes {
-		i := t.shardOf(name)
-		byShard[i] = append(byShard[i], name)
+		byShard = append(byShard, shardName{shard: t.shardOf(name), name: name})
 	}
-	for i, names := range byShard {
+	slices.SortFunc(byShard, func(x, y shardName) int {
+		return cmp.Or(cmp.Compare(x.shard, y.shard), strings.Compare(x.name, y.name))
+	})
+	for lo := 0; lo < len(byShard); {
+		i := byShard[lo].shard
+		names := shrink(t.group)
+		for ; lo < len(byShard) && byShard[lo].shard == i; lo++ {
+			names = append(names, byShard[lo].name)
+		}
+		t.group = names
 		old := t.shards[i].Load()
 		if old == nil {
 			old = &shard{}
 		}
-		sort.Strings(names)
 		n := old.sizeAfter(names, changes) // exact: a shard lives until its next change
 		next := &shard{names: make([]string, 0, n), nodes: make([]node, 0, n)}
 		j := 0 // merge the sorted old names with the sorted changed names
@@ -153,6 +171,9 @@ func (t *table) apply(changes map[string]*node) {
 		t.names.Add(int64(len(next.names) - len(old.names)))
 		t.shards[i].Store(next)
 	}
+	clear(byShard) // keep no name alive
+	clear(t.group)
+	t.byShard = shrink(byShard)
 }
 
 // sizeAfter is the number of names s holds once changes (of the sorted
