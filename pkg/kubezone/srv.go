@@ -32,17 +32,26 @@ func (b *svcBuilder) makeHostRRs() {
 	})
 }
 
-// addrsOf returns the address records of an SRV target: the service name
-// or one of its host names.
-func (b *svcBuilder) addrsOf(target string) []dns.RR {
-	if target == b.base {
-		return b.baseRRs
+// eachTarget calls f with the address records of each distinct target of
+// keys (sorted), in order: the service name's, or a host name's (found by
+// walking the host names, sorted too, alongside).
+func (b *svcBuilder) eachTarget(keys []srvKey, f func(rrs []dns.RR)) {
+	j := 0
+	for i, k := range keys {
+		switch {
+		case i > 0 && keys[i-1].target == k.target:
+			continue
+		case k.target == b.base:
+			f(b.baseRRs)
+			continue
+		}
+		for j < len(b.hostRRs) && b.hostRRs[j].owner < k.target {
+			j++
+		}
+		if j < len(b.hostRRs) && b.hostRRs[j].owner == k.target {
+			f(b.hostRRs[j].rrs)
+		}
 	}
-	i, found := slices.BinarySearchFunc(b.hostRRs, target, func(h ownerRRs, t string) int { return strings.Compare(h.owner, t) })
-	if !found {
-		return nil
-	}
-	return b.hostRRs[i].rrs
 }
 
 // namedNodes adds the SRV name of every named port and its _<proto> empty
@@ -101,19 +110,16 @@ func (b *svcBuilder) sameSRV(o *node, owner string, keys []srvKey) bool {
 			return false
 		}
 	}
-	extra := o.extra()
-	for i, k := range keys {
-		if i > 0 && keys[i-1].target == k.target {
-			continue
-		}
-		for _, rr := range b.addrsOf(k.target) {
-			if len(extra) == 0 || !sameRR(extra[0], rr) {
-				return false
+	extra, same := o.extra(), true
+	b.eachTarget(keys, func(rrs []dns.RR) {
+		for _, rr := range rrs {
+			same = same && len(extra) > 0 && sameRR(extra[0], rr)
+			if same {
+				extra = extra[1:]
 			}
-			extra = extra[1:]
 		}
-	}
-	return len(extra) == 0
+	})
+	return same && len(extra) == 0
 }
 
 // sortSRVKeys sorts keys by target and port and removes duplicates, in
@@ -130,11 +136,7 @@ func sortSRVKeys(keys []srvKey) []srvKey {
 func (b *svcBuilder) appendSRV(ans []dns.RR, owner string, keys []srvKey) (rrs []dns.RR, nAns int) {
 	weight := uint16(100 / len(keys))
 	n := 0
-	for i, k := range keys {
-		if i == 0 || keys[i-1].target != k.target {
-			n += len(b.addrsOf(k.target))
-		}
-	}
+	b.eachTarget(keys, func(rrs []dns.RR) { n += len(rrs) })
 	rrs = make([]dns.RR, 0, len(ans)+len(keys)+n)
 	rrs = append(rrs, ans...)
 	// The records of a name share one array: a dns.SRV is 56 bytes, 64
@@ -146,10 +148,6 @@ func (b *svcBuilder) appendSRV(ans []dns.RR, owner string, keys []srvKey) (rrs [
 		rrs = append(rrs, &recs[i])
 	}
 	nAns = len(rrs)
-	for i, k := range keys {
-		if i == 0 || keys[i-1].target != k.target {
-			rrs = append(rrs, b.addrsOf(k.target)...)
-		}
-	}
+	b.eachTarget(keys, func(addrs []dns.RR) { rrs = append(rrs, addrs...) })
 	return rrs, nAns
 }
