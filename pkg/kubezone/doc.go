@@ -65,7 +65,9 @@
 // per-service handle (svcRef) to the service's entry, so an EndpointSlice
 // change of a ClusterIP service replaces the entry alone (its names do not
 // depend on endpoints) and touches the PTR index only at the addresses the
-// service gained or lost.
+// service gained or lost. A rebuilt service (a headless one, whose names
+// list its endpoints) puts back into the table only the names whose
+// records changed (nodediff.go).
 //
 // Before the first sync (and without a snapshot) a name the zone would
 // deny gets SERVFAIL, never a false NXDOMAIN. If the API server goes away
