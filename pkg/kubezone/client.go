@@ -1,7 +1,10 @@
 package kubezone
 
 import (
+	"context"
 	"fmt"
+	"net"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,6 +46,17 @@ func NewClients(cfg *rest.Config) (Clients, error) {
 	sc.APIPath = "/apis"
 	sc.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
 	sc.NextProtos = []string{"http/1.1"} // no HTTP/2: a transport, and so a connection, of its own
+	dial := sc.Dial
+	if dial == nil {
+		dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext // client-go's
+	}
+	sc.Dial = func(ctx context.Context, network, address string) (net.Conn, error) {
+		c, err := dial(ctx, network, address)
+		if err != nil {
+			return nil, err
+		}
+		return withRawReads(c), nil // rawread_linux.go
+	}
 	slices, err := rest.RESTClientFor(sc)
 	if err != nil {
 		return Clients{}, fmt.Errorf("EndpointSlice watch client: %w", err)
