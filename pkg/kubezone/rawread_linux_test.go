@@ -65,7 +65,7 @@ func TestRawReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Close()
-	if n, err := c.Read(got); n != 0 || err != io.EOF {
+	if n, err := c.Read(got); n != 0 || !errors.Is(err, io.EOF) {
 		t.Errorf("read after the peer closed: got %d, %v; want 0, io.EOF", n, err)
 	}
 	c.Close()
