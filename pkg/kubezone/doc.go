@@ -1,5 +1,5 @@
 // Package kubezone answers the cluster domain (cluster.local.) from the
-// node's own client-go informers, following docs/dns-behaviour.md:
+// node's own watches of the API server, following docs/dns-behaviour.md:
 // service A/AAAA/CNAME/SRV, endpoint and pod names, PTRs of ClusterIPs and
 // ready endpoints, dns-version, the apex SOA/NS, NODATA for empty
 // non-terminals and NXDOMAIN with the SOA for everything else.
@@ -16,18 +16,20 @@
 // object, before it is stored, by its name, namespace, UID, resource
 // version and the zone's compact model of it, shared with the zone: the
 // informer stores then cost ~3 MB beyond the zone for 10k services and
-// 100k endpoints, against ~39 MB for trimmed API objects. EndpointSlice
-// watches skip the API object altogether: their protobuf is decoded
-// straight into that slim form (slimdecode.go, slimwatch.go), which halves
-// what an update allocates under churn. Informers never
-// resync, and use the streaming watch-list when client-go's
-// WatchListClient feature is on (its default since v1.35). The caller
-// should set the protobuf content type on the rest config
-// ("application/vnd.kubernetes.protobuf").
+// 100k endpoints, against ~39 MB for trimmed API objects. EndpointSlices,
+// which carry nearly every change, skip the informer on a real API server
+// (slicewatch.go): one goroutine reads the protobuf watch stream on an
+// HTTP/1.1 connection of its own (NewClients; raw reads, rawread_linux.go),
+// decodes each slice straight into its model (slimdecode.go) and applies
+// what arrived together as one generation, keeping only each slice's
+// resource version besides the zone. Nothing resyncs; lists are streaming
+// watch-lists (client-go's WatchListClient, its default since v1.35; the
+// EndpointSlice watch falls back to a paginated LIST when refused).
+// NewClients sets the protobuf content type.
 //
 // LoadFixture turns a YAML file of those objects into a fake clientset, so
-// a fixture goes through the same informers (with client-go's decoder: a
-// fake clientset has no watch stream to decode).
+// a fixture goes through informers for every kind (with client-go's
+// decoder: a fake clientset has no watch stream to decode).
 //
 // # The zone
 //
@@ -58,7 +60,8 @@
 // netip.Addr and string. Zone and informer stores together hold ~27 MiB of
 // live heap for 10k services and 100k endpoints (benchtool zonemem).
 //
-// One writer applies the queued informer events in batches: a change of a
+// One writer applies the queued informer events in batches, the
+// EndpointSlice watch its own under the same lock: a change of a
 // service or one of its EndpointSlices rebuilds that service's names and
 // index entries only, and each batch publishes one new Generation (the SOA
 // serial follows it). The base node and the PTR index hold a stable
@@ -72,13 +75,13 @@
 // Before the first sync (and without a snapshot) a name the zone would
 // deny gets SERVFAIL, never a false NXDOMAIN. If the API server goes away
 // the last-known zone keeps being served; list/watch failures are logged at
-// most once a minute per resource. Every relist but an informer's first
+// most once a minute per resource. Every relist but a watch's first
 // waits a random delay below Config.RelistSpread (relist.go), so that the
 // agents of a cluster do not all relist when the API server restarts.
 //
 // With Config.SnapshotPath set, the zone's source objects are written at
 // most once per Config.SnapshotInterval (atomically, checksummed, tagged
-// with the domain); LoadSnapshot serves them at start until the informers
+// with the domain); LoadSnapshot serves them at start until the watches
 // sync. A corrupt or foreign snapshot, one holding a model the informers
 // could not have built, or one larger than 64 MiB is refused whole. A
 // snapshot older than Config.SnapshotMaxAge is not loaded, and one that
