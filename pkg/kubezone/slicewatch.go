@@ -59,9 +59,9 @@ type sliceWatch struct {
 	maxFrame  int               // frames above this end the watch
 	delay     wait.DelayFunc    // backoff after a failed list or watch
 	frame     []byte            // the frame buffer, reused
-	readerBuf int
-	idle      time.Duration // a watch silent this long (no event, no bookmark) is opened again
-	frames    atomic.Uint64 // frames read since the idle check last looked
+	readerBuf int               // the watch body's read buffer
+	idle      time.Duration     // a watch silent this long (no event, no bookmark) is opened again
+	frames    atomic.Uint64     // frames read since the idle check last looked
 }
 
 // watchIdle is how long a watch may go without a frame before it is
