@@ -6,6 +6,8 @@ import (
 	"os"
 	"syscall"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // rawReadConn is a TCP connection whose reads skip the Go runtime's
@@ -33,6 +35,15 @@ func withRawReads(c net.Conn) net.Conn {
 	if err != nil {
 		return c
 	}
+	// Only a non-blocking socket (every one net dials) may be read raw: a
+	// raw read of a blocking one would hold its thread and P until data came.
+	nonblocking := false
+	if err := rc.Control(func(fd uintptr) {
+		fl, err := unix.FcntlInt(fd, unix.F_GETFL, 0)
+		nonblocking = err == nil && fl&unix.O_NONBLOCK != 0
+	}); err != nil || !nonblocking {
+		return c
+	}
 	return &rawReadConn{Conn: tc, rc: rc}
 }
 
@@ -53,8 +64,8 @@ func (c *rawReadConn) Read(p []byte) (int, error) {
 		}
 	})
 	switch {
-	case err != nil: // a deadline, or the connection closed
-		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(), Err: err}
+	case err != nil: // a deadline, or the connection closed; already a *net.OpError
+		return 0, err
 	case errno != 0:
 		return 0, &net.OpError{Op: "read", Net: "tcp", Source: c.LocalAddr(), Addr: c.RemoteAddr(),
 			Err: os.NewSyscallError("read", errno)}

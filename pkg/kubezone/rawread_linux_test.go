@@ -8,6 +8,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // tcpPair is a connected loopback TCP pair: the client side wrapped by
@@ -81,5 +83,23 @@ func TestRawReadsOtherConns(t *testing.T) {
 	defer b.Close()
 	if got := withRawReads(a); got != a {
 		t.Errorf("withRawReads(pipe): got %T, want the pipe itself", got)
+	}
+}
+
+// TestRawReadsBlockingSocket: a socket in blocking mode is left as it is:
+// a raw read of it would hold the thread until data came.
+func TestRawReadsBlockingSocket(t *testing.T) {
+	c, _ := tcpPair(t)
+	tc := c.(*rawReadConn).Conn.(*net.TCPConn)
+	rc, err := tc.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.SetNonblock(int(fd), false) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	if got := withRawReads(tc); got != net.Conn(tc) {
+		t.Errorf("withRawReads(blocking socket): got %T, want the connection itself", got)
 	}
 }

@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+
+	"github.com/nodecache/nodecache/internal/logkey"
 )
 
 // sliceWatch keeps the zone's EndpointSlices in step with the API server
@@ -40,8 +42,14 @@ import (
 // (bookmarks included) until the server answers 410, when it relists after
 // the relist spread's delay; a relist applies only the slices whose
 // resource version changed and deletes those the list no longer holds.
-// Failures back off exponentially with jitter (0.8 s to 30 s); the zone
-// answers from what it holds meanwhile.
+// A resumed watch the server refuses with anything but a passing error
+// (429, 5xx) relists too, as does a version too large for the server (an
+// etcd restored from a backup). Failures back off exponentially with
+// jitter (0.8 s to 30 s), and so do lists whose watches are refused at
+// once again and again; the zone answers from what it holds meanwhile.
+// Relists apply what they read as they read it (a zone serving some slices
+// newer than others for the length of a list), and delete what the list
+// no longer holds at its end.
 type sliceWatch struct {
 	z      *Zone
 	rc     rest.Interface // discovery.k8s.io/v1
@@ -49,19 +57,20 @@ type sliceWatch struct {
 	spread *relistSpread
 	onErr  cache.WatchErrorHandlerWithContext
 
-	rv        string            // resource version to resume from; "" when the next watch needs a list
-	known     map[string]string // slice key → the resource version applied
-	seen      map[string]bool   // during a list: the keys it held
-	armed     bool              // a watch ran since the last list: the next list is a relist, spread
-	noStream  bool              // the server refused a streaming list
-	synced    atomic.Bool       // the first list is applied
-	pending   []event           // read, not yet applied
-	maxFrame  int               // frames above this end the watch
-	delay     wait.DelayFunc    // backoff after a failed list or watch
-	frame     []byte            // the frame buffer, reused
-	readerBuf int               // the watch body's read buffer
-	idle      time.Duration     // a watch silent this long (no event, no bookmark) is opened again
-	frames    atomic.Uint64     // frames read since the idle check last looked
+	rv            string            // resource version to resume from; "" when the next watch needs a list
+	known         map[string]string // slice key → the resource version applied
+	seen          map[string]bool   // during a list: the keys it held
+	armed         bool              // a watch ran since the last list: the next list is a relist, spread
+	expiredAtOnce int               // watches in a row answered 410 within a second
+	noStream      time.Time         // the server refused a streaming list: paginated lists until then
+	synced        atomic.Bool       // the first list is applied
+	pending       []event           // read, not yet applied
+	maxFrame      int               // frames above this end the watch
+	delay         wait.DelayFunc    // backoff after a failed list or watch
+	frame         []byte            // the frame buffer, reused
+	readerBuf     int               // the watch body's read buffer
+	idle          time.Duration     // a watch silent this long (no event, no bookmark) is opened again
+	frames        *atomic.Uint64    // the open watch's frames since its idle check last looked
 }
 
 // watchIdle is how long a watch may go without a frame before it is
@@ -116,7 +125,7 @@ func (w *sliceWatch) HasSynced() bool { return w.synced.Load() }
 // run lists and watches until ctx is done.
 func (w *sliceWatch) run(ctx context.Context) {
 	for ctx.Err() == nil {
-		start := time.Now()
+		start, listing := time.Now(), w.rv == ""
 		err := w.once(ctx)
 		switch {
 		case ctx.Err() != nil:
@@ -126,15 +135,46 @@ func (w *sliceWatch) run(ctx context.Context) {
 				return // a server that ends every watch at once is not asked again at once
 			}
 			continue
-		case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
-			w.rv = "" // too old to resume: relist
+		case errors.Is(err, errWatchIdle):
+			w.z.log.Info("EndpointSlice watch silent, opening it again", "after", w.idle, "resourceVersion", w.rv)
 			continue
+		case (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) && !listing:
+			w.rv = "" // too old to resume: relist, after the spread
+			if time.Since(start) >= time.Second {
+				w.expiredAtOnce = 0
+				continue
+			}
+			if w.expiredAtOnce++; w.expiredAtOnce == 1 {
+				continue // as after an API server restart: the spread is enough
+			}
+			// A list, then a watch refused at once, again: back off too.
+		}
+		if w.rv != "" && relistAfter(err) {
+			w.rv = "" // the server will not resume from there: relist, as client-go's reflector does
 		}
 		w.onErr(ctx, nil, err)
 		if !sleepCtx(ctx, w.delay()) {
 			return
 		}
 	}
+}
+
+// relistAfter says whether a watch that failed with err should not be
+// resumed from the same resource version: the API server answered, and
+// not with something that passes (too many requests, an internal error, a
+// timeout, unavailable). A resource version too large for the server (an
+// etcd restored from a backup, another etcd) is never resumed from.
+// Failures without an answer (a refused or broken connection) resume.
+func relistAfter(err error) bool {
+	if apierrors.HasStatusCause(err, metav1.CauseTypeResourceVersionTooLarge) {
+		return true
+	}
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	return !apierrors.IsTooManyRequests(err) && !apierrors.IsInternalError(err) && !apierrors.IsServerTimeout(err) &&
+		!apierrors.IsTimeout(err) && !apierrors.IsServiceUnavailable(err)
 }
 
 // once runs one list (when needed) and one watch until it ends.
@@ -148,19 +188,24 @@ func (w *sliceWatch) once(ctx context.Context) error {
 			return err
 		}
 	}
-	if !w.noStream {
+	if time.Now().After(w.noStream) {
 		err := w.watch(ctx, true)
 		if !refusesStreamingList(err) {
 			return err
 		}
-		w.noStream = true // an old server, or WatchList off: list as before it
-		w.z.log.Info("API server refuses streaming lists of EndpointSlices; using paginated lists", "err", err)
+		w.noStream = time.Now().Add(noStreamFor) // an old server, or WatchList off: list as before it
+		w.z.log.Info("API server refuses streaming lists of EndpointSlices; using paginated lists", "for", noStreamFor,
+			logkey.Err, err)
 	}
 	if err := w.listPaged(ctx); err != nil {
 		return err
 	}
 	return w.watch(ctx, false)
 }
+
+// noStreamFor is how long paginated lists stand in for streaming lists
+// after a server refused one.
+const noStreamFor = 30 * time.Minute
 
 // refusesStreamingList says whether err is the API server refusing
 // sendInitialEvents (an invalid or bad request), not a failure to retry.
@@ -197,16 +242,23 @@ func (w *sliceWatch) watch(ctx context.Context, list bool) error {
 func (w *sliceWatch) stream(ctx context.Context, o metav1.ListOptions) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	w.frames.Store(0)
-	var check *time.Timer
-	check = time.AfterFunc(w.idle, func() {
-		if w.frames.Swap(0) == 0 {
-			cancel(errWatchIdle)
-			return
+	frames := new(atomic.Uint64)
+	w.frames = frames
+	go func() { // the idle check: ends with the stream
+		t := time.NewTicker(w.idle)
+		defer t.Stop()
+		for {
+			select {
+			case <-sctx.Done():
+				return
+			case <-t.C:
+				if frames.Swap(0) == 0 {
+					cancel(errWatchIdle)
+					return
+				}
+			}
 		}
-		check.Reset(w.idle)
-	})
-	defer check.Stop()
+	}()
 	body, err := w.rc.Get().Resource("endpointslices").VersionedParams(&o, scheme.ParameterCodec).
 		SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(sctx)
 	if err == nil {
@@ -238,6 +290,10 @@ func (w *sliceWatch) read(ctx context.Context, body io.Reader) error {
 		}
 		n := int(binary.BigEndian.Uint32(hdr[:]))
 		if n > w.maxFrame {
+			if hdr[0] == '{' {
+				return errors.New("the watch stream is JSON, not protobuf: something between the agent and " +
+					"the API server answers for it without honouring the Accept header")
+			}
 			return fmt.Errorf("a frame of %d bytes, over the %d limit", n, w.maxFrame)
 		}
 		if cap(w.frame) < n {
@@ -247,7 +303,9 @@ func (w *sliceWatch) read(ctx context.Context, body io.Reader) error {
 		if _, err := io.ReadFull(br, frame); err != nil {
 			return fmt.Errorf("reading: %w", err)
 		}
-		w.frames.Add(1)
+		if w.frames != nil {
+			w.frames.Add(1)
+		}
 		if err := w.handle(frame); err != nil {
 			return err
 		}
@@ -370,10 +428,23 @@ func (w *sliceWatch) flush() {
 // the next watch resumes from the list's resource version.
 func (w *sliceWatch) listPaged(ctx context.Context) error {
 	w.startList()
-	o := metav1.ListOptions{Limit: 500}
+	// The first list may be served from the API server's cache (version
+	// "0", as client-go's reflector asks); a relist, after the server said
+	// our version was gone, is a consistent read.
+	o := metav1.ListOptions{Limit: 500, ResourceVersion: "0"}
+	if w.synced.Load() {
+		o.ResourceVersion = ""
+	}
 	rv := ""
 	for {
 		l, err := w.list(ctx, o)
+		if o.Continue != "" && (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) {
+			// The continue token expired (a long list outlived compaction):
+			// list the rest again in one piece, as client-go's pager does.
+			o.Limit, o.Continue, rv = 0, "", ""
+			w.startList()
+			l, err = w.list(ctx, o)
+		}
 		if err != nil {
 			w.seen = nil
 			return fmt.Errorf("listing endpointslices: %w", err)

@@ -81,7 +81,10 @@ func (f *fakeSliceAPI) handler() http.Handler {
 		f.reqs = append(f.reqs, r.URL.Query())
 		f.protos = append(f.protos, r.ProtoMajor)
 		f.mu.Unlock()
-		f.served <- i
+		select {
+		case f.served <- i:
+		default: // nobody waits for requests this late
+		}
 		if i >= len(f.responders) {
 			<-r.Context().Done()
 			return
@@ -181,14 +184,18 @@ func zoneSlices(z *Zone) map[string]int {
 	return out
 }
 
-// startSliceWatch runs a slice watch of z on f until the test ends.
-func startSliceWatch(t *testing.T, z *Zone, f *fakeSliceAPI, spread *relistSpread) *sliceWatch {
+// startSliceWatch runs a slice watch of z on f until the test ends, with
+// delay as its backoff (nil: 10 ms).
+func startSliceWatch(t *testing.T, z *Zone, f *fakeSliceAPI, spread *relistSpread, delay func() time.Duration) *sliceWatch {
 	t.Helper()
 	w := newSliceWatch(z, Clients{Kube: f.client()}, spread)
 	if w == nil {
 		t.Fatal("newSliceWatch: got nil for a real REST client")
 	}
-	w.delay = func() time.Duration { return 10 * time.Millisecond }
+	w.delay = delay
+	if delay == nil {
+		w.delay = func() time.Duration { return 10 * time.Millisecond }
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
 	go func() { w.run(ctx); close(done) }()
@@ -224,7 +231,7 @@ func TestSliceWatchStreamingList(t *testing.T) {
 		[][]byte{watchFrame(t, "MODIFIED", apiSlice(1, "13", true))},
 		[][]byte{watchFrame(t, "DELETED", apiSlice(2, "14", false)), watchFrame(t, "BOOKMARK", bookmark("20", false))},
 	))
-	w := startSliceWatch(t, z, f, newRelistSpread(0, nil))
+	w := startSliceWatch(t, z, f, newRelistSpread(0, nil), nil)
 	f.waitRequest(1)
 	if !w.HasSynced() {
 		t.Error("HasSynced: got false after the list's closing bookmark")
@@ -258,7 +265,7 @@ func TestSliceWatchRelist(t *testing.T) {
 	)
 	spread := newRelistSpread(time.Millisecond, nil)
 	spread.relists, spread.waited = z.met.relists, z.met.relistWait
-	startSliceWatch(t, z, f, spread)
+	startSliceWatch(t, z, f, spread, nil)
 	f.waitRequest(3)
 	if got, want := zoneSlices(z), map[string]int{"ns-1/svc-1-abcde": 10, "ns-3/svc-3-abcde": 9}; !maps.Equal(got, want) {
 		t.Errorf("zone slices after the relist: got %v, want %v", got, want)
@@ -281,16 +288,6 @@ func TestSliceWatchRelist(t *testing.T) {
 // gets a paginated LIST, then a watch from the list's version.
 func TestSliceWatchPagedListFallback(t *testing.T) {
 	z, logs := newZone(t, Config{})
-	list := func(items []discoveryv1.EndpointSlice, rv, cont string) func(w http.ResponseWriter, q url.Values) {
-		return func(w http.ResponseWriter, _ url.Values) {
-			l := &discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
-				ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}, Items: items}
-			w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
-			if err := testPB.Encode(l, w); err != nil {
-				t.Error(err)
-			}
-		}
-	}
 	invalid := func(w http.ResponseWriter, _ url.Values) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusUnprocessableEntity)
@@ -298,11 +295,11 @@ func TestSliceWatchPagedListFallback(t *testing.T) {
 			`"message":"ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"}`)
 	}
 	f := newFakeSliceAPI(t, invalid,
-		list([]discoveryv1.EndpointSlice{*apiSlice(1, "5", false)}, "40", "page-2"),
-		list([]discoveryv1.EndpointSlice{*apiSlice(2, "6", true)}, "41", ""),
+		listResponse(t, []discoveryv1.EndpointSlice{*apiSlice(1, "5", false)}, "40", "page-2"),
+		listResponse(t, []discoveryv1.EndpointSlice{*apiSlice(2, "6", true)}, "41", ""),
 		stream([][]byte{watchFrame(t, "MODIFIED", apiSlice(1, "42", true))}),
 	)
-	w := startSliceWatch(t, z, f, newRelistSpread(0, nil))
+	w := startSliceWatch(t, z, f, newRelistSpread(0, nil), nil)
 	f.waitRequest(4)
 	if !w.HasSynced() {
 		t.Error("HasSynced: got false after the paged list")
@@ -340,7 +337,7 @@ func TestSliceWatchBadStreams(t *testing.T) {
 		stream([][]byte{binary.BigEndian.AppendUint32(nil, maxWatchFrame+1)}),
 		stream([][]byte{watchFrame(t, "ADDED", apiSlice(5, "13", false))}),
 	)
-	startSliceWatch(t, z, f, newRelistSpread(0, nil))
+	startSliceWatch(t, z, f, newRelistSpread(0, nil), nil)
 	f.waitRequest(5)
 	if q := f.query(1); q.Get("sendInitialEvents") != "true" {
 		t.Errorf("after a cut list: got %v, want the list again", q)
@@ -373,7 +370,7 @@ func TestSliceWatchCoalesces(t *testing.T) {
 		stream([][]byte{watchFrame(t, "BOOKMARK", bookmark("12", true))}),
 		stream(burst),
 	)
-	startSliceWatch(t, z, f, newRelistSpread(0, nil))
+	startSliceWatch(t, z, f, newRelistSpread(0, nil), nil)
 	f.waitRequest(2)
 	if got := len(zoneSlices(z)); got != 50 {
 		t.Fatalf("zone slices: got %d, want 50", got)
@@ -437,7 +434,29 @@ func TestSliceWatchIdle(t *testing.T) {
 	if q := f.query(1); q.Get("resourceVersion") != "12" {
 		t.Errorf("after the silence: got %v, want a watch from 12", q)
 	}
-	waitFor(t, "the idle line in the log", func() bool { return strings.Contains(logs.String(), "not even a bookmark") })
+	waitFor(t, "the idle line in the log", func() bool { return strings.Contains(logs.String(), "EndpointSlice watch silent") })
+	if strings.Contains(logs.String(), "unreachable") {
+		t.Errorf("logs: got %q, want a silent watch not reported as an unreachable API server", logs)
+	}
+}
+
+// runCountingBackoff runs a slice watch of z on f until the test ends, its
+// backoff a millisecond; waits says how often it backed off so far.
+func runCountingBackoff(t *testing.T, z *Zone, f *fakeSliceAPI) (waits func() int) {
+	t.Helper()
+	var mu sync.Mutex
+	n := 0
+	startSliceWatch(t, z, f, newRelistSpread(0, nil), func() time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		n++
+		return time.Millisecond
+	})
+	return func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return n
+	}
 }
 
 // TestSliceWatchQuickCloseBacksOff: a server that ends every watch at once
@@ -445,24 +464,106 @@ func TestSliceWatchIdle(t *testing.T) {
 func TestSliceWatchQuickCloseBacksOff(t *testing.T) {
 	z, _ := newZone(t, Config{})
 	f := newFakeSliceAPI(t, stream([][]byte{watchFrame(t, "BOOKMARK", bookmark("12", true))}), stream(), stream(), stream())
-	w := newSliceWatch(z, Clients{Kube: f.client()}, newRelistSpread(0, nil))
-	var mu sync.Mutex
-	waits := 0
-	w.delay = func() time.Duration {
-		mu.Lock()
-		defer mu.Unlock()
-		waits++
-		return time.Millisecond
-	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan struct{})
-	go func() { w.run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	waits := runCountingBackoff(t, z, f)
 	f.waitRequest(4)
-	mu.Lock()
-	defer mu.Unlock()
-	if waits < 4 {
+	if waits := waits(); waits < 4 {
 		t.Errorf("backoff waits before 4 requests after watches that ended at once: got %d, want 4", waits)
+	}
+}
+
+// listResponse answers a LIST with items at rv, continued by cont.
+func listResponse(t *testing.T, items []discoveryv1.EndpointSlice, rv, cont string) func(w http.ResponseWriter, q url.Values) {
+	return func(w http.ResponseWriter, _ url.Values) {
+		l := &discoveryv1.EndpointSliceList{TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSliceList"},
+			ListMeta: metav1.ListMeta{ResourceVersion: rv, Continue: cont}, Items: items}
+		w.Header().Set("Content-Type", runtime.ContentTypeProtobuf)
+		if err := testPB.Encode(l, w); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// statusResponse answers a request with an API Status of code and reason.
+func statusResponse(code int, reason metav1.StatusReason) func(w http.ResponseWriter, q url.Values) {
+	return func(w http.ResponseWriter, _ url.Values) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":%q,"code":%d,"message":"test"}`, reason, code)
+	}
+}
+
+// TestSliceWatchResumeErrors: a resumed watch the API server refuses with
+// a client error is not resumed again from the same version but relisted;
+// one that fails with a server error (it passes) is resumed.
+func TestSliceWatchResumeErrors(t *testing.T) {
+	z, _ := newZone(t, Config{})
+	listed := stream([][]byte{watchFrame(t, "ADDED", apiSlice(1, "10", false)), watchFrame(t, "BOOKMARK", bookmark("12", true))})
+	f := newFakeSliceAPI(t, listed,
+		statusResponse(http.StatusInternalServerError, metav1.StatusReasonInternalError),
+		statusResponse(http.StatusBadRequest, metav1.StatusReasonBadRequest),
+		listed)
+	startSliceWatch(t, z, f, newRelistSpread(0, nil), nil)
+	f.waitRequest(4)
+	if q := f.query(2); q.Get("resourceVersion") != "12" || q.Has("sendInitialEvents") {
+		t.Errorf("after a 500: got %v, want the watch resumed from 12", q)
+	}
+	if q := f.query(3); q.Get("sendInitialEvents") != "true" {
+		t.Errorf("after a 400: got %v, want a list", q)
+	}
+	if q := f.query(4); q.Get("resourceVersion") != "12" {
+		t.Errorf("after the relist: got %v, want a watch from 12", q)
+	}
+}
+
+// TestSliceWatchExpiredAtOnceBacksOff: a server whose watches are refused
+// with 410 right after every list gets the backoff, not a relist loop.
+func TestSliceWatchExpiredAtOnceBacksOff(t *testing.T) {
+	z, _ := newZone(t, Config{})
+	listed := stream([][]byte{watchFrame(t, "BOOKMARK", bookmark("12", true))})
+	gone := &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: metav1.StatusFailure,
+		Code: http.StatusGone, Reason: metav1.StatusReasonExpired}
+	expired := stream([][]byte{watchFrame(t, "ERROR", gone)})
+	f := newFakeSliceAPI(t, listed, expired, listed, expired, listed, expired, listed)
+	waits := runCountingBackoff(t, z, f)
+	f.waitRequest(6)
+	// The lists that end at once back off too (TestSliceWatchQuickCloseBacksOff);
+	// every 410 after the first in a row adds one more.
+	if waits := waits(); waits < 5 {
+		t.Errorf("backoff waits over 3 lists and 3 watches refused at once: got %d, want at least 5", waits)
+	}
+}
+
+// TestSliceWatchJSONStream: a watch answered in JSON says so.
+func TestSliceWatchJSONStream(t *testing.T) {
+	z, _ := newZone(t, Config{})
+	w := &sliceWatch{z: z, known: map[string]string{}, maxFrame: maxWatchFrame, readerBuf: 4096}
+	err := w.read(t.Context(), strings.NewReader(`{"type":"ADDED","object":{"kind":"EndpointSlice"}}`+"\n"))
+	if err == nil || !strings.Contains(err.Error(), "JSON, not protobuf") {
+		t.Errorf("read: got %v, want the JSON stream named", err)
+	}
+}
+
+// TestSliceWatchPagedListExpiredContinue: a continue token that expired
+// mid-list is followed by one list of everything, not a loop of pages.
+func TestSliceWatchPagedListExpiredContinue(t *testing.T) {
+	z, _ := newZone(t, Config{})
+	f := newFakeSliceAPI(t, statusResponse(http.StatusUnprocessableEntity, metav1.StatusReasonInvalid),
+		listResponse(t, []discoveryv1.EndpointSlice{*apiSlice(1, "5", false)}, "40", "page-2"),
+		statusResponse(http.StatusGone, metav1.StatusReasonExpired),
+		listResponse(t, []discoveryv1.EndpointSlice{*apiSlice(1, "5", false), *apiSlice(2, "6", false)}, "50", ""))
+	w := startSliceWatch(t, z, f, newRelistSpread(0, nil), nil)
+	f.waitRequest(4)
+	if q := f.query(1); q.Get("resourceVersion") != "0" || q.Get("limit") != "500" {
+		t.Errorf("first list: got %v, want limit 500 from the cache (resourceVersion 0)", q)
+	}
+	if q := f.query(3); q.Has("limit") || q.Has("continue") {
+		t.Errorf("after the expired continue: got %v, want one list without limit", q)
+	}
+	if q := f.query(4); q.Get("resourceVersion") != "50" || q.Get("watch") != "true" {
+		t.Errorf("after the list: got %v, want a watch from 50", q)
+	}
+	if !w.HasSynced() || len(zoneSlices(z)) != 2 {
+		t.Errorf("synced %v, zone slices %v: want synced with both", w.HasSynced(), zoneSlices(z))
 	}
 }
 
