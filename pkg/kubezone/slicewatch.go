@@ -65,10 +65,8 @@ type sliceWatch struct {
 	noStream      time.Time         // the server refused a streaming list: paginated lists until then
 	synced        atomic.Bool       // the first list is applied
 	pending       []event           // read, not yet applied
-	maxFrame      int               // frames above this end the watch
 	delay         wait.DelayFunc    // backoff after a failed list or watch
 	frame         []byte            // the frame buffer, reused
-	readerBuf     int               // the watch body's read buffer
 	idle          time.Duration     // a watch silent this long (no event, no bookmark) is opened again
 	frames        *atomic.Uint64    // the open watch's frames since its idle check last looked
 }
@@ -91,6 +89,10 @@ var errWatchIdle = errors.New("endpointslices watch: nothing received, not even 
 // is not an EndpointSlice event.
 const maxWatchFrame = 16 << 20
 
+// watchReadBuffer is the watch body's read buffer: a burst of events is
+// read, and applied, together.
+const watchReadBuffer = 64 << 10
+
 // applyChunk bounds how many events one batch applies during a list.
 const applyChunk = 512
 
@@ -109,13 +111,11 @@ func newSliceWatch(z *Zone, c Clients, spread *relistSpread) *sliceWatch {
 	}
 	return &sliceWatch{
 		z: z, rc: rc, spread: spread, onErr: z.watchErrorHandler("endpointslices"),
-		list:     c.Kube.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List,
-		known:    map[string]string{},
-		maxFrame: maxWatchFrame,
+		list:  c.Kube.DiscoveryV1().EndpointSlices(metav1.NamespaceAll).List,
+		known: map[string]string{},
 		delay: wait.Backoff{Duration: 800 * time.Millisecond, Cap: 30 * time.Second, Steps: math.MaxInt32,
 			Factor: 2, Jitter: 1}.DelayWithReset(clock.RealClock{}, 2*time.Minute),
-		readerBuf: 64 << 10,
-		idle:      watchIdle,
+		idle: watchIdle,
 	}
 }
 
@@ -276,7 +276,7 @@ func (w *sliceWatch) stream(ctx context.Context, o metav1.ListOptions) error {
 
 // read reads and handles frames from a watch stream until it ends.
 func (w *sliceWatch) read(ctx context.Context, body io.Reader) error {
-	br := bufio.NewReaderSize(body, w.readerBuf)
+	br := bufio.NewReaderSize(body, watchReadBuffer)
 	var hdr [4]byte
 	for {
 		if _, err := io.ReadFull(br, hdr[:]); err != nil {
@@ -289,12 +289,12 @@ func (w *sliceWatch) read(ctx context.Context, body io.Reader) error {
 			return fmt.Errorf("reading: %w", err)
 		}
 		n := int(binary.BigEndian.Uint32(hdr[:]))
-		if n > w.maxFrame {
+		if n > maxWatchFrame {
 			if hdr[0] == '{' {
 				return errors.New("the watch stream is JSON, not protobuf: something between the agent and " +
 					"the API server answers for it without honouring the Accept header")
 			}
-			return fmt.Errorf("a frame of %d bytes, over the %d limit", n, w.maxFrame)
+			return fmt.Errorf("a frame of %d bytes, over the %d limit", n, maxWatchFrame)
 		}
 		if cap(w.frame) < n {
 			w.frame = make([]byte, n)
@@ -332,8 +332,8 @@ func (w *sliceWatch) handle(frame []byte) error {
 	if err != nil {
 		return fmt.Errorf("decoding an event: %w", err)
 	}
-	typ := eventType(t)
-	switch watch.EventType(typ) {
+	typ := watch.EventType(eventType(t))
+	switch typ {
 	case watch.Error:
 		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
 		if err != nil {
@@ -351,27 +351,28 @@ func (w *sliceWatch) handle(frame []byte) error {
 	if err != nil {
 		return fmt.Errorf("decoding a %s event: %w", typ, err)
 	}
-	if watch.EventType(typ) == watch.Bookmark {
+	if w.seen == nil && s.resourceVersion != "" {
+		w.rv = s.resourceVersion // during a streaming list, only its end says where to resume
+	}
+	switch typ {
+	case watch.Bookmark:
 		if _, end := s.model.(initialEventsEnd); end && w.seen != nil {
 			w.rv = s.resourceVersion // the list's version: the stream goes on as a watch from it
 			w.endList()
 			w.armed = true
-		} else if w.seen == nil && s.resourceVersion != "" {
-			w.rv = s.resourceVersion
 		}
-		return nil
+	case watch.Deleted:
+		w.remove(nsKey(s.namespace, s.name))
+	default:
+		w.upsert(nsKey(s.namespace, s.name), s)
 	}
-	if w.seen == nil && s.resourceVersion != "" {
-		w.rv = s.resourceVersion // during a streaming list, only its end says where to resume
-	}
-	key := nsKey(s.namespace, s.name)
-	if watch.EventType(typ) == watch.Deleted {
-		delete(w.known, key)
-		w.pending = append(w.pending, event{kind: objSlice, key: key, arrived: w.z.now()})
-		return nil
-	}
-	w.upsert(key, s)
 	return nil
+}
+
+// remove queues the deletion of a slice.
+func (w *sliceWatch) remove(key string) {
+	delete(w.known, key)
+	w.pending = append(w.pending, event{kind: objSlice, key: key, arrived: w.z.now()})
 }
 
 // upsert queues an added or modified slice unless the zone holds it at
@@ -405,8 +406,7 @@ func (w *sliceWatch) startList() {
 func (w *sliceWatch) endList() {
 	for key := range w.known {
 		if !w.seen[key] {
-			delete(w.known, key)
-			w.pending = append(w.pending, event{kind: objSlice, key: key, arrived: w.z.now()})
+			w.remove(key) // deleting from a map while ranging over it is allowed
 		}
 	}
 	w.seen = nil

@@ -536,7 +536,7 @@ func TestSliceWatchExpiredAtOnceBacksOff(t *testing.T) {
 // TestSliceWatchJSONStream: a watch answered in JSON says so.
 func TestSliceWatchJSONStream(t *testing.T) {
 	z, _ := newZone(t, Config{})
-	w := &sliceWatch{z: z, known: map[string]string{}, maxFrame: maxWatchFrame, readerBuf: 4096}
+	w := &sliceWatch{z: z, known: map[string]string{}}
 	err := w.read(t.Context(), strings.NewReader(`{"type":"ADDED","object":{"kind":"EndpointSlice"}}`+"\n"))
 	if err == nil || !strings.Contains(err.Error(), "JSON, not protobuf") {
 		t.Errorf("read: got %v, want the JSON stream named", err)
@@ -571,7 +571,7 @@ func TestSliceWatchPagedListExpiredContinue(t *testing.T) {
 // with an error that says so, before anything is allocated for it.
 func TestSliceWatchFrameLimit(t *testing.T) {
 	z, _ := newZone(t, Config{})
-	w := &sliceWatch{z: z, known: map[string]string{}, maxFrame: maxWatchFrame, readerBuf: 4096}
+	w := &sliceWatch{z: z, known: map[string]string{}}
 	err := w.read(t.Context(), bytes.NewReader(binary.BigEndian.AppendUint32(nil, maxWatchFrame+1)))
 	if err == nil || !strings.Contains(err.Error(), "a frame of 16777217 bytes, over the 16777216 limit") || cap(w.frame) != 0 {
 		t.Errorf("read: got %v (frame buffer %d bytes), want the limit error and no buffer", err, cap(w.frame))
