@@ -18,7 +18,7 @@ ETCD_VERSION=${ETCD_VERSION:-v3.7.3}
 CACHE=${NODECACHE_E2E_CACHE:-$HOME/.cache/nodecache-e2e}
 OUT="$CACHE/bin/k8s-$K8S_VERSION-etcd-$ETCD_VERSION"
 STAGING_VERSION="v0.${K8S_VERSION#v1.}"
-K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+K8S_CMDS=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
 
 log() { echo "build-k8s: $*" >&2; }
 

@@ -5,7 +5,7 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/nodecache/nodecache/internal/resolvconf"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/server"

@@ -15,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/nodecache/nodecache/internal/handover"
-	"github.com/nodecache/nodecache/internal/logkey"
+	"github.com/nodecache/nodecache/pkg/logkey"
 	"github.com/nodecache/nodecache/pkg/server"
 )
 

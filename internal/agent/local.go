@@ -9,7 +9,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nodecache/nodecache/internal/logkey"
+	"github.com/nodecache/nodecache/pkg/logkey"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/rewrite"
 	"github.com/nodecache/nodecache/pkg/static"

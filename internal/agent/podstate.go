@@ -14,7 +14,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/nodecache/nodecache/internal/logkey"
+	"github.com/nodecache/nodecache/pkg/logkey"
 )
 
 // Pod-scoped state, in --pod-state-dir (an emptyDir in the DaemonSet: it

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
-	"github.com/nodecache/nodecache/internal/logkey"
+	"github.com/nodecache/nodecache/pkg/logkey"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"

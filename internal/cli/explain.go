@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/nodecache/nodecache/internal/adminapi"
-	"github.com/nodecache/nodecache/internal/resolvconf"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 

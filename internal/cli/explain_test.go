@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodecache/nodecache/internal/resolvconf"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodecache/nodecache/internal/resolvconf"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 )
 
 // The search-path walk of a pod's stub resolver, for `nodecache explain`.

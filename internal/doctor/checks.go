@@ -13,7 +13,7 @@ import (
 	"github.com/miekg/dns"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodecache/nodecache/internal/resolvconf"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/iface"
 )
 

@@ -12,7 +12,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nodecache/nodecache/internal/workers"
+	"github.com/nodecache/nodecache/pkg/workers"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/nodecache/nodecache/internal/logkey"
+	"github.com/nodecache/nodecache/pkg/logkey"
 )
 
 // apiErrorLogEvery bounds the "API server unreachable" log line.

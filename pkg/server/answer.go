@@ -8,7 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nodecache/nodecache/internal/logkey"
+	"github.com/nodecache/nodecache/pkg/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 

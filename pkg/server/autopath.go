@@ -8,7 +8,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nodecache/nodecache/internal/resolvconf"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 

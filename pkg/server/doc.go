@@ -5,7 +5,7 @@
 // Listening: one SO_REUSEPORT UDP socket per CPU and one TCP listener per
 // address. A cache hit or a memoized cluster-zone answer is written from the
 // UDP read loop itself, from stored wire bytes, without allocating; a miss
-// leaves the loop for a reused worker goroutine (internal/workers), bounded by
+// leaves the loop for a reused worker goroutine (pkg/workers), bounded by
 // Config.MaxInFlight and, per client IP, by Config.MaxInFlightPerClient (UDP
 // and TCP alike; over either, REFUSED). TCP serves pipelined queries
 // (several in flight per connection, replies in completion order), with an

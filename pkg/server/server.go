@@ -16,7 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/nodecache/nodecache/internal/workers"
+	"github.com/nodecache/nodecache/pkg/workers"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nodecache/nodecache/internal/resolvconf"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 )
 
 const defaultPort = 53
