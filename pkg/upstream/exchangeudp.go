@@ -1,0 +1,78 @@
+package upstream
+
+import (
+	"context"
+	"time"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// tryUDP sends the query on a connected UDP socket of s's pool: the kernel
+// gave it a random ephemeral port and drops datagrams from any address but
+// the server's. The socket goes back to the pool only after a clean round
+// trip (see releaseUDP).
+// A probe is not counted as a request.
+func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, deadline time.Time, probe bool) (wire.UpstreamReply, bool, error) {
+	u, err := s.udpSocket(time.Now())
+	if err != nil {
+		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
+	}
+	// The deadline is set before the watch starts, so that a cancel that
+	// fires at once is not overwritten by it.
+	if err := u.conn.SetDeadline(deadline); err != nil {
+		_ = u.Close()
+		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
+	}
+	stop := u.watch(ctx)
+	r, truncated, clean, err := f.roundTripUDP(s, u, req, probe)
+	stopped := stop()
+	s.releaseUDP(u, clean && stopped)
+	if err != nil {
+		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
+	}
+	return r, truncated, nil
+}
+
+// roundTripUDP sends req on u and reads datagrams until one answers it.
+// clean reports a valid, untruncated reply that was the only datagram
+// read. The returned error is the raw socket error.
+func (f *Forwarder) roundTripUDP(s *server, u *udpSock, req []byte, probe bool) (r wire.UpstreamReply, truncated, clean bool, err error) {
+	id := newID(req)
+	mixed := randomizeCase(req)
+	u.uses++
+	s.countRequest(protoUDP, probe)
+	if _, err := u.conn.Write(req); err != nil {
+		return wire.UpstreamReply{}, false, false, err
+	}
+	bufp := f.bufs.get()
+	defer f.bufs.put(bufp)
+	buf := *bufp
+	clean = true
+	for {
+		n, err := u.conn.Read(buf)
+		if err != nil {
+			return wire.UpstreamReply{}, false, false, err
+		}
+		v := parseReply(buf[:n], id, req, &r)
+		if v == replyOK && !s.acceptCase(buf[:n], req, mixed) {
+			v = replySpoofed
+		}
+		switch v {
+		case replyOK:
+			return r.Clone(), false, clean, nil
+		case replyTruncated, replyTruncatedWhole:
+			return wire.UpstreamReply{}, true, false, nil
+		case replySpoofed:
+			s.countError(kindSpoofed)
+		case replyMalformed:
+			if n == len(buf) {
+				// The kernel cut a datagram larger than the buffer;
+				// the whole reply may come over TCP.
+				return wire.UpstreamReply{}, true, false, nil
+			}
+			s.countError(kindMalformed)
+		}
+		// Whoever sent that may send more; the next owner must not read it.
+		clean = false
+	}
+}
