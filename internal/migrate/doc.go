@@ -3,9 +3,11 @@
 // of `nodecache run`, each setting commented with the directive it
 // reproduces, notes on what behaves the same without a setting, and the
 // list of what it cannot reproduce. One function per plugin (plugins.go,
-// forward.go, local.go) fills a Migration (out.go); Translate drives them
-// block by block, and Check loads what was written the way the agent
-// would.
+// forward.go, local.go) fills a Migration (out.go); Translate
+// (translate.go) drives them block by block. zones.go finds the cluster
+// domain and reads server keys, pillars.go checks node-local-dns's
+// variables, ttl.go sets the TTL caps that depend on every block, and
+// Check (check.go) loads what was written the way the agent would.
 //
 // `nodecache migrate` (internal/cli) reads the input (files or the
 // cluster's ConfigMaps), writes the result and maps it to an exit status;

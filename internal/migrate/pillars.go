@@ -1,0 +1,53 @@
+package migrate
+
+import (
+	"fmt"
+
+	"github.com/nodecache/nodecache/pkg/corefile"
+)
+
+// clusterDNSPillar is node-local-dns's name for the cluster DNS service,
+// which its node-cache binary fills in at run time. nodecache answers the
+// cluster zone itself, from the API server.
+const clusterDNSPillar = "__PILLAR__CLUSTER__DNS__"
+
+// UpstreamPillar is node-local-dns's name for the node's resolvers, filled
+// in at run time from /etc/resolv.conf.
+const UpstreamPillar = "__PILLAR__UPSTREAM__SERVERS__"
+
+// checkPillars refuses node-local-dns variables left without a value,
+// but for the two node-cache fills in at run time.
+func checkPillars(cf *corefile.Corefile) error {
+	check := func(line int, words []string) error {
+		for _, w := range words {
+			for _, p := range corefile.Pillars(w) {
+				if p != clusterDNSPillar && p != UpstreamPillar {
+					return fmt.Errorf("%s:%d: %s has no value: give it with --var %s=VALUE (the node-local-dns manifest is filled in when it is installed)",
+						cf.File, line, p, p)
+				}
+			}
+		}
+		return nil
+	}
+	var walk func(ds []*corefile.Directive) error
+	walk = func(ds []*corefile.Directive) error {
+		for _, d := range ds {
+			if err := check(d.Line, append([]string{d.Name}, d.Args...)); err != nil {
+				return err
+			}
+			if err := walk(d.Options); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, b := range cf.Blocks {
+		if err := check(b.Line, b.Keys); err != nil {
+			return err
+		}
+		if err := walk(b.Directives); err != nil {
+			return err
+		}
+	}
+	return nil
+}
