@@ -53,8 +53,23 @@ profile_path() {
   log "profile: go tool pprof $PROFILE_DIR/nodecache $PROFILE_DIR/$name.pprof"
 }
 
+# measure_floor: the cache-hit CPU of bench/floor (recvmmsg, set QR,
+# sendmmsg), driven exactly as the servers' hit rows, in the same run: the
+# kernel's socket work per answer, the floor no server can go below.
+measure_floor() {
+  local port pid
+  port=$(free_port)
+  start floor 0 "$FLOOR" 127.0.0.1 "$port"
+  pid=$PID
+  sleep 0.2
+  dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
+  R[hitqps|floor]=$QPS; R[hitcpu|floor]=$CPU_US; R[hitruns|floor]=$RUNS
+  stop "$pid"
+}
+
 measure_forwarders() {
   local port mport pid profile=${BENCH_PROFILE:-1}
+  measure_floor
   port=$(free_port); mport=$(free_port)
   # shellcheck disable=SC2046
   start nodecache 0 "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \

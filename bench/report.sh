@@ -53,6 +53,13 @@ EOF
   row hitqps "cache hit: QPS (max, $HIT names warmed)"
   row hitcpu "cache hit: CPU µs/answer at max QPS"
   row hitlcpu "cache hit: CPU µs/answer at $HIT_RATE qps"
+  if [ -n "${R[hitcpu|floor]:-}" ]; then
+    local f=${R[hitcpu|floor]}
+    R[hitfloor|nodecache]=$(ratio "${R[hitcpu|nodecache]:-}" "$f")
+    R[hitfloor|coredns]=$(ratio "${R[hitcpu|coredns]:-}" "$f")
+    R[hitfloor|unbound]=$(ratio "${R[hitcpu|unbound]:-}" "$f")
+    row hitfloor "cache hit: CPU at max QPS ÷ the floor server's ($f µs, runs ${R[hitruns|floor]})"
+  fi
   row hitp50 "cache hit: p50 µs at $HIT_RATE qps"
   row hitp99 "cache hit: p99 µs at $HIT_RATE qps"
   row hitp999 "cache hit: p99.9 µs at $HIT_RATE qps"

@@ -51,7 +51,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 [ "$(nproc)" -ge 2 ] || die "needs 2 CPUs: servers run on CPU 0, load generators on CPU 1"
-for t in dnsperf nsd unbound taskset dig ss; do command -v "$t" >/dev/null || die "$t not installed"; done
+for t in dnsperf nsd unbound taskset dig ss cc; do command -v "$t" >/dev/null || die "$t not installed"; done
 [ -x "$NODECACHE" ] || die "$NODECACHE missing: run make build"
 [ "$PHASE" -ge 2 ] && [ "$PHASE" -le 60 ] || die "BENCH_PHASE_SECONDS=$PHASE: want 2 to 60"
 [[ "$REPEAT" =~ ^[1-9]$ ]] || die "BENCH_REPEAT=$REPEAT: want 1 to 9"
@@ -59,6 +59,8 @@ for t in dnsperf nsd unbound taskset dig ss; do command -v "$t" >/dev/null || di
 # --- tools ----------------------------------------------------------------
 BENCHTOOL=$WORK/benchtool
 (cd "$ROOT" && go build -o "$BENCHTOOL" ./bench/benchtool) || die "building benchtool"
+FLOOR=$WORK/floor
+cc -O2 -o "$FLOOR" "$ROOT/bench/floor/floor.c" || die "building bench/floor"
 COREDNS=$(NODECACHE_BENCH_CACHE=$CACHE_DIR COREDNS_VERSION=$COREDNS_VERSION "$ROOT/bench/build-coredns.sh") ||
   die "building CoreDNS"
 
