@@ -5,9 +5,9 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/server"
 	"github.com/nodecache/nodecache/pkg/wire"
 )

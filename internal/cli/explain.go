@@ -9,8 +9,8 @@ import (
 	"strings"
 
 	"github.com/nodecache/nodecache/internal/adminapi"
-	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/kubezone"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 )
 
 // explainReport is the result of `nodecache explain`.

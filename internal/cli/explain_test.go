@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/kubezone"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 )
 
 // TestPodConf checks that explain takes the pod's DNS policy into account:

@@ -13,8 +13,8 @@ import (
 	"github.com/miekg/dns"
 	"sigs.k8s.io/yaml"
 
-	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/iface"
+	"github.com/nodecache/nodecache/pkg/resolvconf"
 )
 
 // checkAgent asks the agent for its status and readiness.

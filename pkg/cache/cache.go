@@ -12,8 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/nodecache/nodecache/pkg/workers"
 	"github.com/nodecache/nodecache/pkg/wire"
+	"github.com/nodecache/nodecache/pkg/workers"
 )
 
 // Exchanger asks the upstream for one key's entry. *upstream.Forwarder

@@ -16,8 +16,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/sync/semaphore"
 
-	"github.com/nodecache/nodecache/pkg/workers"
 	"github.com/nodecache/nodecache/pkg/wire"
+	"github.com/nodecache/nodecache/pkg/workers"
 )
 
 // Observer sees every answered query; the per-client accounting hangs here.
