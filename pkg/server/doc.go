@@ -19,7 +19,8 @@
 // a class other than IN, and zone transfers, get REFUSED; ANY gets the
 // minimal RFC 8482 answer; overload gets REFUSED; upstream failure SERVFAIL.
 // Replies fit the client: UDP size from EDNS (512 without, at most 1232),
-// truncated with TC when larger; the OPT record is echoed.
+// truncated with TC when larger, keeping the whole records that fit; the OPT
+// record is echoed.
 //
 // Every answered query goes to Deps.Observer (client, question, result,
 // latency: the per-client counts, `nodecache tail`, the query log) and,

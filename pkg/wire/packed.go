@@ -190,8 +190,9 @@ type TTLMode struct {
 // flags fitted to q (RD and CD echoed, AD always clear: nodecache validates
 // nothing, and an upstream's AD crossed an unauthenticated hop; see
 // docs/hardening.md), q's own spelling of the name, TTLs rewritten per mode, an
-// OPT record when q had one, and truncation (TC, empty sections) when the
-// result is larger than maxSize. It does not allocate when dst has room.
+// OPT record when q had one, and truncation (TC, the whole records that fit)
+// when the result is larger than maxSize. It does not allocate when dst has
+// room.
 func (p *Packed) AppendReply(dst []byte, q *Query, mode TTLMode, maxSize int) []byte {
 	start := len(dst)
 	dst = append(dst, p.buf[:p.msgLen]...)
@@ -217,18 +218,46 @@ func (p *Packed) AppendReply(dst []byte, q *Query, mode TTLMode, maxSize int) []
 		dst = appendOPT(dst, start, q.DO, 0)
 	}
 	if len(dst)-start > maxSize {
-		dst = truncate(dst, start, int(p.qEnd), q)
+		dst = p.truncate(dst, start, q, maxSize)
 	}
 	return dst
 }
 
-// truncate cuts the reply at start down to header and question, sets TC and
-// re-adds the OPT record.
-func truncate(dst []byte, start, qEnd int, q *Query) []byte {
-	dst = dst[:start+qEnd]
+// optLen is the size of the OPT record appendOPT writes.
+const optLen = 11
+
+// truncate cuts the reply at start down to the records that fit maxSize
+// with the OPT record q needs, sets TC and re-adds the OPT record. The kept
+// records are a prefix of the stored ones, answer, authority and additional
+// in that order, as dns.Msg.Truncate keeps them (and so CoreDNS): a client
+// that ignores TC, such as musl before 1.2.4, still gets what fits rather
+// than nothing. Compression pointers only point backwards, so a prefix is
+// a well-formed message.
+func (p *Packed) truncate(dst []byte, start int, q *Query, maxSize int) []byte {
+	budget := maxSize
+	if q.EDNS {
+		budget -= optLen
+	}
 	out := dst[start:]
+	end, kept := int(p.qEnd), 0
+	offs := p.ttlOffs()
+	for i := 0; i+1 < len(offs); i += 2 {
+		// The TTL field is followed by RDLENGTH and the data.
+		o := int(binary.BigEndian.Uint16(offs[i:]))
+		recEnd := o + 6 + int(binary.BigEndian.Uint16(out[o+4:]))
+		if recEnd > budget {
+			break
+		}
+		end, kept = recEnd, kept+1
+	}
+	dst = dst[:start+end]
+	out = dst[start:]
 	out[2] |= flagTC >> 8
-	clear(out[6:12])
+	for _, c := range []int{6, 8, 10} { // ANCOUNT, NSCOUNT, ARCOUNT
+		n := min(int(binary.BigEndian.Uint16(out[c:])), kept)
+		binary.BigEndian.PutUint16(out[c:], uint16(n))
+		kept -= n
+	}
 	if q.EDNS {
 		dst = appendOPT(dst, start, q.DO, 0)
 	}

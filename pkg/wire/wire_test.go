@@ -244,8 +244,8 @@ func TestAppendReplyTruncates(t *testing.T) {
 			if got.Truncated != tc.wantTC {
 				t.Errorf("TC: got %v, want %v", got.Truncated, tc.wantTC)
 			}
-			if tc.wantTC && len(got.Answer) != 0 {
-				t.Errorf("truncated reply: got %d answers, want 0", len(got.Answer))
+			if tc.wantTC && (len(got.Answer) == 0 || len(got.Answer) >= 40) {
+				t.Errorf("truncated reply: got %d answers, want the whole ones that fit (TestTruncationKeepsWholeRecords)", len(got.Answer))
 			}
 			if (got.IsEdns0() != nil) != tc.wantOPT {
 				t.Errorf("OPT present: got %v, want %v", got.IsEdns0() != nil, tc.wantOPT)
