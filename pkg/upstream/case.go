@@ -3,6 +3,8 @@ package upstream
 import (
 	"bytes"
 	"math/rand/v2"
+	"sync"
+	"time"
 )
 
 // 0x20 case randomisation (draft-vixie-dnsext-dns0x20): each UDP query goes
@@ -14,13 +16,22 @@ import (
 // lowercased, so nothing downstream sees the random case but owner names an
 // upstream echoes without compressing them (still the same name).
 
-// caseMismatchLimit is how many replies in a row with the right ID and
-// question but not the case sent make a server that echoed case count as
-// one that does not, so that an upstream that stops echoing (a new
-// version, another backend behind its address) costs a few tries, not
-// every query. A forger must get the ID and port right that many times to
-// turn the check off; it needed them once without it.
-const caseMismatchLimit = 3
+// caseStopQueries is how many distinct queries in a row, each of which got
+// replies with the right ID and question but only in another case than
+// the one sent, make a server known to echo case count as one that stopped
+// (a new version, another backend behind its address). Replies are counted
+// per query, not per datagram: a forger who gets the ID and port right
+// for one query gains nothing by sending many, and while the server
+// counts as echoing no reply in another case is ever taken.
+const caseStopQueries = 8
+
+// caseRetest is how long a server concluded to have stopped echoing case
+// is used without the check before it is tested again: the first reply in
+// the case sent after that turns the check back on; one in another case
+// leaves it off for another caseRetest. A server behind which some
+// backends echo and some do not so costs caseStopQueries failed queries
+// per caseRetest, not a share of every query.
+const caseRetest = 5 * time.Minute
 
 // questionNameLen returns the length of the uncompressed question name of
 // the packed query wire, or 0 when it cannot be read.
@@ -73,24 +84,57 @@ func caseEchoed(reply, wire []byte) bool {
 	return n > 0 && len(reply) >= headerSize+n && bytes.Equal(reply[headerSize:headerSize+n], wire[headerSize:headerSize+n])
 }
 
-// acceptCase judges by its question's case a reply that passed the ID and
-// question checks: true to take it. mixed is randomizeCase's result for
-// the query.
-func (s *server) acceptCase(reply, wire []byte, mixed bool) bool {
-	if caseEchoed(reply, wire) {
-		if mixed {
-			s.echoesCase.Store(true)
+// caseState is what a server has shown of echoing the query's case.
+type caseState struct {
+	mu      sync.Mutex // guards following
+	echoes  bool       // known to echo: a reply in another case is refused
+	stopped time.Time  // when last concluded or re-tested not to echo; zero if never
+	misses  int        // distinct queries in a row whose only replies mismatched
+}
+
+// accept judges by its question's case one reply that passed the ID and
+// question checks: true to take it. echoed is caseEchoed's result, mixed
+// randomizeCase's for the query.
+func (c *caseState) accept(echoed, mixed bool, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	retest := c.stopped.IsZero() || now.Sub(c.stopped) >= caseRetest
+	switch {
+	case echoed && mixed:
+		c.misses = 0
+		if !c.echoes && retest {
+			c.echoes, c.stopped = true, time.Time{}
 		}
-		s.caseMisses.Store(0)
 		return true
+	case echoed:
+		return true // sent all lowercase: an echo proves nothing
+	case c.echoes:
+		return false
+	case !c.stopped.IsZero() && retest:
+		c.stopped = now // re-tested, still not echoing
 	}
-	if !s.echoesCase.Load() {
-		return true // not known to echo: the case proves nothing
+	return true // not known to echo: the case proves nothing
+}
+
+// mismatchedOnly notes a query that ended without an answer, all of whose
+// replies were refused for their case. It reports whether that made the
+// server count as no longer echoing.
+func (c *caseState) mismatchedOnly(now time.Time) (stopped bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.echoes {
+		return false
 	}
-	if s.caseMisses.Add(1) >= caseMismatchLimit {
-		s.echoesCase.Store(false)
-		s.caseMisses.Store(0)
-		return true
+	if c.misses++; c.misses < caseStopQueries {
+		return false
 	}
-	return false
+	c.echoes, c.misses, c.stopped = false, 0, now
+	return true
+}
+
+// echoing reports whether the server counts as echoing case.
+func (c *caseState) echoing() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.echoes
 }

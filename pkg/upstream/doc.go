@@ -15,8 +15,10 @@
 // else is counted as spoofed or malformed and the read goes on until the
 // per-try timeout. The query name's letters go out in random case (0x20);
 // once a server has echoed that case, a reply in another case is counted
-// as spoofed too (after 3 in a row the server counts as not echoing). A truncated reply is retried over TCP on a connection
-// from a small per-server pool (idle expiry, bounded, one owner at a
+// as spoofed too (after 8 distinct queries in a row answered only in
+// another case the server counts as not echoing, re-tested every 5
+// minutes). A truncated reply is retried over TCP on a connection from a
+// small per-server pool (idle expiry, bounded, one owner at a
 // time). A server that answers REFUSED is skipped in favour of the next;
 // its reply is returned only if no other server answers.
 //

@@ -48,14 +48,19 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, req []byte, probe bool) 
 	defer f.bufs.put(bufp)
 	buf := *bufp
 	clean = true
+	miscased := false // a reply came, right but for its case
 	for {
 		n, err := u.conn.Read(buf)
 		if err != nil {
+			if miscased && s.cases.mismatchedOnly(f.now()) {
+				f.log.Warn("upstream no longer echoes the query's case; replies in another case are taken until it is re-tested",
+					"server", s.addr, "queries", caseStopQueries, "retest", caseRetest)
+			}
 			return wire.UpstreamReply{}, false, false, err
 		}
 		v := parseReply(buf[:n], id, req, &r)
-		if v == replyOK && !s.acceptCase(buf[:n], req, mixed) {
-			v = replySpoofed
+		if v == replyOK && !s.cases.accept(caseEchoed(buf[:n], req), mixed, f.now()) {
+			v, miscased = replySpoofed, true
 		}
 		switch v {
 		case replyOK:

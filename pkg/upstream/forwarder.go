@@ -48,6 +48,15 @@ type Forwarder struct {
 // hooks let tests observe internal events.
 type hooks struct {
 	healthChanged func(addr netip.AddrPort, up bool) // nil means none
+	now           func() time.Time                   // the clock; nil means time.Now
+}
+
+// now is the time by the hooks' clock.
+func (f *Forwarder) now() time.Time {
+	if f.hooks.now != nil {
+		return f.hooks.now()
+	}
+	return time.Now()
 }
 
 // New validates cfg, applies its defaults and returns a Forwarder whose

@@ -39,8 +39,7 @@ type server struct {
 	requests atomic.Uint64
 	errors   atomic.Uint64
 
-	echoesCase atomic.Bool  // it echoed a query's random case (case.go)
-	caseMisses atomic.Int32 // replies in a row since that did not
+	cases caseState // what it showed of echoing a query's random case (case.go)
 }
 
 func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
