@@ -173,6 +173,9 @@ func (a *Agent) reload(why string) (uint64, error) {
 		msg := err.Error()
 		s.lastErr.Store(&msg)
 		s.reloads.WithLabelValues("refused").Inc()
+		if errors.Is(err, errKubeDNSConfig) {
+			a.iface.CountConfigMapError()
+		}
 		a.log.Error("config reload refused; the running config keeps serving", "trigger", why, logkey.Err, err,
 			logkey.Generation, s.gen.Load())
 		return s.gen.Load(), err

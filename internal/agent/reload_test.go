@@ -188,3 +188,27 @@ func TestReloadOnSIGHUP(t *testing.T) {
 		t.Errorf("refused reload: got %+v %v; want the refusal, generation 2 serving", rep, err)
 	}
 }
+
+// TestKubeDNSConfigMapErrorCounted: a kube-dns ConfigMap the agent cannot
+// apply is counted as node-cache counts it,
+// coredns_nodecache_setup_errors_total{errortype="configmap"}.
+func TestKubeDNSConfigMapErrorCounted(t *testing.T) {
+	up := startUpstream(t)
+	dir := t.TempDir()
+	kubeDNS := filepath.Join(dir, "kube-dns")
+	if err := os.Mkdir(kubeDNS, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	cfg := testAgentConfig(t, up.Addr, dir, freePort(t), "--kube-dns-config-dir", kubeDNS)
+	a := startAgent(t, cfg).agent()
+	if err := os.WriteFile(filepath.Join(kubeDNS, "stubDomains"), []byte(`{"example.internal": ["not-an-ip"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.reload("test"); err == nil {
+		t.Fatal("reload with a broken kube-dns ConfigMap: got nil, want it refused")
+	}
+	got := testutil.ToFloat64(a.iface.SetupErrors("configmap"))
+	if got != 1 {
+		t.Errorf(`coredns_nodecache_setup_errors_total{errortype="configmap"}: got %v, want 1`, got)
+	}
+}

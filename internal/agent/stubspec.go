@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -75,6 +76,10 @@ type stubConfig struct {
 	limits  map[string]cache.ZoneLimit
 }
 
+// errKubeDNSConfig marks an error in the mounted kube-dns ConfigMap, which
+// node-cache counts as a configmap setup error.
+var errKubeDNSConfig = errors.New("kube-dns ConfigMap")
+
 // loadStubs reads the kube-dns ConfigMap directory (when set) and the
 // --stub-domain specs, which win over it. It also returns the
 // ConfigMap's upstreamNameservers, which replace --upstream.
@@ -85,7 +90,7 @@ func loadStubs(kubeDNSDir string, specs []string, dot *upstreamTLS) (stubConfig,
 	if kubeDNSDir != "" {
 		s, u, err := upstream.LoadKubeDNSConfig(kubeDNSDir)
 		if err != nil {
-			return sc, nil, fmt.Errorf("--kube-dns-config-dir: %w", err)
+			return sc, nil, fmt.Errorf("--kube-dns-config-dir: %w: %w", errKubeDNSConfig, err)
 		}
 		sc.servers, ups = s, u
 	}

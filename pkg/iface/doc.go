@@ -51,6 +51,6 @@
 //	nodecache_iface_readds_total{kind="link|address|rule|jump"}   things put back after the first success
 //	nodecache_iface_errors_total{kind="link|address|rule|jump|watch"}
 //	nodecache_iface_rules                                         rules in our chains plus jumps
-//	coredns_nodecache_setup_errors_total{errortype="interfaceadd|iptables"}
+//	coredns_nodecache_setup_errors_total{errortype="iptables|iptables_lock|interface_add|interface_check|configmap"}
 //	                                                              node-local-dns's name for the errors above
 package iface

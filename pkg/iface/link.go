@@ -144,7 +144,7 @@ func (m *Manager) inspectLink() (linkView, error) {
 func (m *Manager) syncLink() (InterfaceStatus, error) {
 	v, err := m.inspectLink()
 	if err != nil {
-		m.countErr(kindLink)
+		m.countCheckErr(kindLink, err)
 		return v.st, err
 	}
 	if v.st.State == StateOK {
@@ -152,28 +152,28 @@ func (m *Manager) syncLink() (InterfaceStatus, error) {
 	}
 	if v.link == nil {
 		if v.link, err = m.createLink(); err != nil {
-			m.countErr(kindLink)
+			m.countErr(kindLink, err)
 			return v.st, err
 		}
 		m.countReadd(kindLink, 1)
 	}
 	if v.mark {
 		if err := m.links.LinkSetAlias(v.link, linkAlias); err != nil {
-			m.countErr(kindLink)
+			m.countErr(kindLink, err)
 			return v.st, fmt.Errorf("marking link %s as nodecache's: %w", m.cfg.InterfaceName, err)
 		}
 		m.log.Info("marked a link left by an earlier version as nodecache's", "interface", m.cfg.InterfaceName)
 	}
 	if v.link.Attrs().Flags&net.FlagUp == 0 {
 		if err := m.links.LinkSetUp(v.link); err != nil {
-			m.countErr(kindLink)
+			m.countErr(kindLink, err)
 			return v.st, fmt.Errorf("setting link %s up: %w", m.cfg.InterfaceName, err)
 		}
 	}
 	var errs []error
 	for _, ip := range v.st.Missing {
 		if err := m.links.AddrReplace(v.link, desiredAddr(ip)); err != nil {
-			m.countErr(kindAddress)
+			m.countErr(kindAddress, err)
 			errs = append(errs, fmt.Errorf("adding %s to %s: %w", ip, m.cfg.InterfaceName, err))
 			continue
 		}
@@ -182,13 +182,13 @@ func (m *Manager) syncLink() (InterfaceStatus, error) {
 	for _, a := range v.stale {
 		m.log.Info("removing stale address", "interface", m.cfg.InterfaceName, "address", a.IPNet.String())
 		if err := m.links.AddrDel(v.link, &a); err != nil {
-			m.countErr(kindAddress)
+			m.countErr(kindAddress, err)
 			errs = append(errs, fmt.Errorf("removing stale %s from %s: %w", a.IPNet, m.cfg.InterfaceName, err))
 		}
 	}
 	after, err := m.inspectLink()
 	if err != nil {
-		m.countErr(kindLink)
+		m.countCheckErr(kindLink, err)
 		errs = append(errs, err)
 	}
 	return after.st, errors.Join(errs...)

@@ -130,7 +130,7 @@ func (m *Manager) Run(ctx context.Context) error {
 			_ = m.reconcile(ctx, true)
 		case _, ok := <-w.events:
 			if !ok {
-				m.countErr(kindWatch)
+				m.countErr(kindWatch, nil)
 				m.log.Warn("netlink subscription ended; relying on the periodic sync until it is renewed")
 				w.stop()
 				continue
@@ -154,7 +154,7 @@ func (m *Manager) startWatch(w *watch) {
 	events, err := m.links.Watch(done)
 	if err != nil {
 		close(done)
-		m.countErr(kindWatch)
+		m.countErr(kindWatch, err)
 		m.log.Warn("subscribing to netlink events failed; relying on the periodic sync", "error", err)
 		return
 	}
@@ -295,9 +295,26 @@ func (m *Manager) reconcileLocked(ctx context.Context, rulesToo bool) error {
 	return err
 }
 
-func (m *Manager) countErr(kind string) {
+func (m *Manager) countErr(kind string, err error) { m.countSetupErr(kind, false, err) }
+
+// countCheckErr counts an error reading the link back: node-cache's
+// interface_check.
+func (m *Manager) countCheckErr(kind string, err error) { m.countSetupErr(kind, true, err) }
+
+// CountConfigMapError counts a kube-dns ConfigMap the agent could not
+// apply: node-cache's errortype configmap.
+func (m *Manager) CountConfigMapError() {
+	m.met.setupErrors.WithLabelValues(errTypeConfigMap).Inc()
+}
+
+// SetupErrors is the counter of errortype, for tests and the admin API.
+func (m *Manager) SetupErrors(errortype string) prometheus.Counter {
+	return m.met.setupErrors.WithLabelValues(errortype)
+}
+
+func (m *Manager) countSetupErr(kind string, check bool, err error) {
 	m.met.errors.WithLabelValues(kind).Inc()
-	m.met.setupErrors.WithLabelValues(setupErrorType(kind)).Inc()
+	m.met.setupErrors.WithLabelValues(setupErrorType(kind, check, err)).Inc()
 	m.mu.Lock()
 	m.status.Counts.Errors.add(kind, 1)
 	m.mu.Unlock()

@@ -2,6 +2,7 @@ package iface
 
 import (
 	"errors"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -21,17 +22,36 @@ type metrics struct {
 	errors     *prometheus.CounterVec // kind = link | address | rule | jump | watch
 	rules      prometheus.Gauge
 	// setupErrors is node-local-dns's coredns_nodecache_setup_errors_total
-	// {errortype}, which its alerts and dashboards use: interfaceadd for
-	// link, address and watch errors, iptables for rule and jump errors.
+	// {errortype}, which its alerts and dashboards use, with node-cache's
+	// label values (kubernetes/dns cmd/node-cache/app): see setupErrorType.
 	setupErrors *prometheus.CounterVec
 }
 
-// setupErrorType maps an error kind to node-local-dns's errortype.
-func setupErrorType(kind string) string {
-	if kind == kindRule || kind == kindJump {
-		return "iptables"
+// node-cache's errortype values, all created at 0 as node-cache does.
+const (
+	errTypeIPTables       = "iptables"
+	errTypeIPTablesLock   = "iptables_lock"
+	errTypeInterfaceAdd   = "interface_add"
+	errTypeInterfaceCheck = "interface_check"
+	errTypeConfigMap      = "configmap"
+)
+
+// setupErrorType maps an error of kind to node-cache's errortype: rule
+// and jump errors are iptables, or iptables_lock when the xtables lock
+// was held (node-cache tells it by the same words in the error); creating
+// the link, setting it up and adding addresses are interface_add; reading
+// the link back (check) and a failed netlink watch are interface_check.
+func setupErrorType(kind string, check bool, err error) string {
+	switch {
+	case kind == kindRule || kind == kindJump:
+		if err != nil && strings.Contains(err.Error(), "holding the xtables lock") {
+			return errTypeIPTablesLock
+		}
+		return errTypeIPTables
+	case check || kind == kindWatch:
+		return errTypeInterfaceCheck
 	}
-	return "interfaceadd"
+	return errTypeInterfaceAdd
 }
 
 // newMetrics registers the collectors on reg; reg may be nil (metrics are then kept but not exported).
@@ -56,7 +76,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}),
 		setupErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coredns_nodecache_setup_errors_total",
-			Help: "The number of errors during periodic network setup for node-cache (errortype interfaceadd or iptables).",
+			Help: "The number of errors during periodic network setup for node-cache (errortype iptables, iptables_lock, interface_add, interface_check, configmap).",
 		}, []string{"errortype"}),
 	}
 	if reg != nil {
@@ -85,8 +105,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		m.errors.WithLabelValues(k)
 	}
 	m.errors.WithLabelValues(kindWatch)
-	m.setupErrors.WithLabelValues("interfaceadd")
-	m.setupErrors.WithLabelValues("iptables")
+	for _, t := range []string{errTypeIPTables, errTypeIPTablesLock, errTypeInterfaceAdd, errTypeInterfaceCheck, errTypeConfigMap} {
+		m.setupErrors.WithLabelValues(t)
+	}
 	return m, nil
 }
 

@@ -121,7 +121,7 @@ func (m *Manager) rulesStatus(views []chainView) RulesStatus {
 func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 	views, err := m.inspectRules(ctx)
 	if err != nil {
-		m.countErr(kindRule)
+		m.countErr(kindRule, err)
 		st := m.rulesStatus(views)
 		st.State = StateUnknown
 		return st, err
@@ -134,7 +134,7 @@ func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 		}
 		changed = true
 		if err := m.rules.ReplaceChain(v.fam, v.ref.Table, v.ref.Chain, v.want); err != nil {
-			m.countErr(kindRule)
+			m.countErr(kindRule, err)
 			errs = append(errs, fmt.Errorf("writing %s %s/%s: %w", v.fam, v.ref.Table, v.ref.Chain, err))
 			continue
 		}
@@ -149,13 +149,13 @@ func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 		}
 		changed = true
 		if err := m.ensureJump(v); err != nil {
-			m.countErr(kindJump)
+			m.countErr(kindJump, err)
 			errs = append(errs, err)
 		}
 	}
 	if changed {
 		if views, err = m.inspectRules(ctx); err != nil {
-			m.countErr(kindRule)
+			m.countErr(kindRule, err)
 			errs = append(errs, err)
 		}
 	}
@@ -280,7 +280,7 @@ func (m *Manager) removeStaleFamilies(ctx context.Context) (int, error) {
 		m.log.Info("removing rules left in a family without local IPs", "family", fam.String())
 	}
 	if err := m.removeRules(ctx, stale); err != nil {
-		m.countErr(kindRule)
+		m.countErr(kindRule, err)
 		return len(stale), fmt.Errorf("removing stale rules: %w", err)
 	}
 	return len(stale), nil
