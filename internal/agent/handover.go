@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"slices"
 	"syscall"
 	"time"
 
@@ -58,15 +57,10 @@ func (a *Agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 	if a.cfg.HandoverSocket == "" {
 		return nil, nil, nil
 	}
-	d := net.Dialer{Timeout: time.Second}
-	c, err := d.DialContext(ctx, "unix", a.cfg.HandoverSocket)
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, nil, nil
-		}
-		return nil, nil, fmt.Errorf("dialing predecessor: %w", err)
+	conn, err := dialTrusted(ctx, a.cfg.HandoverSocket)
+	if err != nil || conn == nil {
+		return nil, nil, err
 	}
-	conn := c.(*net.UnixConn)
 	_ = conn.SetDeadline(time.Now().Add(a.cfg.HandoverWait))
 	fail := func(err error) (*server.Listeners, *net.UnixConn, error) {
 		_ = conn.Close()
@@ -80,17 +74,12 @@ func (a *Agent) receiveHandover(ctx context.Context) (*server.Listeners, *net.Un
 	if err != nil {
 		return fail(fmt.Errorf("reading predecessor's offer: %w", err))
 	}
-	if offer.Op != handover.OpOffer || len(files) != offer.UDP+offer.TCP {
-		handover.CloseFiles(files)
-		return fail(fmt.Errorf("predecessor's offer is %q with %d descriptors (%s)", offer.Op, len(files), offer.Error))
-	}
 	want := make([]string, len(a.addrs))
 	for i, ad := range a.addrs {
 		want[i] = ad.String()
 	}
-	if !slices.Equal(slices.Sorted(slices.Values(offer.Addrs)), slices.Sorted(slices.Values(want))) {
-		handover.CloseFiles(files)
-		return fail(fmt.Errorf("predecessor serves %v, this agent %v", offer.Addrs, want))
+	if err := handover.CheckOffer(offer, files, want); err != nil {
+		return fail(err)
 	}
 	l, err := server.FromFiles(files)
 	if err != nil {

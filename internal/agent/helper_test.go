@@ -18,6 +18,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(dialEnv); path != "" {
 		os.Exit(dialOnce(path))
 	}
+	if spec := os.Getenv(predecessorEnv); spec != "" {
+		os.Exit(runFakePredecessor(spec))
+	}
 	os.Exit(m.Run())
 }
 

@@ -22,13 +22,17 @@ import (
 // sockets and a way to stop it, so they are root's only:
 //   - created 0600 by bind itself, under a umask of 0177 (no window in which
 //     another user could connect, as with a chmod after bind);
-//   - in a directory that is not writable by group or others unless root
-//     owns it (else another user could swap the socket for their own);
+//   - in a directory owned by root or this process's uid, inside such
+//     directories all the way up, none writable by group or others unless
+//     sticky (else another user could swap the socket, or the directory,
+//     for their own): checkSocketDir, sockettrust.go;
 //   - a path where another agent still listens is not deleted: it is waited
 //     for (a predecessor exits after a handover), and replaced only once
 //     nothing listens there;
 //   - every connection's peer must be uid 0 or this process's uid
-//     (SO_PEERCRED), checked on accept.
+//     (SO_PEERCRED), checked on accept, and by a successor on the
+//     predecessor it dials (dialTrusted), whose socket file must be root's
+//     or ours too.
 
 // umaskMu serialises umask changes: the umask is process-wide, and two
 // sockets (or two in-process test agents) may be created at once.
@@ -74,24 +78,6 @@ func listenRootSocket(ctx context.Context, path string, wait time.Duration, log 
 	}
 	ln.SetUnlinkOnClose(false)
 	return &peerCheckListener{UnixListener: ln, log: log, self: os.Getuid()}, nil
-}
-
-// checkSocketDir refuses a directory that others could write to: group- or
-// world-writable and not owned by root.
-func checkSocketDir(dir string) error {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("checking directory %s: %w", dir, err)
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	if !fi.IsDir() || !ok {
-		return fmt.Errorf("socket directory %s is not a directory", dir)
-	}
-	if fi.Mode().Perm()&0o022 != 0 && st.Uid != 0 {
-		return fmt.Errorf("socket directory %s is writable by group or others (mode %v) and owned by uid %d, not root: "+
-			"another user could replace the socket; use a directory root owns, or chmod go-w it", dir, fi.Mode().Perm(), st.Uid)
-	}
-	return nil
 }
 
 // removeStaleSocket removes a socket file at path that nothing listens on.

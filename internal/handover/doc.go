@@ -33,8 +33,10 @@
 //     listeners: it closes these copies when the exchange ends, and serves on
 //     its own listeners until done.
 //   - The successor owns the descriptors it received. It closes them when the
-//     offer does not match (another op, a count other than udp+tcp, other
-//     addresses), and otherwise turns them into its listeners.
+//     offer does not pass CheckOffer (another op, a count other than
+//     udp+tcp, other addresses, or a descriptor that is not a UDP socket,
+//     then a listening TCP or MPTCP socket, bound to an offered address),
+//     and otherwise turns them into its listeners.
 //   - A failure before ready costs nothing: the predecessor keeps its
 //     sockets, and the successor opens its own.
 //   - After done the predecessor has closed its end of the handover socket
@@ -59,6 +61,16 @@
 // predecessor refuses (with error) a hello from the pod it itself replaced,
 // so the sockets never go back to an older revision when that pod's
 // container restarts.
+//
+// # Trust
+//
+// Whoever answers on the socket is given the agent's DNS traffic, so the
+// agent (internal/agent, sockettrust.go) dials it only when the socket
+// file and every directory above it belong to root or the agent's uid, and
+// the process listening there (SO_PEERCRED) runs as one of them; the
+// predecessor checks the successor's credentials on accept. CheckOffer
+// then checks every descriptor with the kernel (SO_TYPE, SO_DOMAIN,
+// SO_PROTOCOL, SO_ACCEPTCONN, getsockname) before any is used.
 //
 // The package has no config and no metrics; the agent counts handovers in
 // nodecache_handovers_total.
