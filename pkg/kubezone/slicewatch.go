@@ -1,24 +1,17 @@
 package kubezone
 
 import (
-	"bufio"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -213,217 +206,6 @@ func refusesStreamingList(err error) bool {
 	return apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
 }
 
-// watch opens a watch from w.rv (a streaming list when list is set) and
-// applies its events until the stream ends. It returns nil when the server
-// ends the stream.
-func (w *sliceWatch) watch(ctx context.Context, list bool) error {
-	timeout := int64(300 + rand.IntN(300)) // 5 to 10 minutes, as client-go's reflector
-	o := metav1.ListOptions{Watch: true, ResourceVersion: w.rv, AllowWatchBookmarks: true, TimeoutSeconds: &timeout}
-	if list {
-		send := true
-		o.SendInitialEvents, o.ResourceVersionMatch = &send, metav1.ResourceVersionMatchNotOlderThan
-		w.startList()
-	} else {
-		w.armed = true
-	}
-	err := w.stream(ctx, o)
-	w.flush()
-	if w.seen != nil { // a streaming list cut short: list again
-		w.seen, w.rv = nil, ""
-	}
-	if errors.Is(err, io.EOF) {
-		return nil
-	}
-	return err
-}
-
-// stream opens the watch o and reads it until it ends, or until it has
-// been silent for w.idle.
-func (w *sliceWatch) stream(ctx context.Context, o metav1.ListOptions) error {
-	sctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	frames := new(atomic.Uint64)
-	w.frames = frames
-	go func() { // the idle check: ends with the stream
-		t := time.NewTicker(w.idle)
-		defer t.Stop()
-		for {
-			select {
-			case <-sctx.Done():
-				return
-			case <-t.C:
-				if frames.Swap(0) == 0 {
-					cancel(errWatchIdle)
-					return
-				}
-			}
-		}
-	}()
-	body, err := w.rc.Get().Resource("endpointslices").VersionedParams(&o, scheme.ParameterCodec).
-		SetHeader("Accept", runtime.ContentTypeProtobuf).Stream(sctx)
-	if err == nil {
-		defer body.Close()
-		err = w.read(sctx, body)
-	}
-	if errors.Is(context.Cause(sctx), errWatchIdle) && ctx.Err() == nil {
-		return errWatchIdle
-	}
-	if err != nil && !errors.Is(err, io.EOF) {
-		return fmt.Errorf("endpointslices watch: %w", err)
-	}
-	return err
-}
-
-// read reads and handles frames from a watch stream until it ends.
-func (w *sliceWatch) read(ctx context.Context, body io.Reader) error {
-	br := bufio.NewReaderSize(body, watchReadBuffer)
-	var hdr [4]byte
-	for {
-		if _, err := io.ReadFull(br, hdr[:]); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if errors.Is(err, io.EOF) {
-				return io.EOF
-			}
-			return fmt.Errorf("reading: %w", err)
-		}
-		n := int(binary.BigEndian.Uint32(hdr[:]))
-		if n > maxWatchFrame {
-			if hdr[0] == '{' {
-				return errors.New("the watch stream is JSON, not protobuf: something between the agent and " +
-					"the API server answers for it without honouring the Accept header")
-			}
-			return fmt.Errorf("a frame of %d bytes, over the %d limit", n, maxWatchFrame)
-		}
-		if cap(w.frame) < n {
-			w.frame = make([]byte, n)
-		}
-		frame := w.frame[:n]
-		if _, err := io.ReadFull(br, frame); err != nil {
-			return fmt.Errorf("reading: %w", err)
-		}
-		if w.frames != nil {
-			w.frames.Add(1)
-		}
-		if err := w.handle(frame); err != nil {
-			return err
-		}
-		if len(w.pending) >= applyChunk || !frameBuffered(br) {
-			w.flush()
-		}
-	}
-}
-
-// frameBuffered says whether br holds a whole next frame, so that reading
-// it will not block: until then, what was read waits to be applied with it.
-func frameBuffered(br *bufio.Reader) bool {
-	if br.Buffered() < 4 {
-		return false
-	}
-	hdr, err := br.Peek(4)
-	return err == nil && br.Buffered() >= 4+int(binary.BigEndian.Uint32(hdr))
-}
-
-// handle applies one watch event frame to the watch's state and queues
-// what the zone must apply.
-func (w *sliceWatch) handle(frame []byte) error {
-	t, raw, err := parseWatchFrame(frame)
-	if err != nil {
-		return fmt.Errorf("decoding an event: %w", err)
-	}
-	typ := watch.EventType(eventType(t))
-	switch typ {
-	case watch.Error:
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(raw, nil, nil)
-		if err != nil {
-			return fmt.Errorf("an ERROR event that does not decode: %w", err)
-		}
-		if st, ok := obj.(*metav1.Status); ok {
-			return apierrors.FromObject(st)
-		}
-		return fmt.Errorf("an ERROR event holding a %T, not a Status", obj)
-	case watch.Added, watch.Modified, watch.Deleted, watch.Bookmark:
-	default:
-		return fmt.Errorf("unknown event type %q", typ)
-	}
-	s, err := decodeSlim(raw)
-	if err != nil {
-		return fmt.Errorf("decoding a %s event: %w", typ, err)
-	}
-	if w.seen == nil && s.resourceVersion != "" {
-		w.rv = s.resourceVersion // during a streaming list, only its end says where to resume
-	}
-	switch typ {
-	case watch.Bookmark:
-		if _, end := s.model.(initialEventsEnd); end && w.seen != nil {
-			w.rv = s.resourceVersion // the list's version: the stream goes on as a watch from it
-			w.endList()
-			w.armed = true
-		}
-	case watch.Deleted:
-		w.remove(nsKey(s.namespace, s.name))
-	default:
-		w.upsert(nsKey(s.namespace, s.name), s)
-	}
-	return nil
-}
-
-// remove queues the deletion of a slice.
-func (w *sliceWatch) remove(key string) {
-	delete(w.known, key)
-	w.pending = append(w.pending, event{kind: objSlice, key: key, arrived: w.z.now()})
-}
-
-// upsert queues an added or modified slice unless the zone holds it at
-// this resource version already (a relist of an unchanged object).
-func (w *sliceWatch) upsert(key string, s *slim) {
-	listing := w.seen != nil
-	if listing {
-		w.seen[key] = true
-	}
-	if rv, ok := w.known[key]; ok && rv == s.resourceVersion {
-		return
-	}
-	w.known[key] = s.resourceVersion
-	ev := event{kind: objSlice, key: key, arrived: w.z.now()}
-	if m, ok := s.model.(*sliceModel); ok {
-		ev.obj = m
-	}
-	if !listing {
-		ev.written = s.written
-	}
-	w.pending = append(w.pending, ev)
-}
-
-// startList starts collecting the keys a list holds.
-func (w *sliceWatch) startList() {
-	w.seen = make(map[string]bool, len(w.known))
-}
-
-// endList deletes what the zone holds that the list did not, applies the
-// list and marks the zone's slices synced.
-func (w *sliceWatch) endList() {
-	for key := range w.known {
-		if !w.seen[key] {
-			w.remove(key) // deleting from a map while ranging over it is allowed
-		}
-	}
-	w.seen = nil
-	w.flush()
-	w.synced.Store(true)
-}
-
-// flush applies the pending events as one generation.
-func (w *sliceWatch) flush() {
-	if len(w.pending) == 0 {
-		return
-	}
-	w.z.apply(w.pending)
-	clear(w.pending) // the models are the zone's now; the array is reused
-	w.pending = w.pending[:0]
-}
-
 // listPaged lists every EndpointSlice with a paginated LIST and applies it;
 // the next watch resumes from the list's resource version.
 func (w *sliceWatch) listPaged(ctx context.Context) error {
@@ -467,19 +249,6 @@ func (w *sliceWatch) listPaged(ctx context.Context) error {
 	w.rv = rv
 	w.endList()
 	return nil
-}
-
-// decodeSlim decodes an EndpointSlice (or a bookmark of one) into a slim.
-func decodeSlim(raw []byte) (*slim, error) {
-	obj, _, err := sliceDecoder.Decode(raw, nil, nil)
-	if err != nil {
-		return nil, err
-	}
-	s, ok := obj.(*slim)
-	if !ok {
-		return nil, fmt.Errorf("a %T, not an EndpointSlice", obj)
-	}
-	return s, nil
 }
 
 // sleepCtx sleeps d; false if ctx ended first.
