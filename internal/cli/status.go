@@ -79,6 +79,9 @@ func ifaceLine(s iface.InterfaceStatus) string {
 	if len(s.Missing) > 0 {
 		line += ", missing " + doctor.JoinIPs(s.Missing)
 	}
+	if len(s.IPVSHeld) > 0 {
+		line += ", " + iface.IPVSLinkName + " holds " + doctor.JoinIPs(s.IPVSHeld) + " (IPVS: not intercepted)"
+	}
 	return line
 }
 

@@ -238,3 +238,38 @@ func TestDoctorWithoutAgent(t *testing.T) {
 		t.Errorf("got an error not wrapping ErrAgentUnreachable, want one")
 	}
 }
+
+// TestDoctorIPVS: kube-ipvs0 holding a local IP is one WARN naming it, from a direct inspection
+// as from the agent's status; nothing otherwise.
+func TestDoctorIPVS(t *testing.T) {
+	held := iface.Status{Interface: iface.InterfaceStatus{State: iface.StateOK, Name: "nodelocaldns", Present: true,
+		Kind: "dummy", Up: true, IPVSHeld: []netip.Addr{netip.MustParseAddr("10.96.0.10")}}}
+	for _, tt := range []struct {
+		name   string
+		direct bool
+		st     iface.Status
+		want   []Severity
+	}{
+		{"inspected, held", true, held, []Severity{Warn}},
+		{"agent's status, held", false, held, []Severity{Warn}},
+		{"inspected, not held", true, iface.Status{}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			e := fakeNode{}.env(t)
+			if tt.direct {
+				e.Inspect = func(context.Context, iface.Config) (iface.Status, error) { return tt.st, nil }
+			} else {
+				e.st = &adminapi.Status{Interface: tt.st}
+			}
+			fs := e.checkInterface(context.Background())
+			if got := severities(fs, "ipvs"); !slices.Equal(got, tt.want) {
+				t.Fatalf("ipvs findings: got %v, want %v (%+v)", got, tt.want, fs)
+			}
+			for _, f := range fs {
+				if f.Check == "ipvs" && (!strings.Contains(f.Detail, "kube-ipvs0 holds 10.96.0.10") || !strings.Contains(f.Fix, "clusterDNS")) {
+					t.Errorf("ipvs finding: got %+v, want it to name kube-ipvs0 and 10.96.0.10 and fix with clusterDNS", f)
+				}
+			}
+		})
+	}
+}

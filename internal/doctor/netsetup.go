@@ -47,7 +47,8 @@ func (e *Env) checkInterface(ctx context.Context) []Finding {
 		}
 		st = e.st.Interface
 	}
-	return append(linkFindings(st.Interface, source), ruleFindings(st.Rules, source)...)
+	fs := append(linkFindings(st.Interface, source), ipvsFindings(st.Interface, source)...)
+	return append(fs, ruleFindings(st.Rules, source)...)
 }
 
 // localHTTPPorts mirrors the agent: health and metrics ports on a local IP

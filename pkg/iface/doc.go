@@ -39,6 +39,15 @@
 // 1 too; it is then left below it (ChainStatus.Yielded, one warning) rather than fought over. The iptables flavour is Config.IPTablesMode
 // ("auto" picks nft or legacy with kube-proxy's heuristic over iptables-{legacy,nft}-save).
 //
+// # kube-proxy in IPVS mode
+//
+// IPVS mode puts every Service IP on kube-proxy's kube-ipvs0 link, and IPVS takes packets to those
+// IPs on the local-in path, whatever the raw table says: a local IP that kube-ipvs0 also carries
+// (the kube-dns ClusterIP, intercepted) never reaches the agent. Each link reconcile (and Check)
+// lists kube-ipvs0's addresses and reports the local IPs on it in InterfaceStatus.IPVSHeld and a
+// gauge, with one warning when that set changes; nothing else changes (the link-local IP still
+// works, so readiness does not depend on it).
+//
 // # Config
 //
 // See Config: InterfaceName ("nodelocaldns"), LocalIPs (required), Port (53), ExtraTCPPorts,
@@ -51,6 +60,7 @@
 //	nodecache_iface_readds_total{kind="link|address|rule|jump"}   things put back after the first success
 //	nodecache_iface_errors_total{kind="link|address|rule|jump|watch"}
 //	nodecache_iface_rules                                         rules in our chains plus jumps
+//	nodecache_iface_ipvs_held_ips                                 local IPs kube-ipvs0 also holds
 //	coredns_nodecache_setup_errors_total{errortype="iptables|iptables_lock|interface_add|interface_check|configmap"}
 //	                                                              node-local-dns's name for the errors above
 package iface

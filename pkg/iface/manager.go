@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -36,6 +37,7 @@ type Manager struct {
 	tornDown         bool             // Teardown ran; reconciles are no-ops until the next Setup
 	moved            map[jumpKey]int  // times a jump was moved back to position 1
 	yieldLogged      map[jumpKey]bool // the warning about yielding position 1 was logged
+	ipvsLogged       []netip.Addr     // the local IPs on kube-ipvs0 last logged
 
 	mu     sync.Mutex // guards following
 	status Status
@@ -233,6 +235,9 @@ func (m *Manager) Check(ctx context.Context) (Status, error) {
 		if err != nil {
 			return st, fmt.Errorf("iface: check: %w", err)
 		}
+		if st.Interface.IPVSHeld, err = m.ipvsHeld(); err != nil {
+			return st, fmt.Errorf("iface: check: %w", err)
+		}
 	}
 	if m.rules != nil {
 		views, err := m.inspectRules(ctx)
@@ -266,7 +271,7 @@ func (m *Manager) reconcileLocked(ctx context.Context, rulesToo bool) error {
 	if m.links != nil {
 		var err error
 		ist, err = m.syncLink()
-		errs = append(errs, err)
+		errs = append(errs, err, m.noteIPVSLocked(&ist))
 	}
 	if rulesToo && m.rules != nil {
 		var err error
@@ -335,6 +340,7 @@ func (m *Manager) countReadd(kind string, n int) {
 func cloneStatus(s Status) Status {
 	s.Interface.Addresses = slices.Clone(s.Interface.Addresses)
 	s.Interface.Missing = slices.Clone(s.Interface.Missing)
+	s.Interface.IPVSHeld = slices.Clone(s.Interface.IPVSHeld)
 	s.Rules.Chains = slices.Clone(s.Rules.Chains)
 	return s
 }

@@ -21,6 +21,7 @@ type metrics struct {
 	readds     *prometheus.CounterVec // kind = link | address | rule | jump
 	errors     *prometheus.CounterVec // kind = link | address | rule | jump | watch
 	rules      prometheus.Gauge
+	ipvsHeld   prometheus.Gauge // local IPs kube-ipvs0 also holds
 	// setupErrors is node-local-dns's coredns_nodecache_setup_errors_total
 	// {errortype}, which its alerts and dashboards use, with node-cache's
 	// label values (kubernetes/dns cmd/node-cache/app): see setupErrorType.
@@ -74,6 +75,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodecache_iface_rules",
 			Help: "Our iptables rules (including jumps) present after the last rule reconcile, all families.",
 		}),
+		ipvsHeld: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodecache_iface_ipvs_held_ips",
+			Help: "Local IPs that kube-proxy's kube-ipvs0 link also holds (IPVS mode): queries to them reach the Service's endpoints, not this agent.",
+		}),
 		setupErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "coredns_nodecache_setup_errors_total",
 			Help: "The number of errors during periodic network setup for node-cache (errortype iptables, iptables_lock, interface_add, interface_check, configmap).",
@@ -91,6 +96,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			return nil, err
 		}
 		if m.rules, err = register(reg, m.rules); err != nil {
+			return nil, err
+		}
+		if m.ipvsHeld, err = register(reg, m.ipvsHeld); err != nil {
 			return nil, err
 		}
 		if m.setupErrors, err = register(reg, m.setupErrors); err != nil {

@@ -39,6 +39,10 @@ type InterfaceStatus struct {
 	Up        bool
 	Addresses []netip.Addr // desired addresses found on the link
 	Missing   []netip.Addr // desired addresses not found
+	// IPVSHeld are the local IPs kube-ipvs0 also carries (kube-proxy in IPVS mode): IPVS sends
+	// queries to them to the Service's endpoints, so the agent does not get them. It does not
+	// change State: the agent still serves its other IPs.
+	IPVSHeld []netip.Addr
 }
 
 // RulesStatus describes our chains in every family that has local IPs.
