@@ -22,8 +22,13 @@ type chainRef struct {
 	Parent string
 }
 
-// ourChains lists our chains in the order they are reconciled (raw first, so NOTRACK is in place
-// before ACCEPT).
+// ourChains lists our chains in the order they are torn down; they are set up in the reverse order.
+// Queries stop being exempted from conntrack (raw PREROUTING) before replies do (raw OUTPUT), and
+// replies are exempted before queries are: an untracked query must never get a tracked reply. Such
+// a reply makes a conntrack entry of its own, and where kube-proxy's DNAT already holds one for the
+// client's port (the intercepted kube-dns ClusterIP) the two tuples clash and the kernel rewrites
+// the reply's source port, so the client drops it. The filter chains' ACCEPT goes in first and
+// comes out last.
 func ourChains() []chainRef {
 	return []chainRef{
 		{Table: tableRaw, Chain: "NODECACHE-PREROUTING", Parent: "PREROUTING"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // chainView is what inspectChain saw of one of our chains and its jump.
@@ -117,7 +118,8 @@ func (m *Manager) rulesStatus(views []chainView) RulesStatus {
 	return st
 }
 
-// syncRules converges every chain, then every jump (a jump needs its chain). Caller holds applyMu.
+// syncRules converges every chain, then every jump (a jump needs its chain), in the reverse of
+// ourChains' order. Caller holds applyMu.
 func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 	views, err := m.inspectRules(ctx)
 	if err != nil {
@@ -128,7 +130,9 @@ func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 	}
 	changed := false
 	var errs []error
-	for _, v := range views {
+	// Backwards: the reverse of ourChains' order, so the replies' NOTRACK (raw OUTPUT) is in place
+	// before the queries' (raw PREROUTING); see ourChains.
+	for _, v := range slices.Backward(views) {
 		if !v.rewrite() {
 			continue
 		}
@@ -142,7 +146,7 @@ func (m *Manager) syncRules(ctx context.Context) (RulesStatus, error) {
 			"missing", v.st.Missing, "extra", v.st.Extra)
 		m.countReadd(kindRule, v.st.Missing)
 	}
-	for _, v := range views {
+	for _, v := range slices.Backward(views) {
 		m.warnYieldedLocked(v)
 		if !v.fixJump() {
 			continue
