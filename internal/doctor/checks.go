@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -164,9 +165,16 @@ func (e *Env) upstreamFinding(check, what, s string) Finding {
 	return Finding{Check: check, Severity: OK, Detail: what + " is not a loop"}
 }
 
-// checkListeners sends a real query over UDP and TCP to every listener.
+// checkListeners sends a real query over UDP and TCP to every listener
+// whose address a link of this node holds. To any other address the query
+// would follow the routes, to the default gateway and off the node: it is
+// reported, not sent.
 func (e *Env) checkListeners(ctx context.Context) []Finding {
 	ips, port := e.agentLocalIPs()
+	held, err := e.linkAddrs()
+	if err != nil {
+		return []Finding{{Check: "listener", Severity: Warn, Detail: "not probed: cannot list this node's addresses: " + err.Error()}}
+	}
 	q := new(dns.Msg)
 	if e.st != nil && e.st.Zone != nil {
 		q.SetQuestion("dns-version."+dns.Fqdn(e.st.Config["cluster-domain"]), dns.TypeTXT)
@@ -176,6 +184,12 @@ func (e *Env) checkListeners(ctx context.Context) []Finding {
 	var out []Finding
 	for _, ip := range ips {
 		addr := netip.AddrPortFrom(ip, port).String()
+		if !slices.Contains(held, ip.Unmap()) {
+			out = append(out, Finding{Check: "listener", Severity: Fail,
+				Detail: fmt.Sprintf("%s not probed: no link of this node holds %s, so a query would leave the node", addr, ip),
+				Fix:    "see the interface check above: the agent puts its addresses on its link (--setup-interface)"})
+			continue
+		}
 		for _, proto := range []string{"udp", "tcp"} {
 			c := &dns.Client{Net: proto, Timeout: e.DNSTimeout}
 			r, rtt, err := c.ExchangeContext(ctx, q, addr)

@@ -14,7 +14,9 @@
 //   - conntrack: no conntrack entries for DNS to the local IPs;
 //   - resolv.conf and upstream: no forwarding loop through a loopback stub
 //     or the agent itself, and no upstream marked down;
-//   - listener: a real query over UDP and TCP to every local IP;
+//   - listener: a real query over UDP and TCP to every local IP that a
+//     link of this node holds (Env.LinkAddrs); one no link holds is
+//     reported and not queried, since the query would leave the node;
 //   - coredns: what the cluster's CoreDNS Corefile adds to kubeadm's
 //     defaults, which pods using nodecache bypass.
 //

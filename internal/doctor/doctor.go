@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os/exec"
 	"strings"
@@ -66,6 +67,10 @@ type Env struct {
 	// Inspect looks at the link and rules directly (see InspectKernel);
 	// nil uses what the agent saw.
 	Inspect func(ctx context.Context, cfg iface.Config) (iface.Status, error)
+	// LinkAddrs lists the addresses the links of this node hold; the
+	// listener check queries only those. nil is the kernel's list
+	// (LinkAddrs).
+	LinkAddrs func() ([]netip.Addr, error)
 	// CoreDNS returns the coredns ConfigMap's Corefile; nil skips the check.
 	CoreDNS func(ctx context.Context) (string, error)
 	// Unsupported lists what nodecache cannot reproduce of a Corefile, as
@@ -149,6 +154,30 @@ func InspectKernel(ctx context.Context, cfg iface.Config) (iface.Status, error) 
 		return st, nil // the status says what differs
 	}
 	return st, err
+}
+
+// linkAddrs is what e.LinkAddrs, or else LinkAddrs, returns.
+func (e *Env) linkAddrs() ([]netip.Addr, error) {
+	if e.LinkAddrs != nil {
+		return e.LinkAddrs()
+	}
+	return LinkAddrs()
+}
+
+// LinkAddrs lists the addresses held by the links of this network
+// namespace, unmapped; it is Env.LinkAddrs on a real node.
+func LinkAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("listing the node's addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if p, err := netip.ParsePrefix(a.String()); err == nil {
+			out = append(out, p.Addr().Unmap())
+		}
+	}
+	return out, nil
 }
 
 // agentLocalIPs are the IPs and port the agent serves on, from its status,
