@@ -13,7 +13,8 @@
 //
 // Config: Addr "unix:///path" or "tcp://host:port" (required), Buffer
 // 10000, RetryInterval 2s, WriteTimeout 5s, Identity (the node name) and
-// Version.
+// Version. TCP is clear text: an address other than loopback logs one
+// warning in New (the stream is meant for a collector on the node).
 //
 // Metrics: nodecache_dnstap_messages_total{result} (sent, dropped: the
 // queue was full, lost: written to a connection that then failed).

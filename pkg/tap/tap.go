@@ -48,6 +48,20 @@ func ParseAddr(s string) (network, addr string, err error) {
 	return "", "", fmt.Errorf("dnstap address %q: want unix:///PATH or tcp://HOST:PORT", s)
 }
 
+// Loopback reports whether the HOST:PORT addr names a loopback address
+// ("localhost" or a loopback IP): dnstap sent there stays on the node.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
 // Tap queues and sends dnstap messages. Its methods never block.
 type Tap struct {
 	cfg              Config
@@ -88,6 +102,11 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Tap, error) 
 	}
 	if cfg.WriteTimeout == 0 {
 		cfg.WriteTimeout = 5 * time.Second
+	}
+	if network == "tcp" && !Loopback(addr) {
+		log.Warn("dnstap over tcp:// is clear text: every pod's queries and answers cross the network unencrypted; "+
+			"send to a collector on this node (a loopback address or unix://) and forward from there over an encrypted channel",
+			"dnstap", cfg.Addr)
 	}
 	msgs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodecache_dnstap_messages_total",
 		Help: "dnstap messages by result: sent, dropped (the queue was full), lost (written to a connection that failed)."},

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,5 +112,37 @@ func TestTapDropsWhenNobodyReads(t *testing.T) {
 	}
 	if err := tp.Close(); err != nil {
 		t.Errorf("close: %v", err)
+	}
+}
+
+// TestClearTextWarning: dnstap over tcp:// to anything but loopback gets one
+// Warn line at start saying the stream is clear text; loopback and unix://
+// get none.
+func TestClearTextWarning(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		warn bool
+	}{
+		{"tcp://127.0.0.1:1", false},
+		{"tcp://[::1]:1", false},
+		{"tcp://localhost:1", false},
+		{"unix:///nonexistent/tap.sock", false},
+		// Not loopback, yet a dial of it stays on this host (refused): the
+		// test sends nothing off the node.
+		{"tcp://0.0.0.0:1", true},
+	} {
+		t.Run(tc.addr, func(t *testing.T) {
+			var sb strings.Builder
+			log := slog.New(slog.NewTextHandler(&sb, &slog.HandlerOptions{Level: slog.LevelWarn}))
+			// A retry interval longer than the test: the tap dials once at most.
+			tp, err := New(Config{Addr: tc.addr, RetryInterval: time.Hour}, nil, log)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tp.Close()
+			if got := strings.Contains(sb.String(), "clear text"); got != tc.warn {
+				t.Errorf("got log %q, want a clear-text warning: %v", sb.String(), tc.warn)
+			}
+		})
 	}
 }
