@@ -96,6 +96,10 @@ type apiConfig struct {
 	ServiceAccounts bool
 	// Tokens are extra lines of the static token file (token,user,uid,"groups").
 	Tokens []string
+	// Kubelets lets the API server reach kubelets by their InternalIP
+	// with a client certificate (PKI.kubeletClientCert) that a kubelet
+	// trusting the CA accepts: logs, exec, port-forward.
+	Kubelets bool
 }
 
 func startAPIServerWith(ctx context.Context, binDir, dir string, cfg apiConfig) (*apiServer, error) {
@@ -179,6 +183,10 @@ func (s *apiServer) startKubeAPIServer(ctx context.Context, binDir string) error
 		"--service-account-key-file=" + s.PKI.saPub,
 		"--service-account-signing-key-file=" + s.PKI.saKey,
 		"--profiling=false", "--v=1",
+	}
+	if s.cfg.Kubelets {
+		args = append(args, "--kubelet-preferred-address-types=InternalIP",
+			"--kubelet-client-certificate="+s.PKI.kubeletClientCert, "--kubelet-client-key="+s.PKI.kubeletClientKey)
 	}
 	if !s.cfg.ServiceAccounts {
 		// No controller-manager: nothing would create the ServiceAccount
@@ -291,6 +299,9 @@ type pki struct {
 	saKey      string // PEM private key signing ServiceAccount tokens
 	saPub      string // PEM public key verifying them
 	caPEM      []byte // contents of caCert, for kubeconfigs
+	// The API server's client certificate towards kubelets (CN
+	// kube-apiserver-kubelet-client), signed by the CA.
+	kubeletClientCert, kubeletClientKey string
 }
 
 // newPKI writes a fresh CA, an apiserver serving certificate and a
@@ -302,6 +313,9 @@ func newPKI(dir string) (*pki, error) {
 		serverKey:  filepath.Join(dir, "apiserver.key"),
 		saKey:      filepath.Join(dir, "sa.key"),
 		saPub:      filepath.Join(dir, "sa.pub"),
+
+		kubeletClientCert: filepath.Join(dir, "apiserver-kubelet-client.crt"),
+		kubeletClientKey:  filepath.Join(dir, "apiserver-kubelet-client.key"),
 	}
 	now := time.Now()
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -345,6 +359,21 @@ func newPKI(dir string) (*pki, error) {
 	if err != nil {
 		return nil, fmt.Errorf("signing serving certificate: %w", err)
 	}
+	kcKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, fmt.Errorf("generating kubelet client key: %w", err)
+	}
+	kcDER, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(3),
+		Subject:      pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{"system:masters"}},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	}, ca, &kcKey.PublicKey, caKey)
+	if err != nil {
+		return nil, fmt.Errorf("signing kubelet client certificate: %w", err)
+	}
 	saKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, fmt.Errorf("generating service account key: %w", err)
@@ -358,6 +387,8 @@ func newPKI(dir string) (*pki, error) {
 		{path: p.serverKey, block: ecKeyBlock(srvKey)},
 		{path: p.saKey, block: ecKeyBlock(saKey)},
 		{path: p.saPub, block: pubKeyBlock(&saKey.PublicKey)},
+		{path: p.kubeletClientCert, block: &pem.Block{Type: "CERTIFICATE", Bytes: kcDER}},
+		{path: p.kubeletClientKey, block: ecKeyBlock(kcKey)},
 	}
 	for _, f := range files {
 		if f.block == nil {

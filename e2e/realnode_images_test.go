@@ -35,6 +35,7 @@ type imageSpec struct {
 	Ref        string // repository:tag
 	Files      []imageFile
 	Entrypoint []string
+	Cmd        []string
 }
 
 // agentImageTags are the agent images the rollout test switches between:
@@ -111,6 +112,11 @@ func buildNodeImages(ctx context.Context, dir string) ([]string, error) {
 	clientFiles = append(clientFiles, imageFile{Src: load, Dst: "/usr/local/bin/dnsload"})
 	specs = append(specs, imageSpec{Ref: clientRepo, Files: append(clientFiles, etc...), Entrypoint: []string{"/usr/local/bin/dnsload"}})
 
+	return writeImages(dir, specs)
+}
+
+// writeImages writes one docker-archive tarball per spec into dir.
+func writeImages(dir string, specs []imageSpec) ([]string, error) {
 	var tars []string
 	for _, s := range specs {
 		name := strings.NewReplacer("/", "_", ":", "_").Replace(s.Ref) + ".tar"
@@ -176,6 +182,7 @@ func writeDockerArchive(path string, s imageSpec) error {
 		"os":           "linux",
 		"config": map[string]any{
 			"Entrypoint": s.Entrypoint,
+			"Cmd":        s.Cmd,
 			"Env":        []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		},
 		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{"sha256:" + diffID}},

@@ -35,7 +35,6 @@ import (
 
 const (
 	nodeName   = "e2e-node"
-	nodeIP     = "192.0.2.10" // TEST-NET-1, on a link inside the node netns only
 	podSubnet  = "10.244.0.0/24"
 	pauseImage = "docker.io/nodecache-e2e/pause:1"
 	agentRepo  = "nodecache-e2e/agent"
@@ -50,6 +49,7 @@ type realNode struct {
 	bin      string // etcd, kube-*, kubelet
 	api      *apiServer
 	ns       *netNS // the node's network namespace
+	link     nodeLink
 	apiFwd   *tcpForwarder
 	upstream *dnsUpstream
 	ctrSock  string
@@ -88,11 +88,10 @@ func realNodePrereqs(bin string) error {
 	return nil
 }
 
-// startRealNode brings the cluster and its node up, with the agent's images
-// imported, and waits until the node is Ready.
-func startRealNode(t *testing.T) *realNode {
+// requireRealNode skips t (or fails it under CI=true) when this machine
+// lacks what a real node needs, and returns the Kubernetes binaries' dir.
+func requireRealNode(t *testing.T) string {
 	t.Helper()
-	requireSuite(t)
 	bin, err := apiServerBinDir()
 	if err != nil {
 		t.Fatal(err)
@@ -103,13 +102,21 @@ func startRealNode(t *testing.T) *realNode {
 		}
 		t.Skipf("SKIPPING real node (set CI=true to make this a failure): %v", err)
 	}
+	return bin
+}
+
+// startRealNode brings the cluster and its node up, with the agent's images
+// imported, and waits until the node is Ready. What it makes lives as long
+// as tb (the shared node's); t is the test that asked first.
+func startRealNode(t *testing.T, tb *nodeTB, bin string) *realNode {
+	t.Helper()
 	// Not under /tmp: containerd's overlay snapshots need a real
 	// filesystem, and the kubelet's volumes want one too.
 	dir, err := os.MkdirTemp("/var/lib", "nodecache-e2e-node-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	n := &realNode{t: t, dir: dir, bin: bin, netnsBefore: map[string]bool{}}
+	n := &realNode{t: tb, dir: dir, bin: bin, netnsBefore: map[string]bool{}}
 	if ents, err := os.ReadDir("/run/netns"); err == nil {
 		for _, e := range ents {
 			n.netnsBefore[e.Name()] = true
@@ -117,7 +124,7 @@ func startRealNode(t *testing.T) *realNode {
 	}
 	_, err = os.Stat("/sys/fs/cgroup/memory/kubepods")
 	n.hadKubepods = err == nil
-	t.Cleanup(n.cleanup)
+	tb.Cleanup(n.cleanup)
 	start := time.Now()
 	stage := func(what string) {
 		t.Logf("real node: %s (+%v)", what, time.Since(start).Round(100*time.Millisecond))
@@ -125,10 +132,11 @@ func startRealNode(t *testing.T) *realNode {
 
 	kubeletToken := "nodecache-e2e-kubelet-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	// Generous: the images' go build is cold on a fresh machine.
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	ctx, cancel := context.WithTimeout(tb.Context(), 15*time.Minute)
 	defer cancel()
 	n.api, err = startAPIServerWith(ctx, bin, mkdir(t, dir, "api"), apiConfig{
 		ServiceAccounts: true,
+		Kubelets:        true,
 		Tokens:          []string{fmt.Sprintf("%s,system:node:%s,kubelet-%s,\"system:nodes\"", kubeletToken, nodeName, nodeName)},
 	})
 	if err != nil {
@@ -139,13 +147,14 @@ func startRealNode(t *testing.T) *realNode {
 	n.startControlPlane()
 	stage("controller-manager and scheduler started")
 
-	n.ns = newNetNS(t, "node")
+	n.ns = newNetNS(tb, "node")
+	// The default route leads nowhere: a bridge with no uplink.
 	mustIP(t, "-n", n.ns.Name, "link", "add", "e2e0", "type", "bridge")
-	mustIP(t, "-n", n.ns.Name, "addr", "add", nodeIP+"/24", "dev", "e2e0")
 	mustIP(t, "-n", n.ns.Name, "link", "set", "e2e0", "up")
 	mustIP(t, "-n", n.ns.Name, "route", "add", "default", "dev", "e2e0")
-	n.apiFwd = forwardTCP(t, n.ns, fmt.Sprintf("127.0.0.1:%d", n.api.Port))
-	n.upstream = startUpstream(t, n.ns, "127.0.0.1")
+	n.link = linkNode(tb, n.ns, podSubnet)
+	n.apiFwd = forwardTCP(tb, n.ns, fmt.Sprintf("127.0.0.1:%d", n.api.Port))
+	n.upstream = startUpstream(tb, n.ns, "127.0.0.1")
 
 	n.startContainerd(ctx)
 	stage("containerd ready")
@@ -292,6 +301,12 @@ func (n *realNode) importImages(ctx context.Context) {
 	if err != nil {
 		t.Fatalf("building images: %v", err)
 	}
+	n.importTars(ctx, tars)
+}
+
+// importTars imports docker-archive tarballs into the node's containerd.
+func (n *realNode) importTars(ctx context.Context, tars []string) {
+	t := n.t
 	for _, tar := range tars {
 		if _, err := n.ctr(ctx, "images", "import", "--no-unpack=false", tar); err != nil {
 			// Older ctr has no --no-unpack flag; unpacking is its default.
@@ -337,6 +352,7 @@ podLogsDir: %s
 authentication:
   anonymous: {enabled: false}
   webhook: {enabled: false}
+  x509: {clientCAFile: %s}
 authorization:
   mode: AlwaysAllow
 serializeImagePulls: false
@@ -348,12 +364,12 @@ evictionHard:
   imagefs.available: "1%%"
 syncFrequency: 5s
 nodeStatusUpdateFrequency: 4s
-`, n.ctrSock, resolv, port, healthz, filepath.Join(n.dir, "pod-logs"))
+`, n.ctrSock, resolv, port, healthz, filepath.Join(n.dir, "pod-logs"), n.api.PKI.caCert)
 	cfgPath := writeRigFile(t, filepath.Join(kd, "config.yaml"), cfg)
 	n.kubelet, err = startProc("kubelet", filepath.Join(n.dir, "kubelet.log"), n.inNode(
 		filepath.Join(n.bin, "kubelet"), "--config="+cfgPath, "--kubeconfig="+kubeconfig,
 		"--root-dir="+filepath.Join(kd, "root"), "--cert-dir="+filepath.Join(kd, "pki"),
-		"--node-ip="+nodeIP, "--hostname-override="+nodeName, "--v=1")...)
+		"--node-ip="+n.link.NodeIP, "--hostname-override="+nodeName, "--v=1")...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -669,16 +685,6 @@ func containerID(p *corev1.Pod) string {
 	}
 	_, id, _ := strings.Cut(p.Status.ContainerStatuses[0].ContainerID, "://")
 	return id
-}
-
-var execSeq int
-
-// exec runs argv inside the pod's first container (its namespaces, its
-// /etc/resolv.conf), through containerd as `kubectl exec` would through the
-// kubelet.
-func (n *realNode) exec(ctx context.Context, p *corev1.Pod, argv ...string) (string, error) {
-	execSeq++
-	return n.ctr(ctx, append([]string{"tasks", "exec", "--exec-id", fmt.Sprintf("e2e%d", execSeq), containerID(p)}, argv...)...)
 }
 
 // execOutput runs a command and returns its combined output.

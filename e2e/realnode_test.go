@@ -3,12 +3,13 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -38,13 +39,15 @@ import (
 // duplicate rule; `kubectl delete -k` leaves the node clean. The steps share
 // one cluster (it takes a minute to start), so they run in sequence.
 func TestRealNode(t *testing.T) {
-	n := startRealNode(t)
+	n := sharedRealNode(t)
 	ctx := t.Context()
 	metricsPort, err := freePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	overlay := n.writeOverlay(t, metricsPort, agentImageTags[0])
+	n.namespace(t, clientNS)
+	t.Cleanup(func() { n.uninstallAgent(t, overlay) })
 
 	// 1. Install.
 	start := time.Now()
@@ -71,19 +74,30 @@ func TestRealNode(t *testing.T) {
 	n.checkCrash(ctx, client)
 
 	// 5. Uninstall.
-	if out, err := n.kubectl(ctx, "delete", "-k", overlay, "--wait=true"); err != nil {
-		t.Fatalf("uninstalling: %v", err)
-	} else {
+	n.uninstallAgent(t, overlay)
+}
+
+// uninstallAgent runs `kubectl delete -k` of the overlay, waits until no
+// agent pod is left and wants the node clean. Nothing to delete is fine:
+// tests call it from t.Cleanup too, so that a failed test leaves no agent
+// on the shared node.
+func (n *realNode) uninstallAgent(t testing.TB, overlay string) {
+	t.Helper()
+	ctx := context.Background()
+	if out, err := n.kubectl(ctx, "delete", "-k", overlay, "--wait=true", "--ignore-not-found"); err != nil {
+		t.Errorf("uninstalling: %v", err)
+		return
+	} else if strings.TrimSpace(out) != "" {
 		t.Logf("kubectl delete -k:\n%s", out)
 	}
-	eventuallyWithin(n.t, 2*time.Minute, "no agent pod left", func() error {
+	eventuallyWithin(t, 2*time.Minute, "no agent pod left", func() error {
 		pods := n.agentPods(ctx)
 		if len(pods) > 0 {
 			return fmt.Errorf("%d agent pods left", len(pods))
 		}
 		return nil
 	})
-	eventuallyWithin(n.t, 30*time.Second, "the node clean after uninstall", n.leftovers)
+	eventuallyWithin(t, 30*time.Second, "the node clean after uninstall", n.leftovers)
 }
 
 const agentNS = "kube-system"
@@ -378,21 +392,29 @@ func (n *realNode) checkPodResolves(ctx context.Context, client *corev1.Pod, met
 }
 
 // agentRequests reads nodecache_server_requests_total from the serving
-// agent's metrics listener on the node's loopback.
+// agent's metrics listener (the node's loopback) through `kubectl
+// port-forward`.
 func (n *realNode) agentRequests(port int) float64 {
 	t := n.t
-	resp, err := nsHTTPClient(n.ns).Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	pods := n.agentPods(t.Context())
+	if len(pods) == 0 {
+		t.Fatal("no agent pod to read metrics from")
+	}
+	addr, stop, err := n.portForward(t.Context(), &pods[len(pods)-1], port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	resp, err := http.Get("http://" + addr + "/metrics") //nolint:noctx // the test's own forward
+	if err != nil {
+		t.Fatalf("agent metrics through kubectl port-forward: %v", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		t.Fatalf("agent metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		b.WriteString(sc.Text() + "\n")
-	}
-	return metricSum(t, b.String(), "nodecache_server_requests_total")
+	return metricSum(t, string(b), "nodecache_server_requests_total")
 }
 
 // surgeSample is what the sampler saw of the agent pods at one moment.
@@ -558,33 +580,20 @@ func podLogFiles(dir, ns, name string) []string {
 	return m
 }
 
-// clientSeconds reads the client pod's output from the kubelet's log file
-// (CRI format: time, stream, tag, line).
+// clientSeconds reads the client pod's per-second records with `kubectl
+// logs` (one JSON object a line).
 func (n *realNode) clientSeconds(client *corev1.Pod) []loadrec.Second {
 	t := n.t
-	files := podLogFiles(n.dir, client.Namespace, client.Name)
-	if len(files) == 0 {
-		t.Fatalf("no log file for the client pod under %s", filepath.Join(n.dir, "pod-logs"))
+	out, err := n.podLogs(t.Context(), client)
+	if err != nil {
+		t.Fatalf("client pod logs: %v", err)
 	}
 	var secs []loadrec.Second
-	for _, f := range files {
-		fh, err := os.Open(f)
-		if err != nil {
-			t.Fatal(err)
+	for _, line := range strings.Split(out, "\n") {
+		var s loadrec.Second
+		if err := json.Unmarshal([]byte(line), &s); err == nil {
+			secs = append(secs, s)
 		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 1<<20), 1<<20)
-		for sc.Scan() {
-			parts := strings.SplitN(sc.Text(), " ", 4)
-			if len(parts) < 4 || parts[1] != "stdout" {
-				continue
-			}
-			var s loadrec.Second
-			if err := json.Unmarshal([]byte(parts[3]), &s); err == nil {
-				secs = append(secs, s)
-			}
-		}
-		fh.Close()
 	}
 	return secs
 }

@@ -61,6 +61,7 @@ func runMain(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "\n*** e2e: SUITE CANNOT RUN: %s ***\n\n", env.skipReason)
 	}
 	code := m.Run()
+	stopSharedRealNode()
 	if env.api != nil {
 		if err := env.api.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
