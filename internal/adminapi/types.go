@@ -30,6 +30,10 @@ type Status struct {
 	// that applied).
 	ConfigGeneration uint64 `json:"config_generation"`
 	ConfigError      string `json:"config_error,omitempty"`
+	// DowngradeRefused lists the kube-dns ConfigMap's upstreamNameservers
+	// while they are not used because they would replace DNS over TLS
+	// upstreams with plain ones; empty otherwise.
+	DowngradeRefused []string `json:"downgrade_refused,omitempty"`
 }
 
 // Reload is the answer of PathReload: the generation serving afterwards,

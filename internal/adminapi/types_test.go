@@ -20,7 +20,7 @@ var wireTypes = []struct {
 	keys []string
 }{
 	{&Status{}, []string{"version", "uptime", "listeners", "serving", "not_ready", "interface", "zone", "cache",
-		"upstreams", "totals", "config", "config_generation", "config_error"}},
+		"upstreams", "totals", "config", "config_generation", "config_error", "downgrade_refused"}},
 	{&Reload{}, []string{"generation", "error"}},
 	{&Upstream{}, []string{"addr", "up", "consecutive_fails", "last_rtt_ms", "requests", "errors"}},
 	{&Query{}, []string{"name", "type", "rcode", "source", "server", "took_us", "answer", "authority", "additional", "flags"}},

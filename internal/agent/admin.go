@@ -193,6 +193,11 @@ func (a *Agent) status() adminapi.Status {
 	}
 	_, st.Totals = a.clients.snapshot(0, nil)
 	st.ConfigGeneration = a.live.gen.Load()
+	if p := a.downgradeRefused.Load(); p != nil {
+		for _, ad := range *p {
+			st.DowngradeRefused = append(st.DowngradeRefused, ad.String())
+		}
+	}
 	if e := a.live.lastErr.Load(); e != nil {
 		st.ConfigError = *e
 	}

@@ -19,7 +19,9 @@ import (
 // mapping (defaults, units, "0 means off") is tested alone.
 
 // upstreamConfig is the forwarder's config: the servers of --upstream (or
-// the kube-dns ConfigMap's upstreamNameservers, which replace them), the
+// the kube-dns ConfigMap's upstreamNameservers, which replace them unless
+// --upstream names a DNS over TLS server: those are kept, and the
+// ConfigMap's servers returned in stubConfig.refusedUps), the
 // stub domains with their options, the DNS over TLS servers among them,
 // queries sent from the listen addresses localAddrs, and tap (nil: none).
 // It also returns the stub domains' settings, for the cache's TTL caps.
@@ -34,11 +36,15 @@ func upstreamConfig(cfg *Config, localAddrs []netip.AddrPort, tap upstream.Tap) 
 	if err != nil {
 		return upstream.Config{}, stubConfig{}, fmt.Errorf("--upstream: %w", err)
 	}
+	upsTLS := len(dot.servers) > 0 // only --upstream's are in it yet
 	stubs, kubeUps, err := loadStubs(cfg.KubeDNSConfig, cfg.StubDomains, dot)
 	if err != nil {
 		return upstream.Config{}, stubConfig{}, err
 	}
-	if len(kubeUps) > 0 {
+	switch {
+	case len(kubeUps) > 0 && upsTLS:
+		stubs.refusedUps = kubeUps // plain DNS must not replace DNS over TLS
+	case len(kubeUps) > 0:
 		ups = kubeUps
 	}
 	fcfg := upstream.Config{

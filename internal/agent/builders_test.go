@@ -95,6 +95,17 @@ func TestUpstreamConfig(t *testing.T) {
 			t.Errorf("got servers %v, stubs %v; want 10.9.9.9:53 and acme.local.", c.Servers, c.StubDomains)
 		}
 	})
+	t.Run("kube-dns ConfigMap never replaces tls:// upstreams", func(t *testing.T) {
+		dir := filepath.Dir(writeTestFile(t, "upstreamNameservers", `["10.9.9.9"]`))
+		c, stubs, err := upstreamConfig(mustConfig(t, "--upstream", "10.0.0.1,tls://9.9.9.9#dns.quad9.net", "--kube-dns-config-dir", dir), local, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []netip.AddrPort{addr("10.0.0.1:53"), addr("9.9.9.9:853")}; !reflect.DeepEqual(c.Servers, want) {
+			t.Errorf("servers: got %v, want %v (--upstream's, TLS kept)", c.Servers, want)
+		}
+		checkRefusedUpstreams(t, stubs, []netip.AddrPort{addr("10.9.9.9:53")})
+	})
 	for _, bad := range [][]string{
 		{"--upstream", "not-an-address"},
 		{"--upstream", "tls://nope"},

@@ -18,6 +18,9 @@ type agentMetrics struct {
 	handovers *prometheus.CounterVec
 	// httpRefused counts health/metrics connections closed by the guard.
 	httpRefused *prometheus.CounterVec
+	// downgrade is 1 while the kube-dns ConfigMap's upstreamNameservers
+	// are refused because they would replace DNS over TLS upstreams.
+	downgrade prometheus.Gauge
 }
 
 // newAgentMetrics registers the agent's own series. node is the node's name
@@ -32,6 +35,10 @@ func newAgentMetrics(reg prometheus.Registerer, node, version string) *agentMetr
 			Name: "nodecache_http_connections_refused_total",
 			Help: "Health and metrics connections closed by the connection caps: per_client (over the per-IP cap), evicted (the longest-idle one, at the total cap), total (at the total cap with none idle).",
 		}, []string{"reason"}),
+		downgrade: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "nodecache_upstream_downgrade_refused",
+			Help: "1 while the kube-dns ConfigMap's upstreamNameservers are not used because they would replace DNS over TLS upstreams with plain ones; 0 otherwise.",
+		}),
 	}
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "nodecache_build_info", Help: "Always 1; the version label says which build runs.",
@@ -56,7 +63,7 @@ func newAgentMetrics(reg prometheus.Registerer, node, version string) *agentMetr
 	if n := debug.SetMemoryLimit(-1); n != math.MaxInt64 {
 		memLimit.WithLabelValues("gomemlimit").Set(float64(n))
 	}
-	reg.MustRegister(m.handovers, m.httpRefused, info, coreInfo, panics, memLimit)
+	reg.MustRegister(m.handovers, m.httpRefused, m.downgrade, info, coreInfo, panics, memLimit)
 	return m
 }
 

@@ -248,6 +248,7 @@ func (a *Agent) applyLive(cfg *Config) error {
 		a.forwarder.swap(fwd)
 		a.fcfg = fcfg
 	}
+	a.noteDowngrade(cfg, stubs.refusedUps)
 	commitStatic()
 	a.local.rules.Store(&rules)
 	if err := a.cache.SetZoneLimits(limits); err != nil { // validated above

@@ -64,6 +64,9 @@ type Agent struct {
 	probes       swapHandler          // the probe socket's handler
 	kube         kubernetes.Interface // nil without a zone from an API server
 	httpGuards   sync.Map             // health/metrics address -> *connGuard
+	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
+	// used, for the status; nil when none is refused (downgrade.go).
+	downgradeRefused atomic.Pointer[[]netip.AddrPort]
 }
 
 // NewLogger is the logger c's --log-level and --log-format ask for, on stderr.
@@ -264,6 +267,7 @@ func (a *Agent) build() error {
 	}
 	a.fcfg = fcfg
 	a.forwarder = newLiveUpstream(fwd)
+	a.noteDowngrade(cfg, stubs.refusedUps)
 	a.cache, err = cache.New(cacheConfig(cfg, stubs.limits), a.forwarder, a.reg, log.With(logkey.Component, "cache"))
 	if err != nil {
 		_ = a.forwarder.Close()

@@ -74,6 +74,10 @@ type stubConfig struct {
 	servers map[string][]netip.AddrPort
 	opts    map[string]upstream.StubOptions
 	limits  map[string]cache.ZoneLimit
+	// refusedUps are the kube-dns ConfigMap's upstreamNameservers when
+	// they were not used: --upstream names DNS over TLS servers, which
+	// plain servers must not replace (upstreamConfig).
+	refusedUps []netip.AddrPort
 }
 
 // errKubeDNSConfig marks an error in the mounted kube-dns ConfigMap, which

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,5 +65,31 @@ func TestDoctorAgent(t *testing.T) {
 				t.Errorf("local IPs: got %v port %d, want [%s] port %d", ips, port, wantIP, wantPort)
 			}
 		})
+	}
+}
+
+// TestDoctorDowngradeRefused: an agent that refuses the kube-dns
+// ConfigMap's upstreamNameservers (they would replace DNS over TLS
+// upstreams) gives one WARN naming them; one that refuses none gives none.
+func TestDoctorDowngradeRefused(t *testing.T) {
+	for _, tt := range []struct {
+		refused []string
+		want    []Severity
+	}{
+		{nil, nil},
+		{[]string{"10.9.9.9:53"}, []Severity{Warn}},
+	} {
+		e := fakeNode{files: map[string]string{"/etc/resolv.conf": "nameserver 10.0.0.2\n"}}.env(t)
+		e.Client = fakeAgent{st: adminapi.Status{Serving: true, DowngradeRefused: tt.refused}}
+		e.checkAgent(context.Background())
+		got := e.checkUpstreams(context.Background())
+		if sev := severities(got, "kube-dns ConfigMap"); !slices.Equal(sev, tt.want) {
+			t.Errorf("refused %v: got %v, want %v", tt.refused, sev, tt.want)
+		}
+		for _, f := range got {
+			if f.Check == "kube-dns ConfigMap" && (!strings.Contains(f.Detail, "10.9.9.9:53") || f.Fix == "") {
+				t.Errorf("finding %+v: want the refused server named and a fix", f)
+			}
+		}
 	}
 }

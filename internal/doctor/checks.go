@@ -108,8 +108,9 @@ func (e *Env) checkConntrack(ctx context.Context) []Finding {
 	return out
 }
 
-// checkUpstreams looks for forwarding loops: resolv.conf or the agent's
-// upstreams naming a loopback stub or the agent itself.
+// checkUpstreams looks for forwarding loops (resolv.conf or the agent's
+// upstreams naming a loopback stub or the agent itself) and for the
+// kube-dns ConfigMap's upstreamNameservers refused by the agent.
 func (e *Env) checkUpstreams(_ context.Context) []Finding {
 	var out []Finding
 	data, err := e.ReadFile(e.ResolvConf)
@@ -137,6 +138,12 @@ func (e *Env) checkUpstreams(_ context.Context) []Finding {
 			f.Fix = "check that this node reaches it: nodecache query example.com; dig @" + host
 		}
 		out = append(out, f)
+	}
+	if e.st != nil && len(e.st.DowngradeRefused) > 0 {
+		out = append(out, Finding{Check: "kube-dns ConfigMap", Severity: Warn,
+			Detail: "upstreamNameservers " + strings.Join(e.st.DowngradeRefused, ",") +
+				" not used: they would replace the DNS over TLS upstreams of --upstream with plain DNS",
+			Fix: "remove upstreamNameservers from the kube-dns ConfigMap, or drop tls:// from --upstream to use them"})
 	}
 	return out
 }
