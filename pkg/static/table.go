@@ -2,6 +2,7 @@ package static
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"net/netip"
 	"strings"
@@ -38,41 +39,64 @@ type hostsEntry struct {
 	names []string // lowercased FQDNs
 }
 
-// parseHosts parses hosts-file text; src names it in errors.
+// parseHosts parses hosts-file text; src names it in errors. An error
+// names src, the line and the field, never what they hold: src may be a
+// file that is no hosts file (a secret, say), and errors reach the log.
 func parseHosts(src, text string) ([]hostsEntry, error) {
 	var out []hostsEntry
 	sc := bufio.NewScanner(strings.NewReader(text))
-	for line := 1; sc.Scan(); line++ {
+	line := 1
+	for ; sc.Scan(); line++ {
 		s, _, _ := strings.Cut(sc.Text(), "#")
 		f := strings.Fields(s)
 		if len(f) == 0 {
 			continue
 		}
-		e, err := parseEntry(f)
-		if err != nil {
+		e, field, err := parseEntry(f)
+		switch {
+		case err != nil && field > 0:
+			return nil, fmt.Errorf("%s line %d field %d: %w", src, line, field, err)
+		case err != nil:
 			return nil, fmt.Errorf("%s line %d: %w", src, line, err)
 		}
 		out = append(out, e)
 	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return nil, fmt.Errorf("%s line %d: longer than %d bytes", src, line, bufio.MaxScanTokenSize)
+	}
 	return out, sc.Err()
 }
 
-func parseEntry(f []string) (hostsEntry, error) {
+// Why a hosts line does not parse; no error holds the line's text.
+var (
+	errFields = errors.New("want IP NAME [NAME...]")
+	errIP     = errors.New("not an IP address")
+	errName   = errors.New("not a domain name")
+)
+
+// parseEntry parses the fields of one hosts line; field is the 1-based
+// position of the one that does not parse (0: the line as a whole).
+func parseEntry(f []string) (e hostsEntry, field int, err error) {
 	if len(f) < 2 {
-		return hostsEntry{}, fmt.Errorf("%q: want IP NAME [NAME...]", strings.Join(f, " "))
+		return hostsEntry{}, 0, errFields
 	}
 	ip, err := netip.ParseAddr(f[0])
 	if err != nil {
-		return hostsEntry{}, fmt.Errorf("%q is not an IP address", f[0])
+		return hostsEntry{}, 1, errIP
 	}
-	e := hostsEntry{ip: ip.Unmap().WithZone("")}
-	for _, n := range f[1:] {
+	e = hostsEntry{ip: ip.Unmap().WithZone("")}
+	var buf [wire.MaxNameLen]byte
+	for i, n := range f[1:] {
+		fqdn := dns.Fqdn(strings.ToLower(n))
 		if _, ok := dns.IsDomainName(n); !ok {
-			return hostsEntry{}, fmt.Errorf("%q is not a domain name", n)
+			return hostsEntry{}, i + 2, errName
 		}
-		e.names = append(e.names, dns.Fqdn(strings.ToLower(n)))
+		if _, err := dns.PackDomainName(fqdn, buf[:], 0, nil, false); err != nil {
+			return hostsEntry{}, i + 2, errName
+		}
+		e.names = append(e.names, fqdn)
 	}
-	return e, nil
+	return e, 0, nil
 }
 
 // buildTable turns entries into a table with answers of the given TTL.
@@ -82,7 +106,7 @@ func buildTable(entries []hostsEntry, ttl uint32, noReverse bool) (*table, error
 		buf := make([]byte, 256)
 		n, err := dns.PackDomainName(fqdn, buf, 0, nil, false)
 		if err != nil {
-			return nil, fmt.Errorf("name %q: %w", fqdn, err)
+			return nil, fmt.Errorf("packing a static name: %w", err) // parseEntry packed it: unreachable
 		}
 		key := string(buf[:n])
 		na, ok := t.names[key]
