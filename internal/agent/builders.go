@@ -1,8 +1,12 @@
 package agent
 
 import (
+	"crypto/x509"
+	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
+	"os"
 	"time"
 
 	"github.com/nodecache/nodecache/pkg/cache"
@@ -28,37 +32,100 @@ import (
 // Reading --upstream-tls-ca, a resolv.conf and the ConfigMap directory is
 // all it does besides mapping.
 func upstreamConfig(cfg *Config, localAddrs []netip.AddrPort, tap upstream.Tap) (upstream.Config, stubConfig, error) {
-	dot, err := newUpstreamTLS(cfg.UpstreamTLSCA)
+	roots, err := tlsRoots(cfg.UpstreamTLSCA)
 	if err != nil {
 		return upstream.Config{}, stubConfig{}, err
 	}
-	ups, err := dot.parseList(cfg.Upstream)
+	ups, err := upstream.ParseServers(cfg.Upstream)
 	if err != nil {
 		return upstream.Config{}, stubConfig{}, fmt.Errorf("--upstream: %w", err)
 	}
-	upsTLS := len(dot.servers) > 0 // only --upstream's are in it yet
-	stubs, kubeUps, err := loadStubs(cfg.KubeDNSConfig, cfg.StubDomains, dot)
+	stubs, kubeUps, err := loadStubs(cfg.KubeDNSConfig, cfg.StubDomains)
 	if err != nil {
 		return upstream.Config{}, stubConfig{}, err
 	}
 	switch {
-	case len(kubeUps) > 0 && upsTLS:
+	case len(kubeUps) > 0 && len(ups.TLSNames) > 0:
 		stubs.refusedUps = kubeUps // plain DNS must not replace DNS over TLS
 	case len(kubeUps) > 0:
-		ups = kubeUps
+		ups = upstream.ServerList{Addrs: kubeUps}
 	}
+	tlsNames := maps.Clone(stubs.tlsNames)
+	maps.Copy(tlsNames, ups.TLSNames)
 	fcfg := upstream.Config{
-		Servers: ups, StubDomains: stubs.servers, StubOptions: stubs.opts, Policy: cfg.UpstreamPolicy,
+		Servers: ups.Addrs, StubDomains: stubs.servers, StubOptions: stubs.opts, Policy: cfg.UpstreamPolicy,
 		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
 		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: localAddrs, Tap: tap,
-	}
-	if len(dot.servers) > 0 {
-		fcfg.TLS = dot.servers
+		TLS: upstream.TLSConfigs(tlsNames, roots),
 	}
 	if err := fcfg.Validate(); err != nil {
 		return upstream.Config{}, stubConfig{}, fmt.Errorf("upstreams: %w", err)
 	}
 	return fcfg, stubs, nil
+}
+
+// tlsRoots reads --upstream-tls-ca: the CAs that verify DNS over TLS
+// servers (nil: the system's).
+func tlsRoots(caFile string) (*x509.CertPool, error) {
+	if caFile == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("--upstream-tls-ca: %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("--upstream-tls-ca %s: no PEM certificate in it", caFile)
+	}
+	return roots, nil
+}
+
+// stubConfig is what the stub domains give the forwarder and the cache.
+type stubConfig struct {
+	servers  map[string][]netip.AddrPort
+	opts     map[string]upstream.StubOptions
+	limits   map[string]cache.ZoneLimit
+	tlsNames map[netip.AddrPort]string // the stub servers reached over DNS over TLS
+	// refusedUps are the kube-dns ConfigMap's upstreamNameservers when
+	// they were not used: --upstream names DNS over TLS servers, which
+	// plain servers must not replace (upstreamConfig).
+	refusedUps []netip.AddrPort
+}
+
+// errKubeDNSConfig marks an error in the mounted kube-dns ConfigMap, which
+// node-cache counts as a configmap setup error.
+var errKubeDNSConfig = errors.New("kube-dns ConfigMap")
+
+// loadStubs reads the kube-dns ConfigMap directory (when set) and the
+// --stub-domain specs, which win over it. It also returns the
+// ConfigMap's upstreamNameservers, which replace --upstream.
+func loadStubs(kubeDNSDir string, specs []string) (stubConfig, []netip.AddrPort, error) {
+	sc := stubConfig{servers: map[string][]netip.AddrPort{}, opts: map[string]upstream.StubOptions{},
+		limits: map[string]cache.ZoneLimit{}, tlsNames: map[netip.AddrPort]string{}}
+	var ups []netip.AddrPort
+	if kubeDNSDir != "" {
+		s, u, err := upstream.LoadKubeDNSConfig(kubeDNSDir)
+		if err != nil {
+			return sc, nil, fmt.Errorf("--kube-dns-config-dir: %w: %w", errKubeDNSConfig, err)
+		}
+		sc.servers, ups = s, u
+	}
+	for _, spec := range specs {
+		s, err := upstream.ParseStub(spec)
+		if err != nil {
+			return sc, nil, fmt.Errorf("--stub-domain %q: %w", spec, err)
+		}
+		sc.servers[s.Domain] = s.Servers.Addrs
+		if s.Options != (upstream.StubOptions{}) {
+			sc.opts[s.Domain] = s.Options
+		}
+		if l := (cache.ZoneLimit{MaxTTL: s.MaxTTL, MaxNegativeTTL: s.MaxNegativeTTL}); l != (cache.ZoneLimit{}) {
+			sc.limits[s.Domain] = l
+		}
+		maps.Copy(sc.tlsNames, s.Servers.TLSNames)
+	}
+	return sc, ups, nil
 }
 
 // zoneLimitsFor is the cache's TTL caps: per stub domain, and for the

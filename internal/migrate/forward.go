@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/nodecache/nodecache/internal/agent"
 	"github.com/nodecache/nodecache/pkg/corefile"
 	"github.com/nodecache/nodecache/pkg/upstream"
 )
@@ -31,7 +30,7 @@ func parseForwardTargets(args []string, serverName string) (forwardTargets, erro
 			if serverName != "" {
 				spec += "#" + serverName
 			}
-			if _, err := agent.ParseTLSUpstream(spec); err != nil {
+			if _, err := upstream.ParseServers("tls://" + spec); err != nil {
 				return t, fmt.Errorf("%q: %w", to, err)
 			}
 			t.servers = append(t.servers, "tls://"+spec)

@@ -213,7 +213,7 @@ func checkStubDomain(domain string) error {
 		return errors.New("stub domain must not be the root; use the default servers")
 	}
 	if _, ok := dns.IsDomainName(domain); !ok || !dns.IsFqdn(domain) || strings.ToLower(domain) != domain {
-		return fmt.Errorf("stub domain %q must be a lowercased FQDN (use ParseStubDomain)", domain)
+		return fmt.Errorf("stub domain %q must be a lowercased FQDN (use ParseStub)", domain)
 	}
 	return nil
 }

@@ -2,8 +2,6 @@ package upstream
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -35,38 +33,6 @@ func (o *StubOptions) validate(domain string) error {
 		return fmt.Errorf("stub domain %s: timeout and max in flight must not be negative", domain)
 	}
 	return nil
-}
-
-// ParseStubOptions parses the options that may follow a stub domain's
-// servers: policy=P, force-tcp, prefer-udp (the default, accepted for
-// clarity), timeout=DURATION and max-concurrent=N. Unknown words are
-// errors; keys it does not know are returned in rest for the caller.
-func ParseStubOptions(words []string) (o StubOptions, rest []string, err error) {
-	for _, w := range words {
-		k, v, hasValue := strings.Cut(w, "=")
-		switch {
-		case k == "force-tcp" && !hasValue:
-			o.ForceTCP = true
-		case k == "prefer-udp" && !hasValue:
-		case k == "policy" && hasValue:
-			o.Policy = Policy(v)
-		case k == "timeout" && hasValue:
-			d, err := time.ParseDuration(v)
-			if err != nil || d <= 0 {
-				return o, nil, fmt.Errorf("timeout=%s: want a positive duration such as 2s", v)
-			}
-			o.TryTimeout = d
-		case k == "max-concurrent" && hasValue:
-			n, err := strconv.Atoi(v)
-			if err != nil || n <= 0 {
-				return o, nil, fmt.Errorf("max-concurrent=%s: want a positive number", v)
-			}
-			o.MaxInFlight = n
-		default:
-			rest = append(rest, w)
-		}
-	}
-	return o, rest, nil
 }
 
 // setOptions gives ss the options of its stub domain.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/netip"
-	"reflect"
 	"testing"
 	"time"
 
@@ -72,17 +71,9 @@ func TestStubMaxInFlight(t *testing.T) {
 	exchangeA(t, f, "www.example.") // the default servers are not capped by the stub
 }
 
-func TestParseStubOptions(t *testing.T) {
-	o, rest, err := ParseStubOptions([]string{"policy=sequential", "force-tcp", "prefer-udp", "timeout=1500ms", "max-concurrent=20", "max-ttl=30s"})
-	want := StubOptions{Policy: PolicySequential, ForceTCP: true, TryTimeout: 1500 * time.Millisecond, MaxInFlight: 20}
-	if err != nil || o != want || !reflect.DeepEqual(rest, []string{"max-ttl=30s"}) {
-		t.Errorf("got %+v %q %v, want %+v [max-ttl=30s]", o, rest, err, want)
-	}
-	for _, bad := range []string{"timeout=0s", "timeout=x", "max-concurrent=-1", "max-concurrent=a"} {
-		if _, _, err := ParseStubOptions([]string{bad}); err == nil {
-			t.Errorf("%s: got no error", bad)
-		}
-	}
+// TestStubOptionsValidate checks that Config.Validate refuses options of
+// a domain that is not a stub and an unknown policy.
+func TestStubOptionsValidate(t *testing.T) {
 	cfg := Config{Servers: []netip.AddrPort{netip.MustParseAddrPort("192.0.2.1:53")},
 		StubOptions: map[string]StubOptions{"nope.example.": {}}}
 	if err := cfg.Validate(); err == nil {
