@@ -54,7 +54,7 @@
 // ErrNoAnswer wrapping the last *AttemptError (SERVFAIL at the edge).
 //
 // A stub domain may carry its own settings (Config.StubOptions, parsed by
-// ParseStubOptions): a policy, TCP only (force-tcp), a per-try timeout and
+// ParseStub): a policy, TCP only (force-tcp), a per-try timeout and
 // an in-flight cap of its own, within the Forwarder's. Servers listed in
 // Config.TLS are reached over DNS over TLS (RFC 7858): the same pooled
 // connections as TCP, verified against the server name given, probed
@@ -62,16 +62,20 @@
 //
 // # Configuration
 //
-// Config lists the servers (ParseServers parses "IP[:port],..." or a
-// resolv.conf path), stub domains (ParseStubDomain parses
-// "domain=IP[:port],..."; LoadKubeDNSConfig reads a kube-dns ConfigMap
-// directory with stubDomains and upstreamNameservers), the policy, the
-// per-try timeout (2s) and overall deadline (5s), the in-flight cap (1000),
-// the fail threshold (3), the probe interval (1s), the TCP idle timeout
-// (10s) and pool bound (8), and the agent's own listen addresses. New
-// refuses an upstream that is one of those addresses, or a loopback
-// address on the port of a wildcard listener: that would be a forwarding
-// loop.
+// Config lists the servers, the stub domains, the DNS over TLS servers,
+// the policy, the per-try timeout (2s) and overall deadline (5s), the
+// in-flight cap (1000), the fail threshold (3), the probe interval (1s),
+// the TCP idle timeout (10s) and pool bound (8), and the agent's own listen
+// addresses. New refuses an upstream that is one of those addresses, or a
+// loopback address on the port of a wildcard listener: that would be a
+// forwarding loop.
+//
+// The grammar of --upstream and --stub-domain is in spec.go and parsed
+// nowhere else: ParseServers takes "IP[:port],tls://IP[:port][#NAME],..."
+// or a resolv.conf path, ParseStub "domain=SERVER,... [options]" (its TTL
+// caps are the cache's), and TLSConfigs turns the tls:// names into
+// Config.TLS. LoadKubeDNSConfig reads a kube-dns ConfigMap directory with
+// stubDomains and upstreamNameservers.
 //
 // # Metrics
 //
