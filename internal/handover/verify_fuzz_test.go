@@ -30,20 +30,28 @@ func peerFiles(tb testing.TB) (files []*os.File, addr string) {
 		tb.Cleanup(func() { _ = f.Close() })
 		return f
 	}
+	// pair binds UDP on a port the kernel picks, then TCP on the same
+	// port; another process may hold that TCP port, so it tries again.
 	pair := func(addr string) (*os.File, *os.File, string) {
 		tb.Helper()
-		pc, err := lc.ListenPacket(context.Background(), "udp4", addr)
-		if err != nil {
-			tb.Fatal(err)
+		for try := 0; ; try++ {
+			pc, err := lc.ListenPacket(context.Background(), "udp4", addr)
+			if err != nil {
+				tb.Fatal(err)
+			}
+			bound := pc.LocalAddr().String()
+			ln, err := lc.Listen(context.Background(), "tcp4", bound)
+			if err != nil {
+				_ = pc.Close()
+				if try < 20 {
+					continue
+				}
+				tb.Fatal(err)
+			}
+			u, t := file(pc.(*net.UDPConn).File()), file(ln.(*net.TCPListener).File())
+			_, _ = pc.Close(), ln.Close()
+			return u, t, bound
 		}
-		defer pc.Close()
-		addr = pc.LocalAddr().String()
-		ln, err := lc.Listen(context.Background(), "tcp4", addr)
-		if err != nil {
-			tb.Fatal(err)
-		}
-		defer ln.Close()
-		return file(pc.(*net.UDPConn).File()), file(ln.(*net.TCPListener).File()), addr
 	}
 	udp, tcp, addr := pair("127.0.0.1:0")
 	udp2, tcp2, _ := pair("127.0.0.1:0")
