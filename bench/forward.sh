@@ -34,15 +34,15 @@ nodecache_args() {
     --admin-socket "$d/admin.sock" --handover-socket "$d/handover.sock"
 }
 
-# profile_path PID PORT MPORT NAME FILE DNSPERF-ARGS...: a CPU profile of
+# profile_path PID PORT PPROFPORT NAME FILE DNSPERF-ARGS...: a CPU profile of
 # nodecache over one more dnsperf run of FILE, written with its
 # `go tool pprof -top` summary and the binary to $PROFILE_DIR. Profiles go
 # into the issue notes, not the repo: RESULTS.md only says where they are.
 profile_path() {
-  local pid=$1 port=$2 mport=$3 name=$4 file=$5 curl; shift 5
+  local pid=$1 port=$2 pport=$3 name=$4 file=$5 curl; shift 5
   log "== nodecache: CPU profile of the $name path under dnsperf load"
   mkdir -p "$PROFILE_DIR"
-  curl -sf -o "$PROFILE_DIR/$name.pprof" "http://127.0.0.1:$mport/debug/pprof/profile?seconds=$PHASE" &
+  curl -sf -o "$PROFILE_DIR/$name.pprof" "http://127.0.0.1:$pport/debug/pprof/profile?seconds=$PHASE" &
   curl=$!
   sleep 0.5
   dnsperf_run "$pid" "$port" "$file" -l "$PHASE" "$@"
@@ -68,19 +68,20 @@ measure_floor() {
 }
 
 measure_forwarders() {
-  local port mport pid profile=${BENCH_PROFILE:-1}
+  local port mport pport pid profile=${BENCH_PROFILE:-1}
   measure_floor
-  port=$(free_port); mport=$(free_port)
+  port=$(free_port); mport=$(free_port); pport=$(free_port)
   # shellcheck disable=SC2046
   start nodecache 0 "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
-    --metrics-addr "127.0.0.1:$mport" --pprof="$([ "$profile" = 1 ] && echo true || echo false)"
+    --metrics-addr "127.0.0.1:$mport" --pprof="$([ "$profile" = 1 ] && echo true || echo false)" \
+    --pprof-addr "127.0.0.1:$pport"
   pid=$PID
   wait_dns "$port" "n1.$ZONE" A NOERROR
   measure_forward nodecache "$pid" "$port"
   if [ "$profile" = 1 ]; then
-    profile_path "$pid" "$port" "$mport" hit "$WORK/hit.txt"
+    profile_path "$pid" "$port" "$pport" hit "$WORK/hit.txt"
     # never asked as AAAA: every query is a miss (NODATA from NSD)
-    profile_path "$pid" "$port" "$mport" miss "$WORK/missprof.txt" -n 1 -q 100
+    profile_path "$pid" "$port" "$pport" miss "$WORK/missprof.txt" -n 1 -q 100
   fi
   stop "$pid"
 

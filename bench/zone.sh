@@ -147,11 +147,12 @@ measure_bigzone() {
     log "loaded services $ZONE_SERVICES to $((BIGZONE_SERVICES - 1)) and their EndpointSlices in $((SECONDS - t0)) s"
   fi
 
-  port=$(free_port); mport=$(free_port)
+  port=$(free_port); mport=$(free_port); pport=$(free_port)
   # shellcheck disable=SC2046
   zone_start nodecache-bigzone "$port" "$BIGZONE_SERVICES" "$NODECACHE" $(nodecache_args "$port") \
-    --upstream "127.0.0.1:$NSD_PORT" --metrics-addr "127.0.0.1:$mport" --pprof --kubeconfig "$KUBECONFIG_FILE"
-  zone_memory nodecache "$PID" "$mport" "$mport"
+    --upstream "127.0.0.1:$NSD_PORT" --metrics-addr "127.0.0.1:$mport" --pprof --pprof-addr "127.0.0.1:$pport" \
+    --kubeconfig "$KUBECONFIG_FILE"
+  zone_memory nodecache "$PID" "$mport" "$pport"
   stop "$PID"
 
   port=$(free_port); mport=$(free_port); pport=$(free_port)

@@ -71,7 +71,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		c.nodecacheFlags = append(c.nodecacheFlags, v)
 		return nil
 	})
-	fs.BoolVar(&c.pprof, "pprof", false, "serve pprof: agent i on 127.0.1.<i+1>:9253, CoreDNS i on 127.0.2.<i+1>:9253")
+	fs.BoolVar(&c.pprof, "pprof", false, "serve pprof: agent i on 127.0.1.<i+1>:6053, CoreDNS i on 127.0.2.<i+1>:9253")
 	fs.BoolVar(&c.restart, "restart", false, "at the end, restart kube-apiserver and measure how long each watcher takes to answer an update written then")
 	fs.BoolVar(&c.audit, "audit", false, "hollow mode: kube-apiserver writes an audit log of lists and watches (dir/audit.log); "+
 		"the restart storm then counts the watchers' LISTs, watch-lists and resumed watches from it")

@@ -63,7 +63,8 @@ func measure(ctx context.Context, c config, out io.Writer) error {
 	for i := range c.watchers {
 		flags := c.nodecacheFlags
 		if c.pprof {
-			flags = append(slices.Clip(flags), "--pprof", fmt.Sprintf("--metrics-addr=127.0.1.%d:9253", i+1))
+			flags = append(slices.Clip(flags), "--pprof", fmt.Sprintf("--metrics-addr=127.0.1.%d:9253", i+1),
+				fmt.Sprintf("--pprof-addr=127.0.1.%d:6053", i+1))
 		}
 		w, err := startNodecache(c.nodecache, c.dir, api.kubeconfig, i, dnsPort, flags)
 		if err != nil {

@@ -76,6 +76,7 @@ type Config struct {
 
 	MetricsAddr    string
 	Pprof          bool
+	PprofAddr      string // where --pprof serves; never the metrics or health listener
 	HealthAddr     string
 	AdminSocket    string
 	HandoverSocket string
@@ -210,6 +211,28 @@ func (c *Config) validate() error {
 		}
 		if ap.Addr().IsUnspecified() {
 			return fmt.Errorf("%s %q: refusing to listen on every address; give a local IP", a.name, a.v)
+		}
+	}
+	return c.validatePprofAddr()
+}
+
+// validatePprofAddr refuses a --pprof-addr that would put the profiles on
+// the node's network by default: every address, or the metrics or health
+// listener (which the DaemonSet binds to the node's IP). The addresses
+// are compared only with --pprof on.
+func (c *Config) validatePprofAddr() error {
+	ap, err := netip.ParseAddrPort(c.PprofAddr)
+	switch {
+	case err != nil:
+		return fmt.Errorf("--pprof-addr %q: want IP:port, e.g. 127.0.0.1:6053: %w", c.PprofAddr, err)
+	case ap.Addr().IsUnspecified():
+		return fmt.Errorf("--pprof-addr %q: refusing to serve profiles on every address; give a local IP (loopback: 127.0.0.1:6053)", c.PprofAddr)
+	case !c.Pprof:
+		return nil
+	}
+	for _, other := range []struct{ name, addr string }{{"--metrics-addr", c.metricsAddr()}, {"--health-addr", c.healthAddr()}} {
+		if o, err := netip.ParseAddrPort(other.addr); err == nil && o == ap {
+			return fmt.Errorf("--pprof-addr %q: the same as %s; profiles get a listener of their own (default 127.0.0.1:6053)", c.PprofAddr, other.name)
 		}
 	}
 	return nil

@@ -124,7 +124,7 @@ func (a *Agent) httpGuardOpen() int {
 }
 
 // serveHTTP runs the health and metrics listeners (one when they share an
-// address) until ctx ends.
+// address), and with --pprof the profiles' own, until ctx ends.
 func (a *Agent) serveHTTP(ctx context.Context) error {
 	health := a.healthMux()
 	metrics := promhttp.HandlerFor(a.reg, promhttp.HandlerOpts{Registry: a.reg})
@@ -136,8 +136,11 @@ func (a *Agent) serveHTTP(ctx context.Context) error {
 		servers[a.metricsAddr()] = metricsMux
 	}
 	metricsMux.Handle("/metrics", metrics)
-	if a.cfg.Pprof {
-		handlePprof(metricsMux)
+	var pprofMux *http.ServeMux
+	if a.cfg.Pprof { // validatePprofAddr: an address of its own
+		pprofMux = http.NewServeMux()
+		handlePprof(pprofMux)
+		servers[a.cfg.PprofAddr] = pprofMux
 	}
 	errc := make(chan error, len(servers))
 	var hs []*http.Server
@@ -151,7 +154,7 @@ func (a *Agent) serveHTTP(ctx context.Context) error {
 			return fmt.Errorf("listening for http on %s: %w", addr, err)
 		}
 		write := httpWriteTimeout
-		if a.cfg.Pprof && mux == metricsMux {
+		if mux == pprofMux {
 			write = 65 * time.Second // /debug/pprof/profile?seconds=60
 		}
 		h := httpServer(mux, write)
