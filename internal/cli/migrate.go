@@ -8,13 +8,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/nodecache/nodecache/internal/migrate"
 	"github.com/nodecache/nodecache/pkg/corefile"
@@ -61,19 +57,22 @@ func cmdMigrate(args []string, version string) error {
 }
 
 func runMigrate(ctx context.Context, args []string, env migrateEnv) error {
-	var corefilePath, kubeDNSDir, out, kubeconfig, clusterDomain string
-	var fromCluster, accept bool
+	var in inputFlags
+	var out, clusterDomain string
+	var accept bool
 	vars := corefile.Vars{}
 	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
 	fs.SetOutput(env.stderr)
-	fs.StringVar(&corefilePath, "corefile", "", "the Corefile to translate (node-local-dns's or the coredns ConfigMap's)")
-	fs.StringVar(&kubeDNSDir, "kube-dns-config", "", "directory with the kube-dns ConfigMap's files (stubDomains, upstreamNameservers)")
-	fs.BoolVar(&fromCluster, "from-cluster", false, "read the ConfigMaps from kube-system (node-local-dns, else coredns; kube-dns), read-only")
-	fs.StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig for --from-cluster (default: in-cluster config, then $KUBECONFIG)")
+	fs.StringVar(&in.corefile, "corefile", "", "the Corefile to translate (node-local-dns's or the coredns ConfigMap's)")
+	fs.StringVar(&in.kubeDNSDir, "kube-dns-config", "", "directory with the kube-dns ConfigMap's files (stubDomains, upstreamNameservers)")
+	fs.StringVar(&in.importDir, "import-dir", "", "directory with the files the Corefile's imports name (the coredns-custom ConfigMap's keys): each import's file name pattern is matched here")
+	fs.BoolVar(&in.fromCluster, "from-cluster", false, "read the ConfigMaps from kube-system (the node-local DNS one by its known names and Helm labels, else CoreDNS's; coredns-custom for imports; kube-dns), read-only")
+	fs.StringVar(&in.configMap, "configmap", "", "--from-cluster: the ConfigMap in kube-system whose Corefile to read (default: found by name and labels)")
+	fs.StringVar(&in.kubeconfig, "kubeconfig", "", "kubeconfig for --from-cluster (default: in-cluster config, then $KUBECONFIG)")
 	fs.StringVar(&out, "o", "", "write the config here (default stdout)")
 	fs.BoolVar(&accept, "accept-unsupported", false, "exit 0 even when something cannot be reproduced (it is still listed)")
 	fs.StringVar(&clusterDomain, "cluster-domain", "cluster.local", "cluster domain when the Corefile has no kubernetes plugin")
-	fs.Var(varsFlag(vars), "var", "NAME=VALUE for {$NAME} and __PILLAR__NAME__ placeholders (repeatable)")
+	fs.Var(varsFlag(vars), "var", "NAME=VALUE for {$NAME}, %{NAME}% and __PILLAR__NAME__ placeholders (repeatable)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -83,18 +82,21 @@ func runMigrate(ctx context.Context, args []string, env migrateEnv) error {
 	if fs.NArg() > 0 {
 		return &statusError{exitBadInput, fmt.Errorf("migrate: unexpected argument %q", fs.Arg(0))}
 	}
-	if corefilePath == "" && !fromCluster {
+	if in.corefile == "" && !in.fromCluster {
 		return &statusError{exitBadInput, errors.New("migrate: give --corefile FILE or --from-cluster")}
 	}
 	if _, ok := vars[migrate.UpstreamPillar]; !ok {
 		vars[migrate.UpstreamPillar] = "/etc/resolv.conf" // what node-cache fills in
 	}
-	in, err := readMigrateInput(ctx, env, corefilePath, kubeDNSDir, fromCluster, kubeconfig)
+	input, err := readMigrateInput(ctx, env, in)
 	if err != nil {
 		return &statusError{exitBadInput, fmt.Errorf("migrate: %w", err)}
 	}
-	defer in.cleanup()
-	m, err := migrateFrom(in, vars, migrate.Options{ClusterDomain: clusterDomain})
+	defer input.cleanup()
+	if input.from != "" {
+		fmt.Fprintf(env.stderr, "migrate: read ConfigMap %s (%s)\n", input.name, input.from)
+	}
+	m, err := migrateFrom(input, vars, migrate.Options{ClusterDomain: clusterDomain})
 	if err != nil {
 		return &statusError{exitBadInput, fmt.Errorf("migrate: %w", err)}
 	}
@@ -110,106 +112,9 @@ func runMigrate(ctx context.Context, args []string, env migrateEnv) error {
 	return nil
 }
 
-// migrateInput is the Corefile text and the kube-dns ConfigMap directory.
-type migrateInput struct {
-	name, text string
-	kubeDNSDir string // "" when none
-	cleanup    func()
-}
-
-func readMigrateInput(ctx context.Context, env migrateEnv, path, kubeDNSDir string, fromCluster bool, kubeconfig string) (*migrateInput, error) {
-	in := &migrateInput{kubeDNSDir: kubeDNSDir, cleanup: func() {}}
-	if path != "" {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, fmt.Errorf("reading --corefile: %w", err)
-		}
-		in.name, in.text = filepath.Base(path), string(data)
-	}
-	if !fromCluster {
-		return in, nil
-	}
-	client, err := env.client(kubeconfig)
-	if err != nil {
-		return nil, err
-	}
-	if in.text == "" {
-		if in.name, in.text, err = clusterCorefile(ctx, client); err != nil {
-			return nil, err
-		}
-	}
-	if in.kubeDNSDir == "" {
-		dir, err := os.MkdirTemp("", "nodecache-migrate-")
-		if err != nil {
-			return nil, err
-		}
-		in.cleanup = func() { _ = os.RemoveAll(dir) }
-		found, err := clusterKubeDNS(ctx, client, dir)
-		if err != nil {
-			in.cleanup()
-			return nil, err
-		}
-		if found {
-			in.kubeDNSDir = dir
-		}
-	}
-	return in, nil
-}
-
-// clusterCorefile reads the node-local-dns ConfigMap's Corefile, or the
-// coredns one's when there is no node-local-dns.
-func clusterCorefile(ctx context.Context, c kubernetes.Interface) (name, text string, err error) {
-	for _, cm := range []string{"node-local-dns", "coredns"} {
-		obj, err := c.CoreV1().ConfigMaps("kube-system").Get(ctx, cm, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return "", "", fmt.Errorf("reading ConfigMap kube-system/%s: %w", cm, err)
-		}
-		if text, ok := obj.Data["Corefile"]; ok {
-			return "kube-system/" + cm, text, nil
-		}
-	}
-	return "", "", errors.New("no Corefile in ConfigMap kube-system/node-local-dns or kube-system/coredns")
-}
-
-// clusterKubeDNS writes the kube-dns ConfigMap's files into dir.
-func clusterKubeDNS(ctx context.Context, c kubernetes.Interface, dir string) (bool, error) {
-	obj, err := c.CoreV1().ConfigMaps("kube-system").Get(ctx, "kube-dns", metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("reading ConfigMap kube-system/kube-dns: %w", err)
-	}
-	for k, v := range obj.Data {
-		if k != "stubDomains" && k != "upstreamNameservers" {
-			continue
-		}
-		if err := os.WriteFile(filepath.Join(dir, k), []byte(v), 0o600); err != nil {
-			return false, err
-		}
-	}
-	return true, nil
-}
-
-// kubeClientFor is a client for kubeconfig (default: in-cluster, then
-// $KUBECONFIG) whose user agent names the build.
-func kubeClientFor(kubeconfig, version string) (kubernetes.Interface, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client config: %w", err)
-	}
-	rc.UserAgent = "nodecache-migrate/" + version
-	return kubernetes.NewForConfig(rc)
-}
-
 // migrateFrom parses the input and translates it.
 func migrateFrom(in *migrateInput, vars corefile.Vars, o migrate.Options) (*migrate.Migration, error) {
-	cf, err := corefile.Parse(in.name, in.text, vars)
+	cf, err := corefile.ParseOptions(in.name, in.text, corefile.Options{Vars: vars, Import: in.importer})
 	if err != nil {
 		return nil, err
 	}

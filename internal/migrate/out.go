@@ -38,9 +38,18 @@ func newMigration(source string) *Migration {
 	return &Migration{source: source, settings: map[string]*setting{}}
 }
 
-// where names a directive for comments and messages: "Corefile:12 cache 30".
+// where names a directive for comments and messages: "Corefile:12 cache 30",
+// with the file it is written in (the Corefile or an import).
 func where(file string, d *corefile.Directive) string {
+	if d.File != "" {
+		file = d.File
+	}
 	return fmt.Sprintf("%s:%d %s", file, d.Line, d.String())
+}
+
+// blockWhere names a server block: "Corefile:1 .:53".
+func blockWhere(b *corefile.Block) string {
+	return fmt.Sprintf("%s:%d %s", b.File, b.Line, strings.Join(b.Keys, " "))
 }
 
 // set records a scalar setting. A second directive asking for the same

@@ -49,7 +49,6 @@ func directiveHandlers() map[string]directiveHandler {
 		"debug":       noted("no effect on answers"),
 		"log":         (*translator).log,
 		"loadbalance": lost("A and AAAA records keep the upstream's order instead of being shuffled for each answer"),
-		"import":      lost("imported files are not read: put their text in the Corefile and run migrate again"),
 		"hosts":       (*translator).hosts,
 		"rewrite":     (*translator).rewrite,
 	}

@@ -68,17 +68,30 @@ func Translate(cf *corefile.Corefile, o Options, source string) (*Migration, err
 		}
 	}
 	t.finish()
+	t.importNotes(cf.Imports)
 	return t.m, nil
+}
+
+// importNotes says which files each import read.
+func (t *translator) importNotes(imports []corefile.Import) {
+	for _, im := range imports {
+		w := fmt.Sprintf("%s:%d import %s", im.File, im.Line, im.Pattern)
+		if len(im.Files) == 0 {
+			t.m.note(w, "matched no file here: if the cluster's CoreDNS has files there (the coredns-custom ConfigMap), give them with --import-dir DIR or use --from-cluster, and migrate again")
+			continue
+		}
+		t.m.note(w, "read "+strings.Join(im.Files, ", "))
+	}
 }
 
 // block translates one server block.
 func (t *translator) block(b *corefile.Block) error {
-	from := fmt.Sprintf("%s:%d %s", t.file, b.Line, strings.Join(b.Keys, " "))
+	from := blockWhere(b)
 	bc := &blockCtx{}
 	for _, k := range b.Keys {
 		sk, err := parseServerKey(k)
 		if err != nil {
-			return fmt.Errorf("%s:%d: %w", t.file, b.Line, err)
+			return fmt.Errorf("%s:%d: %w", b.File, b.Line, err)
 		}
 		switch {
 		case sk.scheme != "dns":
@@ -104,7 +117,7 @@ func (t *translator) block(b *corefile.Block) error {
 			continue
 		}
 		if err := h(t, bc, d); err != nil {
-			return fmt.Errorf("%s:%d: %s: %w", t.file, d.Line, d.Name, err)
+			return fmt.Errorf("%s:%d: %s: %w", d.File, d.Line, d.Name, err)
 		}
 	}
 	return nil

@@ -30,7 +30,7 @@ func (t *translator) findClusterDomain(cf *corefile.Corefile) {
 				}
 			case d.Name == "forward" && nodeLocal == "" && slices.Contains(d.Args, clusterDNSPillar):
 				nodeLocal = forwardZone(b.Keys)
-				nodeLocalFrom = fmt.Sprintf("%s:%d %s (the block that forwards to the cluster DNS)", t.file, b.Line, strings.Join(b.Keys, " "))
+				nodeLocalFrom = blockWhere(b) + " (the block that forwards to the cluster DNS)"
 			}
 		}
 	}

@@ -7,12 +7,20 @@ import (
 	"unicode/utf8"
 )
 
-// token is one word of a Corefile and the line it starts on.
+// token is one word of a Corefile and where it starts: the file, the
+// line, and which pass over a text it came from (src), so that words of
+// two imports of one snippet are never taken for one line.
 type token struct {
 	text   string
 	line   int
 	quoted bool // a "quoted" word: never a brace
+	file   string
+	src    int
 }
+
+// sameLine reports whether a and b start on the same line of the same
+// text.
+func sameLine(a, b token) bool { return a.src == b.src && a.line == b.line }
 
 // SyntaxError is a Corefile that cannot be read, with where.
 type SyntaxError struct {
@@ -25,15 +33,16 @@ func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
 }
 
-// lex splits src into tokens. Comments are dropped; quotes are removed.
-func lex(file, src string) ([]token, error) {
+// lex splits src into tokens, each marked with file and srcID. Comments
+// are dropped; quotes are removed.
+func lex(file, src string, srcID int) ([]token, error) {
 	var out []token
 	var cur strings.Builder
 	line, start := 1, 1
 	inWord, inQuote, quoted := false, false, false
 	flush := func() {
 		if inWord {
-			out = append(out, token{text: cur.String(), line: start, quoted: quoted})
+			out = append(out, token{text: cur.String(), line: start, quoted: quoted, file: file, src: srcID})
 			cur.Reset()
 			inWord, quoted = false, false
 		}

@@ -3,19 +3,25 @@ package corefile
 import (
 	"fmt"
 	"os"
-	"regexp"
 	"strings"
 )
 
+// MaxNesting is how deep blocks may nest: a server block, a directive's
+// block, an option's. CoreDNS's own Corefiles nest three deep; the limit
+// keeps a crafted file from exhausting the stack.
+const MaxNesting = 16
+
 // Corefile is a parsed Corefile.
 type Corefile struct {
-	File   string   // the name given to Parse, for messages
-	Blocks []*Block // in file order
+	File    string   // the name given to Parse, for messages
+	Blocks  []*Block // in file order, imports spliced in
+	Imports []Import // every import read, in order
 }
 
 // Block is one server block: the zones it serves and its directives.
 type Block struct {
 	Keys       []string // "cluster.local:53", ".:53", "dns://.", as written
+	File       string   // the file it is written in: the Corefile or an import
 	Line       int
 	Directives []*Directive
 }
@@ -25,6 +31,7 @@ type Block struct {
 type Directive struct {
 	Name    string
 	Args    []string
+	File    string // the file it is written in: the Corefile or an import
 	Line    int
 	Options []*Directive // the lines of its { } block; nil without one
 }
@@ -44,18 +51,13 @@ func (d *Directive) Option(name string) *Directive {
 	return nil
 }
 
-// Vars are the values of placeholders: {$NAME} and {%NAME%} look up NAME,
-// __PILLAR__NAME__ looks up the whole word.
-type Vars map[string]string
-
-// pillarRE matches a node-local-dns manifest variable.
-var pillarRE = regexp.MustCompile(`__PILLAR__[A-Z0-9_]*[A-Z0-9]__`)
-
-// envRE matches {$NAME} and {%NAME%}.
-var envRE = regexp.MustCompile(`\{\$([A-Za-z0-9_]+)\}|\{%([A-Za-z0-9_]+)%\}`)
-
-// Pillars returns the __PILLAR__ variables left in s.
-func Pillars(s string) []string { return pillarRE.FindAllString(s, -1) }
+// Options are the inputs of a parse besides the text.
+type Options struct {
+	Vars Vars
+	// Import reads the files an import names; nil reads them from the
+	// file system relative to the importing file (DirImporter).
+	Import Importer
+}
 
 // ParseFile reads and parses the Corefile at path.
 func ParseFile(path string, vars Vars) (*Corefile, error) {
@@ -66,27 +68,25 @@ func ParseFile(path string, vars Vars) (*Corefile, error) {
 	return Parse(path, string(data), vars)
 }
 
-// Parse parses the Corefile text src; file names it in errors.
+// Parse parses the Corefile text src; file names it in errors. Imports
+// are read from the file system, relative to file.
 func Parse(file, src string, vars Vars) (*Corefile, error) {
-	// node-local-dns fills its variables with sed, before CoreDNS reads
-	// the text: a value may hold several words.
-	src = pillarRE.ReplaceAllStringFunc(src, func(p string) string {
-		if v, ok := vars[p]; ok {
-			return v
-		}
-		return p
-	})
-	toks, err := lex(file, src)
+	return ParseOptions(file, src, Options{Vars: vars})
+}
+
+// ParseOptions parses the Corefile text src with o's placeholders and
+// importer.
+func ParseOptions(file, src string, o Options) (*Corefile, error) {
+	if o.Import == nil {
+		o.Import = DirImporter()
+	}
+	e := &expander{opts: o, snippets: map[string][]token{}}
+	toks, err := e.lexFile(file, src, 0)
 	if err != nil {
 		return nil, err
 	}
-	for i := range toks {
-		if toks[i].text, err = expandEnv(toks[i].text, vars); err != nil {
-			return nil, &SyntaxError{File: file, Line: toks[i].line, Msg: err.Error()}
-		}
-	}
 	p := &parser{file: file, toks: toks}
-	cf := &Corefile{File: file}
+	cf := &Corefile{File: file, Imports: e.imports}
 	for !p.done() {
 		b, err := p.block(len(cf.Blocks) == 0)
 		if err != nil {
@@ -98,22 +98,6 @@ func Parse(file, src string, vars Vars) (*Corefile, error) {
 		return nil, &SyntaxError{File: file, Line: 1, Msg: "no server blocks"}
 	}
 	return cf, nil
-}
-
-func expandEnv(s string, vars Vars) (string, error) {
-	var missing string
-	out := envRE.ReplaceAllStringFunc(s, func(m string) string {
-		name := strings.Trim(m, "{}$%")
-		v, ok := vars[name]
-		if !ok && missing == "" {
-			missing = name
-		}
-		return v
-	})
-	if missing != "" {
-		return "", fmt.Errorf("environment variable %s has no value (give it with --var %s=VALUE)", missing, missing)
-	}
-	return out, nil
 }
 
 type parser struct {
@@ -132,8 +116,8 @@ func (p *parser) next() token {
 	return t
 }
 
-func (p *parser) errorf(line int, format string, args ...any) error {
-	return &SyntaxError{File: p.file, Line: line, Msg: fmt.Sprintf(format, args...)}
+func (p *parser) errorf(at token, format string, args ...any) error {
+	return &SyntaxError{File: at.file, Line: at.line, Msg: fmt.Sprintf(format, args...)}
 }
 
 func isOpen(t token) bool  { return !t.quoted && t.text == "{" }
@@ -144,12 +128,12 @@ func isClose(t token) bool { return !t.quoted && t.text == "}" }
 func (p *parser) block(first bool) (*Block, error) {
 	start := p.peek()
 	if isOpen(start) || isClose(start) {
-		return nil, p.errorf(start.line, "unexpected %q where a server block's zones should be", start.text)
+		return nil, p.errorf(start, "unexpected %q where a server block's zones should be", start.text)
 	}
-	b := &Block{Line: start.line}
+	b := &Block{File: start.file, Line: start.line}
 	for !p.done() {
 		t := p.peek()
-		if isOpen(t) || (t.line != start.line && !strings.HasSuffix(b.lastKey(), ",")) {
+		if isOpen(t) || (!sameLine(t, start) && !strings.HasSuffix(b.lastKey(), ",")) {
 			break
 		}
 		p.next()
@@ -161,14 +145,14 @@ func (p *parser) block(first bool) (*Block, error) {
 	}
 	if p.done() || !isOpen(p.peek()) {
 		if !first {
-			return nil, p.errorf(start.line, "server block %s has no { }", strings.Join(b.Keys, " "))
+			return nil, p.errorf(start, "server block %s has no { }", strings.Join(b.Keys, " "))
 		}
-		ds, err := p.directives(false, start.line)
+		ds, err := p.directives(false, start, 1)
 		b.Directives = ds
 		return b, err
 	}
 	p.next() // {
-	ds, err := p.directives(true, start.line)
+	ds, err := p.directives(true, start, 1)
 	b.Directives = ds
 	return b, err
 }
@@ -181,25 +165,28 @@ func (b *Block) lastKey() string {
 }
 
 // directives parses lines up to a closing brace (closed) or the end of
-// the file.
-func (p *parser) directives(closed bool, open int) ([]*Directive, error) {
+// the file; depth is how deep the block opened at open nests.
+func (p *parser) directives(closed bool, open token, depth int) ([]*Directive, error) {
+	if depth > MaxNesting {
+		return nil, p.errorf(open, "blocks nested more than %d deep", MaxNesting)
+	}
 	var out []*Directive
 	for !p.done() {
 		t := p.next()
 		switch {
 		case isClose(t):
 			if !closed {
-				return nil, p.errorf(t.line, "unexpected }")
+				return nil, p.errorf(t, "unexpected }")
 			}
 			return out, nil
 		case isOpen(t):
-			return nil, p.errorf(t.line, "unexpected { (a block must follow a directive on its line)")
+			return nil, p.errorf(t, "unexpected { (a block must follow a directive on its line)")
 		}
-		d := &Directive{Name: t.text, Line: t.line}
-		for !p.done() && p.peek().line == t.line && !isClose(p.peek()) {
+		d := &Directive{Name: t.text, File: t.file, Line: t.line}
+		for !p.done() && sameLine(p.peek(), t) && !isClose(p.peek()) {
 			a := p.next()
 			if isOpen(a) {
-				opts, err := p.directives(true, a.line)
+				opts, err := p.directives(true, a, depth+1)
 				if err != nil {
 					return nil, err
 				}
