@@ -105,6 +105,29 @@ func TestMigrateFromCluster(t *testing.T) {
 			cm("kube-dns", map[string]string{"stubDomains": `{"acme.local": "10.150.0.1"}`}),
 		}, exitBadInput, nil},
 		{"no Corefile", nil, exitBadInput, nil},
+		// kubespray names its ConfigMap nodelocaldns; before, migrate fell
+		// back to the coredns ConfigMap without a word.
+		{"kubespray nodelocaldns", []runtime.Object{
+			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
+			cm("nodelocaldns", map[string]string{"Corefile": ".:53 {\n bind 169.254.25.10\n forward . 192.0.2.9\n}\n"}),
+		}, 0, []string{"from kube-system/nodelocaldns.", "upstream: '192.0.2.9'", "migrate: read ConfigMap kube-system/nodelocaldns (the node-local DNS ConfigMap, found by its name)"}},
+		// The node-local-dns Helm chart names its ConfigMap after the release.
+		{"helm release", []runtime.Object{
+			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
+			labelled(cm("my-release-node-local-dns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.8\n}\n"}), "app.kubernetes.io/name", "node-local-dns"),
+		}, 0, []string{"upstream: '192.0.2.8'", "migrate: read ConfigMap kube-system/my-release-node-local-dns (the node-local DNS ConfigMap, found by its labels app.kubernetes.io/name=node-local-dns)"}},
+		{"rke2 coredns", []runtime.Object{
+			labelled(cm("rke2-coredns-rke2-coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.7\n}\n"}), "app.kubernetes.io/name", "rke2-coredns"),
+		}, 0, []string{"upstream: '192.0.2.7'", "found by its labels app.kubernetes.io/name in (coredns,rke2-coredns)"}},
+		{"two helm releases", []runtime.Object{
+			labelled(cm("a-node-local-dns", map[string]string{"Corefile": ". {\n}\n"}), "app.kubernetes.io/name", "node-local-dns"),
+			labelled(cm("b-node-local-dns", map[string]string{"Corefile": ". {\n}\n"}), "app.kubernetes.io/name", "node-local-dns"),
+		}, exitBadInput, []string{"several node-local DNS ConfigMaps in kube-system (a-node-local-dns, b-node-local-dns): say which with --configmap NAME"}},
+		// AKS and k3s import the coredns-custom ConfigMap's keys.
+		{"coredns-custom", []runtime.Object{
+			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n import custom/*.override\n}\nimport custom/*.server\n"}),
+			cm("coredns-custom", map[string]string{"a.server": "corp.example:53 {\n forward . 10.1.0.1\n}\n", "b.override": "log\n"}),
+		}, 0, []string{"corp.example=10.1.0.1  # kube-system/coredns-custom/a.server:2 forward . 10.1.0.1", "query-log-rate: '100'  # kube-system/coredns-custom/b.override:1 log"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,8 +142,9 @@ func TestMigrateFromCluster(t *testing.T) {
 			if got := ExitCode(err); got != tt.code {
 				t.Fatalf("got exit %d (%v), want %d; stderr:\n%s", got, err, tt.code, stderr.String())
 			}
+			all := stdout.String() + stderr.String() + fmt.Sprint(err)
 			for _, w := range tt.want {
-				if !strings.Contains(stdout.String(), w) {
+				if !strings.Contains(all, w) {
 					t.Errorf("config lacks %q; got\n%s", w, stdout.String())
 				}
 			}
@@ -131,6 +155,11 @@ func TestMigrateFromCluster(t *testing.T) {
 			}
 		})
 	}
+}
+
+func labelled(cm *corev1.ConfigMap, k, v string) *corev1.ConfigMap {
+	cm.Labels = map[string]string{k: v, "app.kubernetes.io/instance": cm.Name}
+	return cm
 }
 
 // TestMigrateAcceptAndOutput checks --accept-unsupported (exit 0, the
