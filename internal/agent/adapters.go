@@ -1,15 +1,11 @@
 package agent
 
 import (
-	"context"
 	"net/netip"
-	"time"
 
-	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/resolvconf"
 	"github.com/nodecache/nodecache/pkg/server"
-	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // zoneAdapter lets the server call the kubezone zone.
@@ -22,31 +18,6 @@ func (a zoneAdapter) Generation() uint64       { return a.z.Generation() }
 func (a zoneAdapter) Lookup(qname string, qtype uint16) server.ZoneAnswer {
 	ans := a.z.Lookup(qname, qtype)
 	return server.ZoneAnswer{Rcode: ans.Rcode, Answer: ans.Answer, Ns: ans.Ns, Extra: ans.Extra, Chase: ans.Chase}
-}
-
-// resolverAdapter lets the server call the cache, with static records and
-// rewrites (local, nil without them) first.
-type resolverAdapter struct {
-	c     *cache.Cache
-	local *localAnswers
-}
-
-var _ server.Resolver = resolverAdapter{}
-
-func (a resolverAdapter) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
-	if p, rewritten := a.local.lookup(q); p != nil || rewritten {
-		return p, wire.TTLMode{}, p != nil
-	}
-	return a.c.Lookup(q, now)
-}
-
-func (a resolverAdapter) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
-	if a.local != nil {
-		if res, ok, err := a.local.resolveRewritten(ctx, resolverAdapter{c: a.c}, key, by); ok {
-			return res, err
-		}
-	}
-	return a.c.Resolve(ctx, key, by)
 }
 
 // listenAddrs pairs every local IP with the DNS port.

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -19,7 +18,6 @@ import (
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/logkey"
 	"github.com/nodecache/nodecache/pkg/upstream"
-	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // Live configuration: the --config file and the kube-dns ConfigMap
@@ -40,49 +38,6 @@ var liveFields = map[string]bool{ //nolint:gochecknoglobals // constant set
 	"UpstreamTimeout": true, "UpstreamDeadline": true, "MaxUpstreamInFlight": true,
 	"StaticRecords": true, "StaticFiles": true, "StaticTTL": true, "StaticNoReverse": true,
 	"RewriteNames": true, "UpstreamTLSCA": true, "MaxTTL": true, "MaxNegativeTTL": true, "ConfigCheckInterval": true,
-}
-
-// liveUpstream is the forwarder the cache and the health checks use; a
-// reload swaps the one behind it.
-type liveUpstream struct {
-	cur atomic.Pointer[upstream.Forwarder] // never nil
-	// loaded, when set (tests), runs between reading cur and querying it.
-	loaded func()
-}
-
-var _ cache.Exchanger = (*liveUpstream)(nil)
-
-func newLiveUpstream(f *upstream.Forwarder) *liveUpstream {
-	l := &liveUpstream{}
-	l.cur.Store(f)
-	return l
-}
-
-// Exchange asks the live forwarder. A query that reached one just as a
-// reload closed it is asked again of its successor, so that no query is
-// lost to a reload.
-func (l *liveUpstream) Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error) {
-	f := l.cur.Load()
-	if l.loaded != nil {
-		l.loaded()
-	}
-	r, from, err := f.Exchange(ctx, key, by)
-	if errors.Is(err, upstream.ErrClosed) {
-		if next := l.cur.Load(); next != f {
-			return next.Exchange(ctx, key, by)
-		}
-	}
-	return r, from, err
-}
-
-func (l *liveUpstream) Status() []upstream.ServerStatus { return l.cur.Load().Status() }
-func (l *liveUpstream) Healthy() bool                   { return l.cur.Load().Healthy() }
-func (l *liveUpstream) Close() error                    { return l.cur.Load().Close() }
-
-// swap makes f live and closes the one before it: queries in flight on
-// it finish on their own deadline.
-func (l *liveUpstream) swap(f *upstream.Forwarder) {
-	_ = l.cur.Swap(f).Close()
 }
 
 // replacingRegisterer registers collectors, replacing one already
@@ -233,7 +188,7 @@ func (a *Agent) applyLive(cfg *Config) error {
 	if err != nil {
 		return err
 	}
-	commitStatic, err := a.local.static.Prepare(staticConfig(cfg))
+	commitStatic, err := a.static.Prepare(staticConfig(cfg))
 	if err != nil {
 		return fmt.Errorf("--static-record/--static-file: %w", err)
 	}
@@ -245,12 +200,12 @@ func (a *Agent) applyLive(cfg *Config) error {
 	}
 	// Nothing below fails.
 	if fwd != nil {
-		a.forwarder.swap(fwd)
+		a.forwarder.Swap(fwd)
 		a.fcfg = fcfg
 	}
 	a.noteDowngrade(cfg, stubs.refusedUps)
 	commitStatic()
-	a.local.rules.Store(&rules)
+	a.rewrites.SetRules(rules)
 	if err := a.cache.SetZoneLimits(limits); err != nil { // validated above
 		a.log.Error("setting TTL caps", logkey.Err, err)
 	}

@@ -3,8 +3,6 @@ package agent
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -14,13 +12,10 @@ import (
 	"time"
 
 	"github.com/miekg/dns"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/internal/agent/agenttest"
-	"github.com/nodecache/nodecache/pkg/upstream"
-	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // TestLiveReload changes the --config file under a running agent: a
@@ -112,33 +107,6 @@ func TestLiveReload(t *testing.T) {
 	wg.Wait()
 	if n := lost.Load(); n != 0 {
 		t.Errorf("got %d queries lost or failed across the reloads, want 0", n)
-	}
-}
-
-// TestLiveUpstreamSwapLosesNoQuery holds a query between reading the
-// live forwarder and asking it, swaps the forwarder (closing the one
-// read) meanwhile, and checks that the query is answered by the new one.
-func TestLiveUpstreamSwapLosesNoQuery(t *testing.T) {
-	upA, upB := startUpstream(t), startUpstream(t)
-	newFwd := func(up *agenttest.Upstream) *upstream.Forwarder {
-		f, err := upstream.New(upstream.Config{Servers: []netip.AddrPort{up.Addr}}, prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = f.Close() })
-		return f
-	}
-	l := newLiveUpstream(newFwd(upA))
-	l.loaded = func() { l.loaded = nil; l.swap(newFwd(upB)) }
-	key, err := wire.NewKey("www.example.org.", dns.TypeA, dns.ClassINET, false, false)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, from, err := l.Exchange(context.Background(), key, time.Time{}); err != nil || from != upB.Addr {
-		t.Fatalf("got %v from %v, want an answer from the new forwarder %v", err, from, upB.Addr)
-	}
-	if upA.Queries.Load() != 0 {
-		t.Errorf("the closed forwarder's server got %d queries, want 0", upA.Queries.Load())
 	}
 }
 

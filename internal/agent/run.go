@@ -25,7 +25,9 @@ import (
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/logkey"
+	"github.com/nodecache/nodecache/pkg/rewrite"
 	"github.com/nodecache/nodecache/pkg/server"
+	"github.com/nodecache/nodecache/pkg/static"
 	"github.com/nodecache/nodecache/pkg/tap"
 	"github.com/nodecache/nodecache/pkg/upstream"
 )
@@ -40,13 +42,14 @@ type Agent struct {
 	reg       *prometheus.Registry
 	started   time.Time
 	addrs     []netip.AddrPort
-	forwarder *liveUpstream   // the upstream forwarder; a config reload replaces it
+	forwarder *upstream.Live  // the upstream forwarder; a config reload replaces it
 	fcfg      upstream.Config // the live forwarder's config; guarded by live.mu after build
 	live      *liveState      // config generation and reloads
 	hup       chan os.Signal  // SIGHUP: reload the config; nil in tests
 	cache     *cache.Cache
-	zone      *kubezone.Zone // nil without a zone source
-	local     *localAnswers  // static records and rewrites; never nil after build
+	zone      *kubezone.Zone    // nil without a zone source
+	static    *static.Records   // the static records; never nil after build
+	rewrites  *rewrite.Resolver // the rewrite rules; never nil after build
 	server    *server.Server
 	iface     *iface.Manager
 	clients   *clientStats
@@ -226,7 +229,7 @@ func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 // metrics listeners, the admin API and the handover socket.
 func (a *Agent) runBeside(ctx context.Context, g *errgroup.Group) {
 	g.Go(func() error { return a.iface.Run(ctx) })
-	g.Go(func() error { return a.local.static.Run(ctx) })
+	g.Go(func() error { return a.static.Run(ctx) })
 	g.Go(func() error { return a.watchConfig(ctx, a.hup) })
 	g.Go(func() error { return a.serveHTTP(ctx) })
 	// The admin API and the handover socket are conveniences: if their
@@ -266,7 +269,7 @@ func (a *Agent) build() error {
 		return fmt.Errorf("upstreams: %w", err)
 	}
 	a.fcfg = fcfg
-	a.forwarder = newLiveUpstream(fwd)
+	a.forwarder = upstream.NewLive(fwd)
 	a.noteDowngrade(cfg, stubs.refusedUps)
 	a.cache, err = cache.New(cacheConfig(cfg, stubs.limits), a.forwarder, a.reg, log.With(logkey.Component, "cache"))
 	if err != nil {
@@ -281,7 +284,7 @@ func (a *Agent) build() error {
 		}
 		zone = zoneAdapter{a.zone}
 	}
-	a.local, err = a.buildLocal()
+	resolver, err := a.localResolver(a.cache, zone) // the cache asks a.forwarder on a miss
 	if err != nil {
 		return err
 	}
@@ -289,7 +292,7 @@ func (a *Agent) build() error {
 	if ql != nil {
 		obs = append(obs, ql)
 	}
-	deps := server.Deps{Zone: zone, Resolver: resolverAdapter{a.cache, a.local}, Observer: obs}
+	deps := server.Deps{Zone: zone, Resolver: resolver, Observer: obs}
 	if a.tap != nil {
 		deps.Tap = a.tap
 	}

@@ -1,13 +1,3 @@
-// Package rewrite rewrites query names before they are answered, for the
-// `rewrite name` rules of a Corefile that migrate reproduces: exact and
-// suffix matches.
-//
-// An exact rule ("exact FROM TO") asks TO instead of FROM and writes FROM
-// back into the reply: the question, and every record owner name and
-// CNAME target that is TO. A suffix rule ("suffix .FROM. .TO.") replaces
-// the end of the name; the reply's question is written back, and its
-// records too only with "answer auto" (as CoreDNS does). The first rule
-// that matches applies. Names are compared lowercased.
 package rewrite
 
 import (

@@ -9,7 +9,8 @@
 // gets NOERROR with no records (NODATA), as CoreDNS's hosts plugin does.
 // The reverse name of every IP is answered with PTR records for its names
 // unless Config.NoReverse is set. Names not in the table fall through to
-// the cache and the upstreams. Answers carry Config.TTL.
+// the cache and the upstreams: Records.Wrap puts the table in front of the
+// resolver the server is given. Answers carry Config.TTL.
 //
 // Files are read at New, and again by Reload and by Run every
 // Config.Reload when their size or modification time changed. A file that
