@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -45,8 +46,9 @@ type Cache struct {
 	shards  []*shard // len a power of two; immutable
 	mask    uint64
 	met     *metrics
-	sem     chan struct{} // one token per running background refresh
-	runner  *workers.Pool // runs the flights
+	sem     chan struct{}           // one token per running background refresh
+	runner  *workers.Pool           // runs the flights
+	jnl     atomic.Pointer[Journal] // nil unless StartJournal ran
 
 	ctx    context.Context // cancelled by Close; parent of every upstream query
 	cancel context.CancelFunc

@@ -11,7 +11,6 @@ import (
 
 	"github.com/miekg/dns"
 
-	"github.com/nodecache/nodecache/pkg/logkey"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -71,6 +70,7 @@ func (c *Cache) exportEntries(bw *bufio.Writer, maxBytes, written int64, deadlin
 		snaps[i] = s.snapshot()
 	}
 	n := 0
+	var rec []byte
 	for i := 0; ; i++ {
 		more := false
 		for _, snap := range snaps {
@@ -86,21 +86,14 @@ func (c *Cache) exportEntries(bw *bufio.Writer, maxBytes, written int64, deadlin
 			if !e.fresh(now) {
 				continue
 			}
-			rec, err := encodeRecord(e)
-			if err != nil {
-				c.log.Debug("skipping entry in cache export", logkey.Err, err)
-				continue
-			}
-			if maxBytes > 0 && written+int64(4+len(rec)) > maxBytes {
+			rec = encodeRecord(binary.BigEndian.AppendUint32(rec[:0], uint32(recordLen(e))), e)
+			if maxBytes > 0 && written+int64(len(rec)) > maxBytes {
 				return n, nil
-			}
-			if err := binary.Write(bw, binary.BigEndian, uint32(len(rec))); err != nil {
-				return n, fmt.Errorf("writing cache dump: %w", err)
 			}
 			if _, err := bw.Write(rec); err != nil {
 				return n, fmt.Errorf("writing cache dump: %w", err)
 			}
-			written += int64(4 + len(rec))
+			written += int64(len(rec))
 			n++
 		}
 		if !more {
@@ -109,32 +102,32 @@ func (c *Cache) exportEntries(bw *bufio.Writer, maxBytes, written int64, deadlin
 	}
 }
 
-func encodeRecord(e *entry) ([]byte, error) {
-	key := e.key()
-	m, err := e.packed.Msg()
-	if err != nil {
-		return nil, fmt.Errorf("unpacking %s: %w", key.PresentationName(), err)
-	}
-	msg, err := m.Pack()
-	if err != nil {
-		return nil, fmt.Errorf("packing %s: %w", key.PresentationName(), err)
-	}
-	b := make([]byte, 0, recordFixedLen+len(key.Name)+len(msg))
-	b = append(b, byte(len(key.Name)))
-	b = append(b, key.Name...)
+// encodeRecord appends e's record to b: the stored reply as it is (a valid
+// message that decodeRecord unpacks and judges again), with no unpacking.
+func encodeRecord(b []byte, e *entry) []byte {
+	name, typ, class := e.packed.Question()
+	msg := e.packed.Wire()
+	b = append(b, byte(len(name)))
+	b = append(b, name...)
 	var flags byte
-	if key.DO {
+	if e.do {
 		flags |= 1
 	}
-	if key.CD {
+	if e.cd {
 		flags |= 2
 	}
-	b = binary.BigEndian.AppendUint16(b, key.Type)
-	b = binary.BigEndian.AppendUint16(b, key.Class)
+	b = binary.BigEndian.AppendUint16(b, typ)
+	b = binary.BigEndian.AppendUint16(b, class)
 	b = append(b, flags, byte(e.kind))
 	b = binary.BigEndian.AppendUint64(b, uint64(e.stored))
 	b = binary.BigEndian.AppendUint64(b, uint64(e.lifetime()))
-	return append(b, msg...), nil
+	return append(b, msg...)
+}
+
+// recordLen is the length of e's record.
+func recordLen(e *entry) int {
+	name, _, _ := e.packed.Question()
+	return recordFixedLen + len(name) + e.packed.Len()
 }
 
 // Import reads a stream written by Export and stores its entries that are

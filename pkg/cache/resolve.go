@@ -280,6 +280,17 @@ func packReply(reply *dns.Msg) (*wire.Packed, error) {
 // insert adds e unless it is too large for a shard, or it is a SERVFAIL
 // that would displace an entry still usable (fresh or stale).
 func (c *Cache) insert(h uint64, e *entry, now time.Time) bool {
+	if !c.insertUnjournalled(h, e, now) {
+		return false
+	}
+	if j := c.jnl.Load(); j != nil {
+		j.add(e)
+	}
+	return true
+}
+
+// insertUnjournalled is insert without telling the journal.
+func (c *Cache) insertUnjournalled(h uint64, e *entry, now time.Time) bool {
 	s := c.shardOf(h)
 	if int64(e.size) > s.budget {
 		c.met.uncacheable[reasonTooLarge].Add(1)

@@ -169,6 +169,10 @@ func (p *Packed) Question() (name []byte, typ, class uint16) {
 	return p.buf[HeaderLen:t:t], binary.BigEndian.Uint16(p.buf[t:]), binary.BigEndian.Uint16(p.buf[t+2:])
 }
 
+// Wire returns the stored reply in wire form: the question name lowercased,
+// TTLs as stored. It aliases p and must not be modified.
+func (p *Packed) Wire() []byte { return p.buf[:p.msgLen:p.msgLen] }
+
 // Msg unpacks the stored reply, for the slow paths (CLI dumps, tests).
 func (p *Packed) Msg() (*dns.Msg, error) {
 	m := new(dns.Msg)
