@@ -3,6 +3,7 @@ package handover
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -49,28 +50,58 @@ type Msg struct {
 }
 
 // WriteFrame sends m as one length-prefixed frame, with files as
-// SCM_RIGHTS in the same message. The caller keeps ownership of files.
+// SCM_RIGHTS in the same message. The caller keeps ownership of files, and
+// their blocking mode stays as it was (see rawFDs).
 func WriteFrame(c *net.UnixConn, m Msg, files []*os.File) error {
 	body, err := json.Marshal(m)
 	if err != nil {
 		return err
 	}
+	fds, err := rawFDs(files)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		for _, fd := range fds {
+			_ = unix.Close(fd)
+		}
+	}()
+	var oob []byte
+	if len(fds) > 0 {
+		oob = unix.UnixRights(fds...)
+	}
 	buf := binary.BigEndian.AppendUint32(nil, uint32(len(body)))
 	buf = append(buf, body...)
-	_, _, err = c.WriteMsgUnix(buf, rights(files), nil)
+	_, _, err = c.WriteMsgUnix(buf, oob, nil)
 	return err
 }
 
-// rights is the SCM_RIGHTS control message carrying files, nil for none.
-func rights(files []*os.File) []byte {
-	if len(files) == 0 {
-		return nil
+// rawFDs duplicates the descriptors of files for sending. It reads them
+// through SyscallConn, not os.File.Fd: Fd switches a descriptor to blocking
+// mode, and a socket's duplicates share that mode with the listener the
+// sender still serves on.
+func rawFDs(files []*os.File) ([]int, error) {
+	fds := make([]int, 0, len(files))
+	for _, f := range files {
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return closeFDs(fds, fmt.Errorf("reading descriptor of %s: %w", f.Name(), err))
+		}
+		var d int
+		var derr error
+		if err := rc.Control(func(fd uintptr) { d, derr = unix.Dup(int(fd)) }); err != nil || derr != nil {
+			return closeFDs(fds, fmt.Errorf("duplicating descriptor of %s: %w", f.Name(), errors.Join(err, derr)))
+		}
+		fds = append(fds, d)
 	}
-	fds := make([]int, len(files))
-	for i, f := range files {
-		fds[i] = int(f.Fd())
+	return fds, nil
+}
+
+func closeFDs(fds []int, err error) ([]int, error) {
+	for _, fd := range fds {
+		_ = unix.Close(fd)
 	}
-	return unix.UnixRights(fds...)
+	return nil, err
 }
 
 // ReadFrame reads one frame written by WriteFrame into m and returns the
