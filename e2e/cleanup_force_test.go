@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"syscall"
@@ -183,27 +182,26 @@ func sameHostState(a, b hostState) bool {
 		maps.EqualFunc(a.appends, b.appends, slices.Equal)
 }
 
-// suspend stops the agent with SIGSTOP and waits until the kernel reports
-// it stopped: its sockets still accept connections, as a hung agent's do.
-// resume (or the test's end) continues it.
+// suspend stops the agent with SIGSTOP, its supervisor and its serving
+// process both, and waits until the kernel reports them stopped: their
+// sockets still accept connections, as a hung agent's do. resume (or the
+// test's end) continues them.
 func suspend(t testing.TB, a *runningAgent) {
 	t.Helper()
-	p := a.proc.cmd.Process
-	if err := p.Signal(syscall.SIGSTOP); err != nil {
-		t.Fatalf("stopping the agent: %v", err)
+	pids := a.pids(t)
+	for _, pid := range pids {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatalf("stopping the agent's process %d: %v", pid, err)
+		}
 	}
-	t.Cleanup(func() { _ = p.Signal(syscall.SIGCONT) }) // before startAgent's SIGTERM
+	t.Cleanup(func() { signalAll(pids, syscall.SIGCONT) }) // before startAgent's SIGTERM
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	err := poll(ctx, 10*time.Millisecond, a.proc, func(context.Context) error {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid))
-		if err != nil {
-			return err
-		}
-		// pid (comm) state ...: comm may hold spaces, the state follows the last ')'.
-		_, rest, _ := strings.Cut(string(b[strings.LastIndexByte(string(b), ')'):]), " ")
-		if !strings.HasPrefix(rest, "T") {
-			return fmt.Errorf("agent state %.1s, want T", rest)
+		for _, pid := range pids {
+			if st := procState(pid); st != "T" {
+				return fmt.Errorf("agent process %d state %q, want T", pid, st)
+			}
 		}
 		return nil
 	})
@@ -215,7 +213,5 @@ func suspend(t testing.TB, a *runningAgent) {
 // resume continues an agent stopped by suspend.
 func resume(t testing.TB, a *runningAgent) {
 	t.Helper()
-	if err := a.proc.cmd.Process.Signal(syscall.SIGCONT); err != nil {
-		t.Fatalf("continuing the agent: %v", err)
-	}
+	signalAll(a.pids(t), syscall.SIGCONT)
 }

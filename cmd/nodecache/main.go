@@ -5,6 +5,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 
@@ -18,6 +19,10 @@ var version = "dev"
 func main() {
 	err := dispatch(os.Args[1:])
 	code := cli.ExitCode(err)
+	var status interface{ ExitCode() int } // the supervisor's: its serving process's status
+	if errors.As(err, &status) {
+		code = status.ExitCode()
+	}
 	if code != 0 {
 		fmt.Fprintln(os.Stderr, "nodecache:", err)
 	}

@@ -34,6 +34,19 @@ type Status struct {
 	// while they are not used because they would replace DNS over TLS
 	// upstreams with plain ones; empty otherwise.
 	DowngradeRefused []string `json:"downgrade_refused,omitempty"`
+	// Supervisor is nil when no supervisor keeps the agent's sockets
+	// (--supervise=false).
+	Supervisor *Supervisor `json:"supervisor,omitempty"`
+}
+
+// Supervisor is what the serving process knows of its supervisor.
+type Supervisor struct {
+	Restarts    int       `json:"restarts"`             // serving processes started after one died
+	CrashLoop   string    `json:"crash_loop,omitempty"` // why it is one; empty when not
+	LastDeath   string    `json:"last_death,omitempty"` // how the last serving process ended
+	LastDeathAt time.Time `json:"last_death_at,omitzero"`
+	// JournalBytes is the size of the cache journal the supervisor keeps.
+	JournalBytes int64 `json:"journal_bytes"`
 }
 
 // Reload is the answer of PathReload: the generation serving afterwards,

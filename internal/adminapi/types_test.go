@@ -20,7 +20,8 @@ var wireTypes = []struct {
 	keys []string
 }{
 	{&Status{}, []string{"version", "uptime", "listeners", "serving", "not_ready", "interface", "zone", "cache",
-		"upstreams", "totals", "config", "config_generation", "config_error", "downgrade_refused"}},
+		"upstreams", "totals", "config", "config_generation", "config_error", "downgrade_refused", "supervisor"}},
+	{&Supervisor{}, []string{"restarts", "crash_loop", "last_death", "last_death_at", "journal_bytes"}},
 	{&Reload{}, []string{"generation", "error"}},
 	{&Upstream{}, []string{"addr", "up", "consecutive_fails", "last_rtt_ms", "requests", "errors"}},
 	{&Query{}, []string{"name", "type", "rcode", "source", "server", "took_us", "answer", "authority", "additional", "flags"}},

@@ -177,7 +177,7 @@ func (a *Agent) status() adminapi.Status {
 	st := adminapi.Status{
 		Version: a.version, Uptime: time.Since(a.started).Round(time.Second).String(),
 		Serving: a.server.Serving(), NotReady: a.readiness(), Interface: a.iface.Status(),
-		Cache: a.cache.Stats(), Upstreams: a.upstreamRows(),
+		Cache: a.cache.Stats(), Upstreams: a.upstreamRows(), Supervisor: a.supervisorStatus(),
 		Config: map[string]string{
 			"local-ip": joinAddrs(a.addrs), "cluster-domain": a.cfg.ClusterDomain,
 			"upstream": a.liveConfig().Upstream, "cache-size": a.cfg.CacheSize.String(),

@@ -82,6 +82,7 @@ type Config struct {
 	HandoverSocket string
 	HandoverWait   time.Duration
 	PodStateDir    string
+	Supervise      bool
 	PodUID         string
 	PodName        string
 	PodNamespace   string

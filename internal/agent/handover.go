@@ -37,6 +37,11 @@ func reuseAddrPort(_, _ string, c syscall.RawConn) error {
 // opens new ones. finish, when non-nil, completes the handover once the new
 // server reads the sockets.
 func (a *Agent) acquireListeners(ctx context.Context) (*server.Listeners, func(), error) {
+	l, err := a.inheritedListeners()
+	if err != nil || l != nil {
+		// Queries wait in these sockets: answer them once the zone does.
+		return l, func() {}, err
+	}
 	l, conn, err := a.receiveHandover(ctx)
 	if err != nil {
 		a.log.Warn("no handover from the predecessor; opening new sockets", logkey.Err, err)
@@ -142,6 +147,11 @@ func (a *Agent) serveHandover(ctx context.Context) error {
 		}
 		if a.handOver(ctx, c.(*net.UnixConn), ln.UnixListener) {
 			close(a.handedOff)
+			if a.sup != nil {
+				if err := a.sup.HandedOver(); err != nil {
+					a.log.Warn("the supervisor may restart this agent after the handover", logkey.Err, err)
+				}
+			}
 			return errHandedOver
 		}
 	}

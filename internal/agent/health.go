@@ -84,6 +84,9 @@ func (a *Agent) readiness() []string {
 	if !a.forwarder.Healthy() {
 		failing = append(failing, "upstreams: every upstream is marked down")
 	}
+	if why := a.crashLoop(); why != "" {
+		failing = append(failing, why)
+	}
 	return failing
 }
 

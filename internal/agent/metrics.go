@@ -2,11 +2,8 @@ package agent
 
 import (
 	"math"
-	"os"
 	"runtime"
 	"runtime/debug"
-	"strconv"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -65,17 +62,6 @@ func newAgentMetrics(reg prometheus.Registerer, node, version string) *agentMetr
 	}
 	reg.MustRegister(m.handovers, m.httpRefused, m.downgrade, info, coreInfo, panics, memLimit)
 	return m
-}
-
-// cgroupMemoryLimit reads the memory limit of the agent's cgroup (v2),
-// false when there is none or it cannot be read.
-func cgroupMemoryLimit() (int64, bool) {
-	data, err := os.ReadFile("/sys/fs/cgroup/memory.max")
-	if err != nil {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64)
-	return n, err == nil // "max" means no limit
 }
 
 // corednsCacheCollector serves the CoreDNS-compatible series of the cache

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/klog/v2"
 
+	"github.com/nodecache/nodecache/internal/supervise"
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
@@ -66,6 +67,8 @@ type Agent struct {
 	pod          podState
 	probes       swapHandler          // the probe socket's handler
 	kube         kubernetes.Interface // nil without a zone from an API server
+	sup          *supervise.Conn      // the supervisor's control socket; nil when unsupervised
+	journal      *cache.Journal       // the cache journal the supervisor keeps; nil without one
 	httpGuards   sync.Map             // health/metrics address -> *connGuard
 	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
 	// used, for the status; nil when none is refused (downgrade.go).
@@ -96,11 +99,26 @@ func Main(args []string, version string) error {
 	if err != nil {
 		return err
 	}
+	sup, err := supervise.Child()
+	if err != nil {
+		return err
+	}
+	if sup == nil && cfg.Supervise {
+		return supervise.Run(supervise.Config{Args: append([]string{"run"}, args...),
+			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: servingOOMScoreAdj})
+	}
 	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
 	applyGCDefault(log)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	a := New(cfg, log, version)
+	if sup != nil {
+		defer sup.Close()
+		a.sup = sup
+		if sup.Info().Stop {
+			return a.stopOnly()
+		}
+	}
 	a.hup = make(chan os.Signal, 1)
 	signal.Notify(a.hup, syscall.SIGHUP)
 	defer signal.Stop(a.hup)
@@ -125,6 +143,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	a.m = newAgentMetrics(a.reg, cfg.NodeName, a.version)
+	a.registerSupervisorMetrics(a.reg)
 	a.live = newLiveState(cfg, a.reg)
 	if err := a.build(); err != nil {
 		if a.tap != nil {
@@ -152,6 +171,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.runBeside(gctx, g)
+	a.publishServing(gctx, g)
+	if a.journal != nil {
+		defer a.journal.Close()
+	}
 	a.log.Info("nodecache serving", "addrs", a.addrs, "upstreams", a.forwarder.Status(), "zone", a.zone != nil,
 		"startup", time.Since(a.started).Round(time.Millisecond))
 

@@ -87,7 +87,7 @@ type Env struct {
 func (e *Env) Diagnose(ctx context.Context) []Finding {
 	var all []Finding
 	for _, check := range []func(context.Context) []Finding{
-		e.checkAgent, e.checkInterface, e.checkBackend, e.checkKubelet,
+		e.checkAgent, e.checkSupervisor, e.checkInterface, e.checkBackend, e.checkKubelet,
 		e.checkConntrack, e.checkUpstreams, e.checkListeners, e.checkCoreDNS,
 	} {
 		all = append(all, check(ctx)...)

@@ -72,6 +72,18 @@
 // then checks every descriptor with the kernel (SO_TYPE, SO_DOMAIN,
 // SO_PROTOCOL, SO_ACCEPTCONN, getsockname) before any is used.
 //
+// # The supervisor's control socket
+//
+// The same frames carry what a serving process tells its supervisor
+// (internal/supervise) over the socket pair it inherits, one way only:
+//
+//	serving{udp, tcp} + SCM_RIGHTS(listener fds)   once it serves
+//	journal + SCM_RIGHTS(the cache journal's file) at start and each compaction
+//	handed-over                                    a successor took the sockets
+//
+// The supervisor keeps the newest copy of each and closes the one it
+// replaces.
+//
 // The package has no config and no metrics; the agent counts handovers in
 // nodecache_handovers_total.
 package handover

@@ -35,6 +35,14 @@ const (
 	OpError Op = "error"
 )
 
+// The messages a serving process sends its supervisor (internal/supervise)
+// on their control socket; see the package doc.
+const (
+	OpServing    Op = "serving"     // + SCM_RIGHTS(udp+tcp listener fds)
+	OpJournal    Op = "journal"     // + SCM_RIGHTS(the cache journal's file)
+	OpHandedOver Op = "handed-over" // a successor took the sockets
+)
+
 // Msg is the JSON body of a frame. Fields a message does not use stay zero
 // and are left out of the encoding.
 type Msg struct {

@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/miekg/dns"
 )
@@ -53,16 +52,16 @@ func resolveHosts(tb testing.TB, c *Cache, from, to int) {
 }
 
 // restore imports the journal in f into a new cache and returns it.
-func restore(tb testing.TB, f *os.File, maxBytes int64, clk *clock) (*Cache, JournalScan, int) {
-	tb.Helper()
+func restore(t testing.TB, f *os.File, maxBytes int64, clk *clock) (*Cache, JournalScan, int) {
+	t.Helper()
 	scan, err := ScanJournal(f)
 	if err != nil {
-		tb.Fatalf("ScanJournal: %v", err)
+		t.Fatalf("ScanJournal: %v", err)
 	}
-	dst := newTestCache(tb, Config{}, &fakeUpstream{reply: failing}, clk)
-	n, err := dst.ImportJournal(f, scan, maxBytes, time.Time{})
+	dst := newTestCache(t, Config{}, &fakeUpstream{reply: failing}, clk)
+	n, err := dst.ImportJournal(t.Context(), f, scan, maxBytes)
 	if err != nil {
-		tb.Fatalf("ImportJournal: %v", err)
+		t.Fatalf("ImportJournal: %v", err)
 	}
 	return dst, scan, n
 }

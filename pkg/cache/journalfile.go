@@ -2,6 +2,7 @@ package cache
 
 import (
 	"bufio"
+	"context"
 	"encoding/binary"
 	"fmt"
 	"io"
@@ -123,9 +124,8 @@ func ScanJournal(f *os.File) (JournalScan, error) {
 // (from ScanJournal) found, each unless the cache already holds its key,
 // judged again as Import judges a predecessor's. When the records would
 // cost more than maxBytes (zero or less: no bound) the oldest are skipped.
-// It stops at deadline (by the cache clock) with an error wrapping
-// os.ErrDeadlineExceeded, and returns the number of entries stored.
-func (c *Cache) ImportJournal(f *os.File, scan JournalScan, maxBytes int64, deadline time.Time) (int, error) {
+// It stops when ctx ends, and returns the number of entries stored.
+func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan, maxBytes int64) (int, error) {
 	br := bufio.NewReaderSize(io.NewSectionReader(f, journalHdrLen, scan.End-journalHdrLen), 64<<10)
 	skip := int64(0)
 	if maxBytes > 0 && scan.Cost > maxBytes {
@@ -134,10 +134,10 @@ func (c *Cache) ImportJournal(f *os.File, scan JournalScan, maxBytes int64, dead
 	n := 0
 	buf := make([]byte, 0, 4096)
 	for i := range scan.Records {
-		now := c.cfg.Now()
-		if !deadline.IsZero() && !now.Before(deadline) {
-			return n, fmt.Errorf("importing cache journal: %w", os.ErrDeadlineExceeded)
+		if err := ctx.Err(); err != nil {
+			return n, fmt.Errorf("importing cache journal: %w", err)
 		}
+		now := c.cfg.Now()
 		var lb [4]byte
 		if _, err := io.ReadFull(br, lb[:]); err != nil {
 			return n, fmt.Errorf("reading cache journal record %d: %w: %w", i, ErrBadDump, err)

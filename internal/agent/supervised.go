@@ -1,0 +1,234 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sys/unix"
+
+	"github.com/nodecache/nodecache/internal/adminapi"
+	"github.com/nodecache/nodecache/internal/handover"
+	"github.com/nodecache/nodecache/internal/supervise"
+	"github.com/nodecache/nodecache/pkg/cache"
+	"github.com/nodecache/nodecache/pkg/iface"
+	"github.com/nodecache/nodecache/pkg/logkey"
+	"github.com/nodecache/nodecache/pkg/server"
+)
+
+// The serving process's side of the supervisor (internal/supervise): the
+// sockets and cache journal it inherits and publishes, the crash loop it
+// reports, and the process started only to stop.
+
+// servingOOMScoreAdj is added to the serving process's oom_score_adj: the
+// kernel picks it, never the supervisor that keeps its sockets.
+const servingOOMScoreAdj = 500
+
+// journalImportTimeout bounds a restarted process's import of the journal;
+// it serves meanwhile.
+const journalImportTimeout = 30 * time.Second
+
+// inheritedListeners rebuilds the listeners the supervisor kept, nil when
+// there are none (the first serving process).
+func (a *Agent) inheritedListeners() (*server.Listeners, error) {
+	if a.sup == nil {
+		return nil, nil
+	}
+	files := a.sup.Listeners()
+	if len(files) == 0 {
+		return nil, nil
+	}
+	l, err := server.FromFiles(files)
+	if err != nil {
+		return nil, fmt.Errorf("the listeners the supervisor kept: %w", err)
+	}
+	return l, nil
+}
+
+// publishServing gives the supervisor the listeners and starts the cache
+// journal, once this process serves.
+func (a *Agent) publishServing(ctx context.Context, g interface{ Go(func() error) }) {
+	if a.sup == nil {
+		return
+	}
+	l := a.server.Listeners()
+	files, err := l.Files()
+	if err == nil {
+		err = a.sup.Serving(len(l.UDP), len(l.TCP), files)
+		handover.CloseFiles(files)
+	}
+	if err != nil {
+		a.log.Error("the supervisor does not have the listeners: a crash would lose queries", logkey.Err, err)
+		return
+	}
+	if err := a.startJournal(ctx, g); err != nil {
+		a.log.Error("no cache journal: a restart after a crash will start cold", logkey.Err, err)
+	}
+}
+
+// startJournal continues the inherited journal (importing it in g while
+// serving) or starts a new one from the cache as it is.
+func (a *Agent) startJournal(ctx context.Context, g interface{ Go(func() error) }) error {
+	f := a.sup.Journal()
+	var scan cache.JournalScan
+	if f != nil {
+		var err error
+		if scan, err = cache.ScanJournal(f); err == nil {
+			err = f.Truncate(scan.End) // a torn record goes: appends follow the whole ones
+		}
+		if err != nil {
+			a.log.Warn("not restoring the cache from the journal", logkey.Err, err)
+			_ = f.Close()
+			f, scan = nil, cache.JournalScan{}
+		}
+	}
+	var reader *os.File
+	if f != nil && scan.Records > 0 {
+		fd, err := unix.Dup(int(f.Fd()))
+		if err != nil {
+			return fmt.Errorf("duplicating the journal: %w", err)
+		}
+		reader = os.NewFile(uintptr(fd), "cache-journal-reader") // a compaction may close f
+	}
+	limit, usage, bounded := cgroupMemory()
+	jcfg := cache.JournalConfig{File: f, Size: scan.End, NewFile: newJournalFile, Publish: a.sup.PublishJournal}
+	if bounded {
+		jcfg.MaxBytes = min(int64(a.cfg.CacheSize), limit/8)
+	}
+	j, err := a.cache.StartJournal(jcfg)
+	if err != nil {
+		if reader != nil {
+			_ = reader.Close()
+		}
+		return err
+	}
+	a.journal = j
+	if reader == nil {
+		return nil
+	}
+	budget := int64(a.cfg.CacheSize)
+	if bounded {
+		// After an OOM kill the cgroup is as full as it was: restore no more
+		// than half of what is free now, so the restore cannot kill it again.
+		budget = min(budget, max(limit-usage, 0)/2)
+	}
+	g.Go(func() error {
+		defer reader.Close()
+		start := time.Now()
+		ictx, cancel := context.WithTimeout(ctx, journalImportTimeout)
+		defer cancel()
+		n, err := a.cache.ImportJournal(ictx, reader, scan, budget)
+		a.log.Info("restored the cache from the journal", "entries", n, "records", scan.Records,
+			"journal_bytes", scan.End, "budget_bytes", budget, "took", time.Since(start).Round(time.Millisecond), logkey.Err, err)
+		return nil
+	})
+	return nil
+}
+
+// newJournalFile is a memfd: memory, no file system, gone with its last
+// descriptor.
+func newJournalFile() (*os.File, error) {
+	fd, err := unix.MemfdCreate("nodecache-cache-journal", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	return os.NewFile(uintptr(fd), "cache-journal"), nil
+}
+
+// crashLoop names the crash loop the supervisor reported, until it is
+// CrashWindow old; empty when there is none.
+func (a *Agent) crashLoop() string {
+	if a.sup == nil {
+		return ""
+	}
+	in := a.sup.Info()
+	if until := in.CrashLoopUntil(); until.IsZero() || !time.Now().Before(until) {
+		return ""
+	}
+	last := in.Deaths[len(in.Deaths)-1]
+	return fmt.Sprintf("supervisor: crash loop: the serving process died %d times in %v (last %s ago: %s); restarts back off",
+		len(in.Deaths), supervise.CrashWindow, time.Since(last.At).Round(time.Second), last.Cause)
+}
+
+// supervisorStatus is the status's supervisor part, nil when unsupervised.
+func (a *Agent) supervisorStatus() *adminapi.Supervisor {
+	if a.sup == nil {
+		return nil
+	}
+	in := a.sup.Info()
+	st := &adminapi.Supervisor{Restarts: in.Restarts, CrashLoop: a.crashLoop()}
+	if n := len(in.Deaths); n > 0 {
+		st.LastDeath = in.Deaths[n-1].Cause
+		st.LastDeathAt = in.Deaths[n-1].At
+	}
+	if a.journal != nil {
+		st.JournalBytes = a.journal.Stats().Bytes
+	}
+	return st
+}
+
+// registerSupervisorMetrics exports what the supervisor said and the
+// journal's figures; zero when unsupervised.
+func (a *Agent) registerSupervisorMetrics(reg prometheus.Registerer) {
+	info := func() supervise.Inherited {
+		if a.sup == nil {
+			return supervise.Inherited{}
+		}
+		return a.sup.Info()
+	}
+	jstats := func() cache.JournalStats {
+		if a.journal == nil {
+			return cache.JournalStats{}
+		}
+		return a.journal.Stats()
+	}
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodecache_supervised",
+			Help: "1 when a supervisor keeps this process's sockets and cache journal for a restart after a crash (--supervise)."},
+			func() float64 { return b2f(a.sup != nil) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nodecache_supervisor_restarts_total",
+			Help: "Serving processes the supervisor started after one died, this one included."},
+			func() float64 { return float64(info().Restarts) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodecache_supervisor_crash_loop",
+			Help: "1 while the serving process died 3 times or more within 60 s, until 60 s after the last death."},
+			func() float64 { return b2f(a.crashLoop() != "") }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodecache_cache_journal_bytes",
+			Help: "Size of the cache journal the supervisor keeps (memory, a memfd)."},
+			func() float64 { return float64(jstats().Bytes) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nodecache_cache_journal_compactions_total",
+			Help: "Times the cache journal was rewritten from the cache, having doubled or reached its bound."},
+			func() float64 { return float64(jstats().Compactions) }),
+	)
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// stopOnly is the life of a serving process started only to stop (the
+// supervisor got SIGTERM while none ran): remove the link and rules,
+// unless they must stay, as a stopping agent does.
+func (a *Agent) stopOnly() error {
+	var err error
+	a.iface, err = iface.New(IfaceConfig(a.cfg), a.reg, a.log.With(logkey.Component, "iface"))
+	if err != nil {
+		return fmt.Errorf("interface: %w", err)
+	}
+	if zoneSource(a.cfg) && a.cfg.Fixture == "" {
+		if clients, err := a.kubeClients(); err == nil {
+			a.kube = clients.Kube
+		}
+	}
+	if keep, why := a.keepHostState(); keep {
+		a.log.Info(why + ": leaving interface and rules in place")
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return a.iface.Teardown(ctx)
+}

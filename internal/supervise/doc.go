@@ -1,0 +1,41 @@
+// Package supervise keeps `nodecache run` answering when its serving
+// process dies. `nodecache run` starts as a small supervisor (this
+// package: no DNS parsing, no API client) that runs the same binary again
+// as the serving process, the agent proper (internal/agent), and
+// restarts it at once when it is killed or crashes after it served.
+//
+// The supervisor keeps duplicates of what must outlive a serving process:
+//   - its listening sockets, which the serving process sends once it
+//     serves: while no process reads them the kernel keeps queueing
+//     datagrams and connections on them, so a query waits instead of
+//     being refused;
+//   - the cache journal (pkg/cache journal.go), a memfd the serving
+//     process appends its inserts to and replaces when it compacts:
+//     the next serving process imports it, so it starts warm.
+//
+// Each serving process inherits the control socket (descriptor 3), then
+// the listeners, UDP first, then the journal, and reads Inherited from
+// $NODECACHE_SUPERVISED (Child). The messages on the control socket are
+// handover frames (internal/handover).
+//
+// Restarts (policy.go): the first death within CrashWindow (60 s)
+// restarts at once, each further one waits twice as long, from 250 ms up
+// to 30 s; CrashLoopDeaths (3) deaths within the window is a crash loop,
+// which the serving process reports (readiness, doctor, metrics) until the
+// window has passed since the last death. A serving process that exits 0,
+// that dies before it ever served, or that handed its sockets to a
+// successor is not restarted: the supervisor exits with its status.
+//
+// Signals: SIGTERM, SIGINT and SIGHUP go to the serving process, which
+// stops (or reloads) as an agent does. A SIGTERM while none runs starts
+// one with Inherited.Stop, which only stops: the link and rules are
+// removed as they would have been.
+//
+// The serving process gets the supervisor's oom_score_adj plus
+// Config.OOMScoreAdj, so the kernel kills it, not the supervisor, when
+// memory runs out; it dies with the supervisor (PR_SET_PDEATHSIG).
+//
+// The package has no metrics of its own: the serving process exports
+// nodecache_supervisor_restarts_total and nodecache_supervisor_crash_loop
+// from Inherited.
+package supervise

@@ -1,0 +1,323 @@
+package supervise
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/nodecache/nodecache/internal/handover"
+	"github.com/nodecache/nodecache/pkg/logkey"
+)
+
+// Config is the supervisor's. Its zero values are usable but for Args.
+type Config struct {
+	// Args are the serving process's arguments after argv[0]: "run" and
+	// the flags the supervisor was given.
+	Args []string
+	// Exe is the binary to run; empty: this one (/proc/self/exe).
+	Exe string
+	// Log is the supervisor's logger; nil discards.
+	Log *slog.Logger
+	// OOMScoreAdj is added to the serving process's oom_score_adj (at
+	// most 1000), so that the kernel picks it before the supervisor.
+	OOMScoreAdj int
+	// Stdout and Stderr are the serving process's; nil: the supervisor's.
+	Stdout, Stderr io.Writer
+}
+
+// ExitError is the end of a serving process the supervisor does not
+// restart, for the supervisor's own exit status.
+type ExitError struct {
+	Code  int    // exit status, 128+signal for a signal
+	Cause string // "exit status 1", "signal: killed"
+}
+
+func (e *ExitError) Error() string { return "serving process ended: " + e.Cause }
+
+// ExitCode is the status the supervisor exits with.
+func (e *ExitError) ExitCode() int { return e.Code }
+
+// supervisor holds what outlives one serving process.
+type supervisor struct {
+	cfg Config
+	log *slog.Logger
+
+	mu         sync.Mutex // guards following
+	listeners  []*os.File // the last serving message's: UDP, then TCP
+	udp, tcp   int
+	journal    *os.File // the cache journal's newest file; nil before one
+	served     bool     // a serving process said it serves
+	handedOver bool     // a successor took the sockets: restart nothing
+
+	deaths   []Death // within CrashWindow, oldest first
+	restarts int
+}
+
+// Run starts the serving process and restarts it on the kept sockets, with
+// the cache journal, each time it dies after it served; it forwards
+// SIGTERM, SIGINT and SIGHUP to it and returns when it ends for any other
+// reason: nil for exit status 0, an *ExitError otherwise.
+func Run(cfg Config) error {
+	if cfg.Exe == "" {
+		cfg.Exe = "/proc/self/exe"
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &supervisor{cfg: cfg, log: cfg.Log}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	defer s.drop()
+	return s.loop(sigs)
+}
+
+func (s *supervisor) loop(sigs <-chan os.Signal) error {
+	for {
+		in := Inherited{Restarts: s.restarts, Deaths: s.deaths}
+		_, in.CrashLoop = backoff(s.deaths)
+		p, err := s.start(in)
+		if err != nil {
+			return err
+		}
+		stopping := p.wait(sigs)
+		code, cause := status(p.state)
+		s.mu.Lock()
+		served, handed := s.served, s.handedOver
+		s.mu.Unlock()
+		if stopping || code == 0 || !served || handed {
+			if code == 0 {
+				return nil
+			}
+			return &ExitError{Code: code, Cause: cause}
+		}
+		now := time.Now()
+		s.deaths = append(recent(s.deaths, now), Death{At: now, Cause: cause})
+		delay, loop := backoff(s.deaths)
+		s.log.Error("serving process died; starting another on the kept sockets", "cause", cause, "pid", p.pid,
+			"restarts", s.restarts+1, "deaths_in_window", len(s.deaths), "delay", delay, "crash_loop", loop)
+		if !s.sleep(delay, sigs) {
+			return s.stop(sigs)
+		}
+		s.restarts++
+	}
+}
+
+// sleep waits d; false when SIGTERM or SIGINT came first.
+func (s *supervisor) sleep(d time.Duration, sigs <-chan os.Signal) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case sig := <-sigs:
+			if sig != syscall.SIGHUP {
+				return false
+			}
+		}
+	}
+}
+
+// stop runs one more process, only to stop as an agent stops: SIGTERM
+// came while none ran, and the link and rules go with the agent.
+func (s *supervisor) stop(sigs <-chan os.Signal) error {
+	s.log.Info("stopping while no serving process runs: one more runs the stop")
+	p, err := s.start(Inherited{Restarts: s.restarts, Deaths: s.deaths, Stop: true})
+	if err != nil {
+		return err
+	}
+	p.wait(sigs)
+	if code, cause := status(p.state); code != 0 {
+		return &ExitError{Code: code, Cause: cause}
+	}
+	return nil
+}
+
+// proc is one serving process.
+type proc struct {
+	cmd     *exec.Cmd
+	pid     int
+	state   *os.ProcessState
+	control chan struct{} // closed when its control socket has been read to the end
+}
+
+// start starts a serving process with in and what s keeps.
+func (s *supervisor) start(in Inherited) (*proc, error) {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: control socket: %w", err)
+	}
+	mine, theirs := os.NewFile(uintptr(fds[0]), "control"), os.NewFile(uintptr(fds[1]), "control-child")
+	defer theirs.Close()
+	c, err := net.FileConn(mine)
+	_ = mine.Close()
+	if err != nil {
+		return nil, fmt.Errorf("supervisor: control socket: %w", err)
+	}
+	files := []*os.File{theirs}
+	s.mu.Lock()
+	if !in.Stop {
+		in.UDP, in.TCP = s.udp, s.tcp
+		files = append(files, s.listeners...)
+		if s.journal != nil {
+			in.Journal = true
+			files = append(files, s.journal)
+		}
+	}
+	s.mu.Unlock()
+	env, err := json.Marshal(in)
+	if err != nil {
+		_ = c.Close()
+		return nil, err
+	}
+	cmd := exec.Command(s.cfg.Exe, s.cfg.Args...)
+	cmd.Args[0] = os.Args[0]
+	cmd.Env = append(os.Environ(), Env+"="+string(env))
+	cmd.ExtraFiles = files
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, s.cfg.Stdout, s.cfg.Stderr
+	if cmd.Stdout == nil {
+		cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	}
+	// It dies with the supervisor: nothing would restart it, or hold its
+	// sockets, and `cleanup` finds one process to deal with.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("supervisor: starting the serving process: %w", err)
+	}
+	p := &proc{cmd: cmd, pid: cmd.Process.Pid, control: make(chan struct{})}
+	go s.readControl(c.(*net.UnixConn), p.control)
+	if err := raiseOOMScore(p.pid, s.cfg.OOMScoreAdj); err != nil {
+		s.log.Warn("the serving process keeps the supervisor's oom_score_adj", logkey.Err, err)
+	}
+	s.log.Info("serving process started", "pid", p.pid, "restarts", in.Restarts, "listeners", in.UDP+in.TCP,
+		"journal", in.Journal, "stop_only", in.Stop)
+	return p, nil
+}
+
+// wait forwards signals to p until it exits, and reports whether one of
+// them was SIGTERM or SIGINT.
+func (p *proc) wait(sigs <-chan os.Signal) bool {
+	exited := make(chan struct{})
+	go func() {
+		_ = p.cmd.Wait()
+		close(exited)
+	}()
+	stopping := false
+	for {
+		select {
+		case sig := <-sigs:
+			stopping = stopping || sig != syscall.SIGHUP
+			_ = p.cmd.Process.Signal(sig)
+		case <-exited:
+			p.state = p.cmd.ProcessState
+			// Its last messages are read before deciding; a process it
+			// started could hold the socket open: not for long.
+			select {
+			case <-p.control:
+			case <-time.After(time.Second):
+			}
+			return stopping
+		}
+	}
+}
+
+// status is a process end as an exit code and a cause.
+func status(st *os.ProcessState) (int, string) {
+	if ws, ok := st.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), st.String()
+	}
+	return st.ExitCode(), st.String()
+}
+
+// readControl keeps what the serving process sends until its socket ends.
+func (s *supervisor) readControl(c *net.UnixConn, done chan<- struct{}) {
+	defer close(done)
+	defer c.Close()
+	for {
+		var m handover.Msg
+		files, err := handover.ReadFrame(c, &m)
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				s.log.Warn("reading the serving process's control socket", logkey.Err, err)
+			}
+			return
+		}
+		s.keep(m, files)
+	}
+}
+
+func (s *supervisor) keep(m handover.Msg, files []*os.File) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var old []*os.File
+	switch {
+	case m.Op == handover.OpServing && len(files) == m.UDP+m.TCP && len(files) > 0:
+		old, s.listeners, s.udp, s.tcp, s.served = s.listeners, files, m.UDP, m.TCP, true
+	case m.Op == handover.OpJournal && len(files) == 1:
+		if s.journal != nil {
+			old = []*os.File{s.journal}
+		}
+		s.journal = files[0]
+	case m.Op == handover.OpHandedOver:
+		s.handedOver = true
+		old = append(s.listeners, files...)
+		if s.journal != nil {
+			old = append(old, s.journal)
+		}
+		s.listeners, s.journal, s.udp, s.tcp = nil, nil, 0, 0
+	default:
+		s.log.Warn("ignoring a control message from the serving process", "op", m.Op, "descriptors", len(files))
+		old = files
+	}
+	handover.CloseFiles(old)
+}
+
+// drop closes what s keeps.
+func (s *supervisor) drop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	handover.CloseFiles(s.listeners)
+	if s.journal != nil {
+		_ = s.journal.Close()
+	}
+	s.listeners, s.journal = nil, nil
+}
+
+// raiseOOMScore sets pid's oom_score_adj to this process's plus by, at
+// most 1000. Raising is allowed without privileges; lowering is not.
+func raiseOOMScore(pid, by int) error {
+	if by <= 0 {
+		return nil
+	}
+	b, err := os.ReadFile("/proc/self/oom_score_adj")
+	if err != nil {
+		return fmt.Errorf("reading oom_score_adj: %w", err)
+	}
+	own, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("reading oom_score_adj: %w", err)
+	}
+	v := strconv.Itoa(min(own+by, 1000))
+	if err := os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte(v), 0); err != nil {
+		return fmt.Errorf("raising the serving process's oom_score_adj to %s: %w", v, err)
+	}
+	return nil
+}

@@ -1,0 +1,205 @@
+package supervise
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// The serving processes of these tests are this test binary again: with
+// Env set, TestMain runs the role $SUPERVISE_TEST_ROLE names instead of
+// the tests, in the directory $SUPERVISE_TEST_DIR.
+func TestMain(m *testing.M) {
+	if _, ok := os.LookupEnv(Env); ok {
+		os.Exit(serve(os.Getenv("SUPERVISE_TEST_ROLE"), os.Getenv("SUPERVISE_TEST_DIR")))
+	}
+	os.Exit(m.Run())
+}
+
+// serve is one serving process of a test; its exit status is the test's
+// verdict on what it inherited (0 when all is well).
+func serve(role, dir string) int {
+	c, err := Child()
+	if err != nil || c == nil {
+		fmt.Fprintln(os.Stderr, "Child:", err)
+		return 10
+	}
+	in := c.Info()
+	b, _ := json.Marshal(in)
+	_ = os.WriteFile(filepath.Join(dir, "inherited-"+strconv.Itoa(in.Restarts)), b, 0o600)
+	switch {
+	case role == "never-serves":
+		return 3
+	case role == "crash-loop" && in.Restarts < 3:
+		if err := c.Serving(1, 0, []*os.File{udpFile()}); err != nil {
+			return 11
+		}
+		return 2
+	case role == "crash-loop":
+		return 0
+	case in.Restarts == 0: // role "kill": serve, then die by SIGKILL with a datagram queued
+		if c.Serving(1, 0, []*os.File{udpFile()}) != nil || c.PublishJournal(journalFile("warm")) != nil {
+			return 11
+		}
+		for !exists(filepath.Join(dir, "sent")) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		select {}
+	default: // the restarted process: the datagram and the journal must be there
+		return readInherited(c)
+	}
+}
+
+func udpFile() *os.File {
+	conn, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		panic(err)
+	}
+	f, err := conn.File()
+	if err != nil {
+		panic(err)
+	}
+	_ = os.WriteFile(filepath.Join(os.Getenv("SUPERVISE_TEST_DIR"), "port"),
+		[]byte(strconv.Itoa(conn.LocalAddr().(*net.UDPAddr).Port)), 0o600)
+	return f
+}
+
+func journalFile(content string) *os.File {
+	fd, err := unix.MemfdCreate("test-journal", unix.MFD_CLOEXEC)
+	if err != nil {
+		panic(err)
+	}
+	f := os.NewFile(uintptr(fd), "journal")
+	_, _ = f.WriteString(content)
+	return f
+}
+
+func readInherited(c *Conn) int {
+	ls := c.Listeners()
+	if len(ls) != 1 {
+		return 12
+	}
+	pc, err := net.FilePacketConn(ls[0])
+	if err != nil {
+		return 13
+	}
+	_ = pc.SetReadDeadline(time.Now().Add(10 * time.Second))
+	buf := make([]byte, 16)
+	if n, _, err := pc.ReadFrom(buf); err != nil || string(buf[:n]) != "ping" {
+		return 14
+	}
+	j := c.Journal()
+	if j == nil {
+		return 15
+	}
+	b, err := io.ReadAll(io.NewSectionReader(j, 0, 4))
+	if err != nil || string(b) != "warm" {
+		return 16
+	}
+	return 0
+}
+
+func exists(path string) bool { _, err := os.Stat(path); return err == nil }
+
+// run runs a supervisor of this test binary in role until it returns.
+func run(t *testing.T, role string) (string, error) {
+	t.Helper()
+	dir := t.TempDir()
+	t.Setenv("SUPERVISE_TEST_ROLE", role)
+	t.Setenv("SUPERVISE_TEST_DIR", dir)
+	done := make(chan error, 1)
+	go func() { done <- Run(Config{Exe: os.Args[0], Args: []string{"-test.run=^$"}}) }()
+	if role == "kill" {
+		port := waitFile(t, filepath.Join(dir, "port"), done)
+		conn, err := net.Dial("udp", "127.0.0.1:"+port)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Write([]byte("ping")); err != nil {
+			t.Fatal(err)
+		}
+		_ = conn.Close()
+		if err := os.WriteFile(filepath.Join(dir, "sent"), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case err := <-done:
+		return dir, err
+	case <-time.After(60 * time.Second):
+		t.Fatal("the supervisor did not return within 60s")
+	}
+	return dir, nil
+}
+
+func waitFile(t *testing.T, path string, done <-chan error) string {
+	t.Helper()
+	for {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return string(b)
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("the supervisor returned before %s was written: %v", path, err)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// A serving process killed with a query queued in its socket: the next one
+// gets the socket with the query still in it, and the journal.
+func TestRestartKeepsSocketAndJournal(t *testing.T) {
+	dir, err := run(t, "kill")
+	if err != nil {
+		t.Fatalf("Run: got %v, want nil (the restarted process found the datagram and the journal)", err)
+	}
+	var in Inherited
+	b, _ := os.ReadFile(filepath.Join(dir, "inherited-1"))
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	if in.UDP != 1 || !in.Journal || len(in.Deaths) != 1 || in.Deaths[0].Cause != "signal: killed" || in.CrashLoop {
+		t.Errorf("restarted process inherited %+v, want 1 UDP listener, the journal, one death by SIGKILL, no crash loop", in)
+	}
+}
+
+// Three deaths within CrashWindow are a crash loop, which the next serving
+// process is told of.
+func TestCrashLoopReported(t *testing.T) {
+	dir, err := run(t, "crash-loop")
+	if err != nil {
+		t.Fatalf("Run: got %v, want nil", err)
+	}
+	var in Inherited
+	b, _ := os.ReadFile(filepath.Join(dir, "inherited-3"))
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	if !in.CrashLoop || len(in.Deaths) != 3 || in.Deaths[2].Cause != "exit status 2" || in.UDP != 1 {
+		t.Errorf("fourth process inherited %+v, want a crash loop of 3 deaths (exit status 2) and the listener", in)
+	}
+}
+
+// A process that dies before it ever served is not restarted: the
+// supervisor exits with its status (bad flags fail at start).
+func TestNoRestartBeforeServing(t *testing.T) {
+	dir, err := run(t, "never-serves")
+	var ee *ExitError
+	if !errors.As(err, &ee) || ee.Code != 3 {
+		t.Fatalf("Run: got %v, want an ExitError with status 3", err)
+	}
+	if exists(filepath.Join(dir, "inherited-1")) {
+		t.Error("a second serving process started; want none")
+	}
+}
