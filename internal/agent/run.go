@@ -7,11 +7,9 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/miekg/dns"
@@ -19,7 +17,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/klog/v2"
 
 	"github.com/nodecache/nodecache/internal/supervise"
 	"github.com/nodecache/nodecache/pkg/cache"
@@ -73,56 +70,6 @@ type Agent struct {
 	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
 	// used, for the status; nil when none is refused (downgrade.go).
 	downgradeRefused atomic.Pointer[[]netip.AddrPort]
-}
-
-// NewLogger is the logger c's --log-level and --log-format ask for, on stderr.
-func NewLogger(c *Config) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if c.LogFormat == logFormatJSON {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
-}
-
-// Main is `nodecache run ARGS`: it parses the flags and runs the agent until
-// SIGTERM or SIGINT. version names the build.
-func Main(args []string, version string) error {
-	cfg, err := ParseConfig(args)
-	if err != nil {
-		return err
-	}
-	log, err := NewLogger(cfg)
-	if err != nil {
-		return err
-	}
-	sup, err := supervise.Child()
-	if err != nil {
-		return err
-	}
-	if sup == nil && cfg.Supervise {
-		return supervise.Run(supervise.Config{Args: append([]string{"run"}, args...),
-			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: servingOOMScoreAdj})
-	}
-	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
-	applyGCDefault(log)
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	a := New(cfg, log, version)
-	if sup != nil {
-		defer sup.Close()
-		a.sup = sup
-		if sup.Info().Stop {
-			return a.stopOnly()
-		}
-	}
-	a.hup = make(chan os.Signal, 1)
-	signal.Notify(a.hup, syscall.SIGHUP)
-	defer signal.Stop(a.hup)
-	return a.Run(ctx)
 }
 
 // New returns an agent for cfg (from ParseConfig) that Run starts.
