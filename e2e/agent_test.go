@@ -56,6 +56,9 @@ type agentOpts struct {
 	// APIDown starts the agent with its path to the apiserver cut
 	// (runningAgent.API.Resume restores it) and waits for /healthz only.
 	APIDown bool
+	// PodAccess runs the agent with the pod-access grant (env.podAgent)
+	// and --watch-pods; the default is the base grant, which lists no pod.
+	PodAccess bool
 }
 
 // localIPs is linkLocalIP and then ExtraLocalIPs.
@@ -94,7 +97,12 @@ func startAgent(t testing.TB, node *netNS, up *dnsUpstream, o agentOpts) *runnin
 	if o.APIDown {
 		fwd.Pause()
 	}
-	kubeconfig := agentKubeconfig(t, "https://"+fwd.Addr())
+	id := env.agent
+	if o.PodAccess {
+		id = env.podAgent
+		o.Flags = append([]string{"--watch-pods"}, o.Flags...)
+	}
+	kubeconfig := agentKubeconfig(t, id, "https://"+fwd.Addr())
 	args := []string{"netns", "exec", node.Name, bin, "run",
 		"--local-ip=" + strings.Join(o.localIPs(), ","), "--port=53", "--upstream=" + up.Addr,
 		"--setup-interface=true", "--setup-iptables=true", "--iptables-mode=auto",

@@ -67,7 +67,7 @@ func ndotsWalk(t *testing.T, ns string, autopath bool) map[string]ndotsCost {
 	if autopath {
 		flags = []string{"--autopath"}
 	}
-	r := newAgentRig(t, agentOpts{Flags: flags})
+	r := newAgentRig(t, agentOpts{Flags: flags, PodAccess: true}) // autopath needs the client's pod
 	r.pod.NS.writeResolvConf(t, linkLocalIP, ns, clusterDomain)
 	createPod(t, ns, fmt.Sprintf("client-%v", autopath), "node-1", "", "", r.pod.IP)
 	r.await(t, query{Name: "web." + ns + ".svc." + clusterDomain + "."}, time.Now(), hasRcode("NOERROR"))
@@ -117,7 +117,7 @@ func awaitAutopath(t testing.TB, _ *agentRig, p *pod, ns string) {
 // gets the CNAME.
 func TestAutopathOtherPods(t *testing.T) {
 	requireSuite(t)
-	r := newAgentRig(t, agentOpts{Flags: []string{"--autopath"}})
+	r := newAgentRig(t, agentOpts{Flags: []string{"--autopath"}, PodAccess: true})
 	ns := newNamespace(t, "autopath")
 	elsewhere, unknown := addPod(t, r.node, linkLocalIP), addPod(t, r.node, linkLocalIP)
 	// Created first: once the local pod is known, so is this one.

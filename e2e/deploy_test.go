@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func TestDeployManifests(t *testing.T) {
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Fatalf("kubectl is needed: %v", err)
 	}
-	for _, dir := range []string{"../deploy/base", "../deploy/overlays/intercept-kube-dns"} {
+	for _, dir := range []string{"../deploy/base", "../deploy/overlays/intercept-kube-dns", "../deploy/overlays/pod-access"} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			rendered, objs := renderKustomization(t, dir)
 			kinds := map[string]bool{}
@@ -89,6 +90,13 @@ func TestDeployManifests(t *testing.T) {
 			}
 			if strings.Contains(dir, "intercept") && !strings.Contains(rendered, "--local-ip=169.254.20.10,10.96.0.10") {
 				t.Errorf("overlay: got no --local-ip with the kube-dns ClusterIP in\n%s", rendered)
+			}
+			// The pod list and watch, and the flag that uses them, come
+			// together: only with the pod-access overlay.
+			podAccess := strings.Contains(dir, "pod-access")
+			if got := strings.Contains(rendered, "--watch-pods") && kinds["ClusterRole"] &&
+				slices.Contains(objs, manifestObject{"ClusterRole", "", "nodecache-pods"}); got != podAccess {
+				t.Errorf("%s: got --watch-pods with ClusterRole nodecache-pods %v, want %v", dir, got, podAccess)
 			}
 			ctx := t.Context()
 			if out, err := kubectl(ctx, "apply", "--server-side", "--dry-run=server", "-k", dir); err != nil {

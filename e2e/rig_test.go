@@ -15,9 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// TestAPIServerUp checks the shared apiserver and the agent identity: the
-// ServiceAccount of deploy/base/rbac.yaml lists and watches what the zone is
-// built from and nothing more.
+// TestAPIServerUp checks the shared apiserver and both agent identities:
+// the ServiceAccount of deploy/base/rbac.yaml lists and watches what the
+// zone is built from, gets a pod in its namespace and nothing more; with
+// deploy/overlays/pod-access it also lists and watches pods.
 func TestAPIServerUp(t *testing.T) {
 	requireSuite(t)
 	t.Logf("etcd + kube-apiserver start-up: %v", env.api.StartUp.Round(time.Millisecond))
@@ -26,55 +27,90 @@ func TestAPIServerUp(t *testing.T) {
 	if got := len(created.Spec.ClusterIPs); got != 2 {
 		t.Errorf("dual-stack service: got %d cluster IPs %v, want 2", got, created.Spec.ClusterIPs)
 	}
-	sa := agentClient(t)
-	ctx := apiCtx(t)
-	list, err := sa.CoreV1().Services(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=web"})
-	if err != nil {
-		t.Fatalf("listing services as the agent: %v", err)
+	for _, g := range []struct {
+		name      string
+		id        agentIdentity
+		podAccess bool
+	}{{"base", env.agent, false}, {"pod-access", env.podAgent, true}} {
+		t.Run(g.name, func(t *testing.T) {
+			sa := agentClient(t, g.id)
+			ctx := apiCtx(t)
+			list, err := sa.CoreV1().Services(ns).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=web"})
+			if err != nil {
+				t.Fatalf("listing services as the agent: %v", err)
+			}
+			if len(list.Items) != 1 || !slices.Equal(list.Items[0].Spec.ClusterIPs, created.Spec.ClusterIPs) {
+				t.Fatalf("listing services as the agent: got %+v, want web with %v", list.Items, created.Spec.ClusterIPs)
+			}
+			w, err := sa.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
+			if err != nil {
+				t.Fatalf("watching services as the agent: %v", err)
+			}
+			w.Stop()
+			checkAgentAccess(ctx, t, sa, ns, g.podAccess)
+		})
 	}
-	if len(list.Items) != 1 || !slices.Equal(list.Items[0].Spec.ClusterIPs, created.Spec.ClusterIPs) {
-		t.Fatalf("listing services as the agent: got %+v, want web with %v", list.Items, created.Spec.ClusterIPs)
-	}
-	w, err := sa.CoreV1().Services(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: list.ResourceVersion})
-	if err != nil {
-		t.Fatalf("watching services as the agent: %v", err)
-	}
-	w.Stop()
-	checkAgentAccess(ctx, t, sa, ns)
 }
 
-// checkAgentAccess asserts least privilege: every list the informers need
-// is allowed and a sample of other verbs and resources is forbidden.
-func checkAgentAccess(ctx context.Context, t *testing.T, sa kubernetes.Interface, ns string) {
+// checkAgentAccess asserts least privilege: every call the agent makes is
+// allowed and a sample of other verbs and resources is forbidden. Pods
+// are listed and watched only with the pod-access grant; either grant gets
+// a pod by name in the agent's own namespace (its restart check), and no
+// other.
+func checkAgentAccess(ctx context.Context, t *testing.T, sa kubernetes.Interface, ns string, podAccess bool) {
 	t.Helper()
 	opts := metav1.ListOptions{Limit: 1}
-	allowed := []struct {
+	type call struct {
 		name string
 		call func() error
-	}{
+	}
+	podCalls := []call{
+		{"list pods", func() error { _, err := sa.CoreV1().Pods("").List(ctx, opts); return err }},
+		{"list pods of a node", func() error {
+			_, err := sa.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=node-1"})
+			return err
+		}},
+		{"watch pods", func() error {
+			w, err := sa.CoreV1().Pods("").Watch(ctx, opts)
+			if err == nil {
+				w.Stop()
+			}
+			return err
+		}},
+	}
+	allowed := []call{
 		{"list services", func() error { _, err := sa.CoreV1().Services("").List(ctx, opts); return err }},
 		{"list endpointslices", func() error { _, err := sa.DiscoveryV1().EndpointSlices("").List(ctx, opts); return err }},
 		{"list namespaces", func() error { _, err := sa.CoreV1().Namespaces().List(ctx, opts); return err }},
-		{"list pods", func() error { _, err := sa.CoreV1().Pods("").List(ctx, opts); return err }},
+		{"get its own pod", func() error {
+			_, err := sa.CoreV1().Pods("kube-system").Get(ctx, "nodecache-e2e", metav1.GetOptions{})
+			if apierrors.IsNotFound(err) { // allowed; there is no such pod
+				return nil
+			}
+			return err
+		}},
 	}
-	for _, c := range allowed {
-		if err := c.call(); err != nil {
-			t.Errorf("%s as the agent: got %v, want allowed", c.name, err)
-		}
-	}
-	forbidden := []struct {
-		name string
-		call func() error
-	}{
+	forbidden := []call{
 		{"list secrets", func() error { _, err := sa.CoreV1().Secrets("").List(ctx, opts); return err }},
 		{"list configmaps", func() error { _, err := sa.CoreV1().ConfigMaps(ns).List(ctx, opts); return err }},
 		{"get service", func() error { _, err := sa.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{}); return err }},
+		{"get a pod in another namespace", func() error { _, err := sa.CoreV1().Pods(ns).Get(ctx, "web", metav1.GetOptions{}); return err }},
 		{"delete service", func() error { return sa.CoreV1().Services(ns).Delete(ctx, "web", metav1.DeleteOptions{}) }},
 		{"create service", func() error {
 			_, err := sa.CoreV1().Services(ns).Create(ctx, serviceSpec(ns, "evil", corev1.ServiceTypeClusterIP, false), metav1.CreateOptions{})
 			return err
 		}},
 		{"list nodes", func() error { _, err := sa.CoreV1().Nodes().List(ctx, opts); return err }},
+	}
+	if podAccess {
+		allowed = append(allowed, podCalls...)
+	} else {
+		forbidden = append(forbidden, podCalls...)
+	}
+	for _, c := range allowed {
+		if err := c.call(); err != nil {
+			t.Errorf("%s as the agent: got %v, want allowed", c.name, err)
+		}
 	}
 	for _, c := range forbidden {
 		if err := c.call(); !apierrors.IsForbidden(err) {

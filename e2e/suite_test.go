@@ -27,6 +27,9 @@ import (
 type suiteEnv struct {
 	api     *apiServer    // nil when unavailable; see skipReason
 	agent   agentIdentity // the ServiceAccount of deploy/base/rbac.yaml
+	// podAgent is another ServiceAccount with the roles of deploy/base and
+	// deploy/overlays/pod-access (list and watch of pods).
+	podAgent agentIdentity
 	workDir string        // removed after the tests
 	// skipReason says why the suite cannot run here; empty when it can.
 	skipReason string
@@ -95,8 +98,11 @@ func setUp(dir string) error {
 	if err := dummySupported(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: kernel has no dummy links (%v): the agent falls back to a bridge\n", err)
 	}
-	if env.agent, err = applyRBACManifest(ctx, api.Admin, rbacManifest); err != nil {
+	if env.agent, err = applyRBACManifest(ctx, api.Admin, "", rbacManifest); err != nil {
 		return fmt.Errorf("applying %s: %w", rbacManifest, err)
+	}
+	if env.podAgent, err = applyRBACManifest(ctx, api.Admin, podAccessSuffix, rbacManifest, podAccessManifest); err != nil {
+		return fmt.Errorf("applying %s and %s: %w", rbacManifest, podAccessManifest, err)
 	}
 	return nil
 }
@@ -114,8 +120,15 @@ func requireSuite(t testing.TB) {
 	t.Skipf("SKIPPING e2e (set CI=true to make this a failure): %s", env.skipReason)
 }
 
-// rbacManifest is the agent's identity as shipped, relative to this package.
-const rbacManifest = "../deploy/base/rbac.yaml"
+// rbacManifest is the agent's identity as shipped, relative to this package;
+// podAccessManifest the pod-access overlay's extra roles for it.
+const (
+	rbacManifest      = "../deploy/base/rbac.yaml"
+	podAccessManifest = "../deploy/overlays/pod-access/rbac.yaml"
+	// podAccessSuffix names the pod-access identity's objects apart from
+	// the base's, so that both grants exist in the one test cluster.
+	podAccessSuffix = "-pod-access"
+)
 
 // agentIdentity is the ServiceAccount from rbacManifest, created in the
 // cluster together with its ClusterRole and binding.
@@ -123,31 +136,61 @@ type agentIdentity struct {
 	Namespace, Name string
 }
 
-// applyRBACManifest decodes every document of path and creates it as admin.
-// Only the kinds an identity manifest holds are accepted, so a manifest
-// gaining something else is noticed here.
-func applyRBACManifest(ctx context.Context, c kubernetes.Interface, path string) (agentIdentity, error) {
+// applyRBACManifest decodes every document of paths and creates it as
+// admin, each name (and every reference to one) given suffix. Only the
+// kinds an identity manifest holds are accepted, so a manifest gaining
+// something else is noticed here.
+func applyRBACManifest(ctx context.Context, c kubernetes.Interface, suffix string, paths ...string) (agentIdentity, error) {
 	var id agentIdentity
-	raw, err := os.ReadFile(path)
-	if err != nil {
-		return id, fmt.Errorf("reading %s: %w", path, err)
-	}
-	for i, doc := range bytes.Split(raw, []byte("\n---")) {
-		if len(bytes.TrimSpace(doc)) == 0 {
-			continue
-		}
-		obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+	for _, path := range paths {
+		raw, err := os.ReadFile(path)
 		if err != nil {
-			return id, fmt.Errorf("decoding document %d of %s: %w", i, path, err)
+			return id, fmt.Errorf("reading %s: %w", path, err)
 		}
-		if err := createManifestObject(ctx, c, obj, &id); err != nil {
-			return id, fmt.Errorf("creating document %d of %s: %w", i, path, err)
+		for i, doc := range bytes.Split(raw, []byte("\n---")) {
+			if len(bytes.TrimSpace(doc)) == 0 {
+				continue
+			}
+			obj, _, err := scheme.Codecs.UniversalDeserializer().Decode(doc, nil, nil)
+			if err != nil {
+				return id, fmt.Errorf("decoding document %d of %s: %w", i, path, err)
+			}
+			renameRBAC(obj, suffix)
+			if err := createManifestObject(ctx, c, obj, &id); err != nil {
+				return id, fmt.Errorf("creating document %d of %s: %w", i, path, err)
+			}
 		}
 	}
 	if id.Name == "" {
-		return id, fmt.Errorf("%s holds no ServiceAccount", path)
+		return id, fmt.Errorf("%v hold no ServiceAccount", paths)
 	}
 	return id, nil
+}
+
+// renameRBAC appends suffix to the name of obj, its role reference and
+// its subjects.
+func renameRBAC(obj runtime.Object, suffix string) {
+	subjects := func(ss []rbacv1.Subject) {
+		for i := range ss {
+			ss[i].Name += suffix
+		}
+	}
+	switch o := obj.(type) {
+	case *corev1.ServiceAccount:
+		o.Name += suffix
+	case *rbacv1.ClusterRole:
+		o.Name += suffix
+	case *rbacv1.Role:
+		o.Name += suffix
+	case *rbacv1.ClusterRoleBinding:
+		o.Name += suffix
+		o.RoleRef.Name += suffix
+		subjects(o.Subjects)
+	case *rbacv1.RoleBinding:
+		o.Name += suffix
+		o.RoleRef.Name += suffix
+		subjects(o.Subjects)
+	}
 }
 
 func createManifestObject(ctx context.Context, c kubernetes.Interface, obj runtime.Object, id *agentIdentity) error {
@@ -203,11 +246,12 @@ func writeKubeconfig(path, server string, caPEM []byte, token string) error {
 	return nil
 }
 
-// agentKubeconfig writes a kubeconfig with the agent identity's token for
-// server (the apiserver itself or a forwarder to it) into a temp dir.
-func agentKubeconfig(t testing.TB, server string) string {
+// agentKubeconfig writes a kubeconfig with the token of id (env.agent or
+// env.podAgent) for server (the apiserver itself or a forwarder to it) into
+// a temp dir.
+func agentKubeconfig(t testing.TB, id agentIdentity, server string) string {
 	t.Helper()
-	tok := agentToken(t)
+	tok := agentToken(t, id)
 	path := filepath.Join(t.TempDir(), "agent.kubeconfig")
 	if err := writeKubeconfig(path, server, env.api.PKI.caPEM, tok); err != nil {
 		t.Fatal(err)
@@ -215,21 +259,21 @@ func agentKubeconfig(t testing.TB, server string) string {
 	return path
 }
 
-// agentClient is a clientset with the agent's identity, straight to the
+// agentClient is a clientset with the identity id, straight to the
 // apiserver.
-func agentClient(t testing.TB) kubernetes.Interface {
+func agentClient(t testing.TB, id agentIdentity) kubernetes.Interface {
 	t.Helper()
-	c, err := kubernetes.NewForConfig(env.api.restConfig(agentToken(t)))
+	c, err := kubernetes.NewForConfig(env.api.restConfig(agentToken(t, id)))
 	if err != nil {
 		t.Fatalf("agent client: %v", err)
 	}
 	return c
 }
 
-// agentToken is a fresh one-hour token of the agent identity.
-func agentToken(t testing.TB) string {
+// agentToken is a fresh one-hour token of the identity id.
+func agentToken(t testing.TB, id agentIdentity) string {
 	t.Helper()
-	tok, err := env.agent.token(apiCtx(t), env.api.Admin, time.Hour)
+	tok, err := id.token(apiCtx(t), env.api.Admin, time.Hour)
 	if err != nil {
 		t.Fatalf("agent token: %v", err)
 	}

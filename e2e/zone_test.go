@@ -6,6 +6,7 @@ import (
 	"context"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,7 +172,7 @@ func TestAPIServerUnreachable(t *testing.T) {
 // from pod creation and deletion to the changed answer are logged.
 func TestPodRecordsVerified(t *testing.T) {
 	requireSuite(t)
-	r := newAgentRig(t, agentOpts{Flags: []string{"--pods=verified"}})
+	r := newAgentRig(t, agentOpts{Flags: []string{"--pods=verified"}, PodAccess: true})
 	ns := newNamespace(t, "pods")
 	name := func(dashed string) string { return dashed + "." + ns + ".pod." + clusterDomain + "." }
 	other := newNamespace(t, "other")
@@ -204,6 +205,31 @@ func TestPodRecordsVerified(t *testing.T) {
 	}
 	d = r.await(t, query{Name: name("10-244-3-5")}, start, hasRcode("NXDOMAIN"))
 	t.Logf("pod deleted → NXDOMAIN: %v", d.Round(time.Millisecond))
+}
+
+// TestSmallerGrant runs the agent with the base grant (no pod list or
+// watch) and flags asking for what needs pods: it is ready and serves the
+// cluster zone, says once that autopath and verified pod records are off,
+// and answers a pod name NXDOMAIN even while that pod exists. It would
+// not sync at all if it watched pods under this grant.
+func TestSmallerGrant(t *testing.T) {
+	requireSuite(t)
+	r := newAgentRig(t, agentOpts{Flags: []string{"--pods=verified", "--autopath"}})
+	ns := newNamespace(t, "grant")
+	start := time.Now()
+	createPod(t, ns, "p1", "node-1", "", "", "10.244.4.5")
+	svc := createService(t, serviceSpec(ns, "web", corev1.ServiceTypeClusterIP, false))
+	r.await(t, query{Name: "web." + ns + ".svc." + clusterDomain + "."}, start, hasData(dns.TypeA, svc.Spec.ClusterIP))
+	if a := r.ask(t, query{Name: "10-244-4-5." + ns + ".pod." + clusterDomain + "."}); a.Rcode != "NXDOMAIN" {
+		t.Errorf("pod name of an existing pod without pod access: got %v, want NXDOMAIN (verified records are off)", a)
+	}
+	log := r.agent.proc.logTail(1 << 20)
+	if n := strings.Count(log, "--watch-pods is false"); n != 1 {
+		t.Errorf("the pod-access warning: got %d lines, want 1\n%s", n, log)
+	}
+	if strings.Contains(log, "pods is forbidden") {
+		t.Errorf("the agent asked for pods under a grant without them:\n%s", log)
+	}
 }
 
 // TestZoneSnapshotRestart restarts the agent with --zone-snapshot while the

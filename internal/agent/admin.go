@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"time"
 
@@ -79,7 +80,11 @@ func (a adminAgent) PodByName(ns, name string) (kubezone.PodInfo, error) {
 		return kubezone.PodInfo{}, err
 	}
 	p, ok := a.zone.PodByName(ns, name)
-	if !ok {
+	switch {
+	case !ok && !a.cfg.WatchPods:
+		return p, adminapi.Errorf(http.StatusNotFound, "no pod %s/%s known: the agent watches no pods (--watch-pods=false); "+
+			"give the pod's resolv.conf with --resolv-conf instead", ns, name)
+	case !ok:
 		return p, adminapi.Errorf(http.StatusNotFound, "no pod %s/%s on this node (%s): the agent knows its own node's pods", ns, name, a.cfg.NodeName)
 	}
 	return p, nil
@@ -91,6 +96,9 @@ func (a adminAgent) PodByIP(ip netip.Addr) (kubezone.PodInfo, error) {
 	}
 	p, ok := a.zone.PodByIP(ip)
 	if !ok {
+		if !a.cfg.WatchPods {
+			return p, adminapi.Errorf(http.StatusNotFound, "no pod known by IP: the agent watches no pods (--watch-pods=false)")
+		}
 		return p, adminapi.Errorf(http.StatusNotFound, "no pod of this node has that IP")
 	}
 	return p, nil
@@ -182,6 +190,7 @@ func (a *Agent) status() adminapi.Status {
 			"local-ip": joinAddrs(a.addrs), "cluster-domain": a.cfg.ClusterDomain,
 			"upstream": a.liveConfig().Upstream, "cache-size": a.cfg.CacheSize.String(),
 			"health-addr": a.healthAddr(), "metrics-addr": a.metricsAddr(),
+			"watch-pods": strconv.FormatBool(a.cfg.WatchPods),
 		},
 	}
 	for _, ad := range a.addrs {

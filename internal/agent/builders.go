@@ -168,9 +168,10 @@ func zoneSource(cfg *Config) bool {
 
 // zoneConfig is the cluster zone's config.
 func zoneConfig(cfg *Config) kubezone.Config {
+	pods, node := zonePods(cfg)
 	return kubezone.Config{
-		Domain: cfg.ClusterDomain, TTL: cfg.TTL, NegativeTTL: cfg.NegativeTTL, Pods: cfg.Pods,
-		NodeName: cfg.NodeName, LocalIPs: cfg.LocalIPs, SnapshotPath: cfg.ZoneSnapshot,
+		Domain: cfg.ClusterDomain, TTL: cfg.TTL, NegativeTTL: cfg.NegativeTTL, Pods: pods,
+		NodeName: node, LocalIPs: cfg.LocalIPs, SnapshotPath: cfg.ZoneSnapshot,
 		SnapshotMaxAge: cfg.SnapshotAge, RelistSpread: relistSpread(cfg.RelistSpread),
 	}
 }
@@ -192,7 +193,7 @@ func serverConfig(cfg *Config, addrs []netip.AddrPort, stubDomains []string) ser
 	return server.Config{
 		Addrs: addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
 		MaxTCPConnsPerClient: cfg.MaxTCPConnsPerClient, MaxInFlightPerClient: cfg.MaxInFlightPerClient,
-		Domain: cfg.ClusterDomain, StubDomains: stubDomains, Autopath: cfg.Autopath, AutopathSearch: hostSearch(cfg),
+		Domain: cfg.ClusterDomain, StubDomains: stubDomains, Autopath: autopathOn(cfg), AutopathSearch: hostSearch(cfg),
 		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
 	}
 }

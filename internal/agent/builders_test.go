@@ -159,7 +159,7 @@ func TestZoneLimitsFor(t *testing.T) {
 
 func TestZoneConfig(t *testing.T) {
 	got := zoneConfig(mustConfig(t, "--cluster-domain", "k8s.example", "--ttl", "7s", "--negative-ttl", "3s",
-		"--pods", "verified", "--node-name", "node-1", "--local-ip", "127.0.0.5",
+		"--pods", "verified", "--watch-pods", "--node-name", "node-1", "--local-ip", "127.0.0.5",
 		"--zone-snapshot", "/var/lib/nodecache/zone", "--zone-snapshot-max-age", "2h"))
 	want := kubezone.Config{Domain: "k8s.example", TTL: 7 * time.Second, NegativeTTL: 3 * time.Second,
 		Pods: kubezone.PodsVerified, NodeName: "node-1", LocalIPs: []netip.Addr{ip("127.0.0.5")},
@@ -181,7 +181,7 @@ func TestServerConfig(t *testing.T) {
 	addrs := []netip.AddrPort{addr("127.0.0.5:53")}
 	got := serverConfig(mustConfig(t, "--upstream", resolv, "--cluster-domain", "k8s.example",
 		"--max-tcp-conns", "7", "--tcp-idle-timeout", "3s", "--max-tcp-conns-per-client", "2",
-		"--max-inflight-per-client", "3", "--autopath", "--client-qps-limit", "50", "--client-burst", "9"),
+		"--max-inflight-per-client", "3", "--autopath", "--watch-pods", "--client-qps-limit", "50", "--client-burst", "9"),
 		addrs, []string{"corp.example."})
 	want := server.Config{Addrs: addrs, MaxTCPConns: 7, TCPIdleTimeout: 3 * time.Second, MaxTCPConnsPerClient: 2,
 		MaxInFlightPerClient: 3, Domain: "k8s.example", StubDomains: []string{"corp.example."}, Autopath: true,

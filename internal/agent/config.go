@@ -68,6 +68,7 @@ type Config struct {
 	RewriteNames    listFlag
 
 	Autopath       bool
+	WatchPods      bool // see podaccess.go
 	ClientQPSLimit float64
 	ClientBurst    int
 

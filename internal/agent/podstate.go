@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/nodecache/nodecache/pkg/logkey"
@@ -165,17 +166,18 @@ func (a *Agent) containerRestart() (bool, string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	// list, not get: the agent's role lists pods and reads no single one.
-	list, err := a.kube.CoreV1().Pods(a.cfg.PodNamespace).List(ctx, metav1.ListOptions{
-		FieldSelector: "metadata.name=" + a.cfg.PodName})
+	// A get of its own pod, in its own namespace: the grant for it is a
+	// Role there (deploy/base/rbac.yaml), not a list of every pod.
+	p, err := a.kube.CoreV1().Pods(a.cfg.PodNamespace).Get(ctx, a.cfg.PodName, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return false, ""
+	}
 	if err != nil {
 		a.log.Warn("cannot tell a container restart from a pod deletion; tearing down", logkey.Err, err)
 		return false, ""
 	}
-	for _, p := range list.Items {
-		if p.DeletionTimestamp == nil && (a.pod.uid == "" || string(p.UID) == a.pod.uid) {
-			return true, "pod " + a.cfg.PodNamespace + "/" + a.cfg.PodName + " is not being deleted (a container restart)"
-		}
+	if p.DeletionTimestamp == nil && (a.pod.uid == "" || string(p.UID) == a.pod.uid) {
+		return true, "pod " + a.cfg.PodNamespace + "/" + a.cfg.PodName + " is not being deleted (a container restart)"
 	}
 	return false, ""
 }

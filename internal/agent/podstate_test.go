@@ -142,9 +142,17 @@ func TestSIGTERMTearsDownOnlyWhenThePodGoes(t *testing.T) {
 			cfg := &Config{PodName: "nodecache-x", PodNamespace: "kube-system"}
 			a := newTestAgent(t, cfg)
 			a.pod.uid = c.uid
-			a.kube = fake.NewClientset(c.objs...)
+			kube := fake.NewClientset(c.objs...)
+			a.kube = kube
 			if keep, why := a.keepHostState(); keep != c.keep {
 				t.Errorf("keepHostState: got %v (%q), want %v", keep, why, c.keep)
+			}
+			// Its own pod, by name, in its namespace: what a Role grants,
+			// without the list of every pod a ClusterRole would take.
+			for _, act := range kube.Actions() {
+				if act.GetResource().Resource == "pods" && (act.GetVerb() != "get" || act.GetNamespace() != "kube-system") {
+					t.Errorf("pod access: got %s pods in %q, want only get in kube-system", act.GetVerb(), act.GetNamespace())
+				}
 			}
 		})
 	}

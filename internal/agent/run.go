@@ -248,6 +248,9 @@ func (a *Agent) build() error {
 	}
 	var zone server.Zone
 	if zoneSource(cfg) {
+		if note := podAccessNote(cfg); note != "" {
+			log.Warn(note)
+		}
 		a.zone, err = kubezone.New(zoneConfig(cfg), a.reg, log) // kubezone names itself in its log lines
 		if err != nil {
 			return fmt.Errorf("cluster zone: %w", err)
@@ -304,7 +307,7 @@ func (a *Agent) pluginZones(stubs []string) map[string][]string {
 	}
 	if a.zone != nil {
 		names := []string{"kubernetes", "prometheus"}
-		if a.cfg.Autopath {
+		if autopathOn(a.cfg) {
 			names = append(names, "autopath")
 		}
 		z[dns.Fqdn(strings.ToLower(a.cfg.ClusterDomain))] = names

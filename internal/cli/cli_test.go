@@ -42,7 +42,7 @@ func startCLIAgent(t testing.TB, extra ...string) *cliAgent {
 	up := agenttest.StartUpstream(t)
 	port := agenttest.FreePort(t)
 	dir := t.TempDir()
-	args := agenttest.Args(t, up.Addr, dir, port, append([]string{"--node-name", "node-a"}, extra...)...) // the fixture's node of demo/web-1
+	args := agenttest.Args(t, up.Addr, dir, port, append([]string{"--node-name", "node-a", "--watch-pods"}, extra...)...) // the fixture's node of demo/web-1
 	cfg := startAgentArgs(t, args)
 	return &cliAgent{socket: cfg.AdminSocket, dns: fmt.Sprintf("127.0.0.1:%d", port), metrics: cfg.MetricsAddr, up: up, cfg: cfg}
 }
