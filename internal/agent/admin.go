@@ -190,7 +190,9 @@ func (a *Agent) status() adminapi.Status {
 			"local-ip": joinAddrs(a.addrs), "cluster-domain": a.cfg.ClusterDomain,
 			"upstream": a.liveConfig().Upstream, "cache-size": a.cfg.CacheSize.String(),
 			"health-addr": a.healthAddr(), "metrics-addr": a.metricsAddr(),
-			"watch-pods": strconv.FormatBool(a.cfg.WatchPods),
+			"accept-interfaces": commaListFlag{&a.cfg.AcceptInterfaces}.String(),
+			"accept-sources":    prefixListFlag{&a.cfg.AcceptSources}.String(),
+			"watch-pods":        strconv.FormatBool(a.cfg.WatchPods),
 		},
 	}
 	for _, ad := range a.addrs {

@@ -216,6 +216,7 @@ func IfaceConfig(cfg *Config) iface.Config {
 		ExtraTCPPorts:  localHTTPPorts(cfg),
 		SetupInterface: cfg.SetupInterface, SetupIPTables: cfg.SetupIPTables,
 		IPTablesMode: cfg.IPTablesMode, SyncInterval: cfg.SyncInterval,
+		AcceptInterfaces: cfg.AcceptInterfaces, AcceptSources: cfg.AcceptSources,
 	}
 }
 

@@ -33,6 +33,10 @@ type Config struct {
 	IPTablesMode   iface.IPTablesMode
 	SyncInterval   time.Duration
 	SkipTeardown   bool
+	// AcceptInterfaces and AcceptSources restrict the ACCEPT rules for the
+	// local IPs (iface.Config); empty: anyone who reaches them.
+	AcceptInterfaces []string
+	AcceptSources    []netip.Prefix
 
 	ClusterDomain string
 	Kubeconfig    string
@@ -194,6 +198,15 @@ func (c *Config) validate() error {
 		return errors.New("--max-tcp-conns-per-client and --max-inflight-per-client must be at least 1")
 	case c.LogFormat.Validate() != nil:
 		return c.LogFormat.Validate()
+	}
+	if len(c.AcceptInterfaces) > 0 || len(c.AcceptSources) > 0 {
+		if !c.SetupIPTables {
+			return errors.New("--accept-interfaces and --accept-sources restrict the agent's ACCEPT rules: they need --setup-iptables")
+		}
+		ic := iface.Config{LocalIPs: c.LocalIPs, AcceptInterfaces: c.AcceptInterfaces, AcceptSources: c.AcceptSources}
+		if err := ic.ValidateAccept(); err != nil {
+			return fmt.Errorf("--accept-interfaces/--accept-sources: %w", err)
+		}
 	}
 	if c.Dnstap != "" {
 		if _, _, err := tap.ParseAddr(c.Dnstap); err != nil {

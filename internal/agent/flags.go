@@ -27,6 +27,8 @@ func NewFlagSet(c *Config) *flag.FlagSet {
 	fs.TextVar(&c.IPTablesMode, "iptables-mode", iface.ModeAuto, "iptables backend: auto, nft or legacy")
 	durationVar(fs, &c.SyncInterval, "sync-interval", 10*time.Second, "how often interface and rules are re-checked")
 	fs.BoolVar(&c.SkipTeardown, "skip-teardown", false, "leave interface and rules in place on exit")
+	fs.Var(commaListFlag{&c.AcceptInterfaces}, "accept-interfaces", "comma list of interfaces queries to the local IPs may come in on (iptables -i names, e.g. cali+,eth1); others are dropped (default: any)")
+	fs.Var(prefixListFlag{&c.AcceptSources}, "accept-sources", "comma list of CIDRs queries to the local IPs may come from (e.g. the pod CIDRs); others are dropped (default: any)")
 
 	fs.StringVar(&c.ClusterDomain, "cluster-domain", "cluster.local", "the cluster DNS domain")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig for the cluster zone (default: in-cluster config when in a pod)")

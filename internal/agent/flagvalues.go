@@ -60,6 +60,55 @@ func ParseIPList(v string) ([]netip.Addr, error) {
 	return out, nil
 }
 
+// commaListFlag is a comma-separated list of words.
+type commaListFlag struct{ words *[]string }
+
+func (f commaListFlag) String() string {
+	if f.words == nil {
+		return ""
+	}
+	return strings.Join(*f.words, ",")
+}
+
+func (f commaListFlag) Set(v string) error {
+	*f.words = nil
+	for _, w := range strings.Split(v, ",") {
+		if w = strings.TrimSpace(w); w != "" {
+			*f.words = append(*f.words, w)
+		}
+	}
+	return nil
+}
+
+// prefixListFlag is a comma-separated list of CIDR prefixes.
+type prefixListFlag struct{ prefixes *[]netip.Prefix }
+
+func (f prefixListFlag) String() string {
+	if f.prefixes == nil {
+		return ""
+	}
+	s := make([]string, len(*f.prefixes))
+	for i, p := range *f.prefixes {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (f prefixListFlag) Set(v string) error {
+	*f.prefixes = nil
+	for _, part := range strings.Split(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(part)
+		if err != nil {
+			return fmt.Errorf("%q is not a CIDR prefix (e.g. 10.244.0.0/16)", part)
+		}
+		*f.prefixes = append(*f.prefixes, p)
+	}
+	return nil
+}
+
 // byteSize is a size with an optional unit: 67108864, 64MiB, 64Mi, 64MB, 1GiB.
 type byteSize int64
 

@@ -140,6 +140,11 @@ func TestBadConfigFailsWithAClearMessage(t *testing.T) {
 		{[]string{"--metrics-addr", "0.0.0.0:9253"}, "refusing to listen on every address"},
 		{[]string{"--kubeconfig", "a", "--fixture", "b"}, "exclusive"},
 		{[]string{"--log-format", "xml"}, "--log-format"},
+		{[]string{"--accept-sources", "10.244.0.0"}, `"10.244.0.0" is not a CIDR prefix`},
+		{[]string{"--accept-sources", "10.244.1.0/16"}, "did you mean 10.244.0.0/16"},
+		{[]string{"--local-ip", "169.254.20.10,fd00::10", "--accept-sources", "10.244.0.0/16"}, "no ipv6 prefix"},
+		{[]string{"--accept-interfaces", "ca+li"}, "--accept-interfaces/--accept-sources"},
+		{[]string{"--accept-interfaces", "cali+", "--setup-iptables=false"}, "need --setup-iptables"},
 	} {
 		_, err := ParseConfig(tc.args)
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

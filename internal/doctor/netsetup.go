@@ -29,6 +29,7 @@ func (e *Env) checkInterface(ctx context.Context) []Finding {
 				cfg.IPTablesMode = b
 			}
 			cfg.ExtraTCPPorts = e.localHTTPPorts(ips)
+			cfg.AcceptInterfaces, cfg.AcceptSources = e.acceptRestriction()
 		}
 		s, err := e.Inspect(ctx, cfg)
 		if err == nil {
@@ -49,6 +50,24 @@ func (e *Env) checkInterface(ctx context.Context) []Finding {
 	}
 	fs := append(linkFindings(st.Interface, source), ipvsFindings(st.Interface, source)...)
 	return append(fs, ruleFindings(st.Rules, source)...)
+}
+
+// acceptRestriction is the agent's --accept-interfaces and
+// --accept-sources, which shape its INPUT rules.
+func (e *Env) acceptRestriction() ([]string, []netip.Prefix) {
+	var ifaces []string
+	var sources []netip.Prefix
+	for _, s := range strings.Split(e.st.Config["accept-interfaces"], ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			ifaces = append(ifaces, s)
+		}
+	}
+	for _, s := range strings.Split(e.st.Config["accept-sources"], ",") {
+		if p, err := netip.ParsePrefix(strings.TrimSpace(s)); err == nil {
+			sources = append(sources, p)
+		}
+	}
+	return ifaces, sources
 }
 
 // localHTTPPorts mirrors the agent: health and metrics ports on a local IP

@@ -82,6 +82,14 @@ type Config struct {
 	IPTablesMode IPTablesMode
 	// SyncInterval is the period of the full reconcile in Run. Zero value: 10s.
 	SyncInterval time.Duration
+	// AcceptInterfaces and AcceptSources restrict who the filter INPUT rules
+	// let reach the local IPs (see acceptRules): queries must come in on one
+	// of these interfaces (iptables -i names; a trailing + is a wildcard)
+	// and from one of these prefixes. Zero values: no restriction, every
+	// interface and source is accepted. With either set, the node's own
+	// queries (in on lo) are accepted too and all others dropped.
+	AcceptInterfaces []string
+	AcceptSources    []netip.Prefix
 }
 
 // Validate reports the first problem with c. Zero values are valid and mean the documented default.
@@ -112,6 +120,9 @@ func (c *Config) Validate() error {
 		return errors.New("iface: extra TCP port 0 is not a port")
 	}
 	if err := c.IPTablesMode.Validate(); err != nil {
+		return err
+	}
+	if err := c.ValidateAccept(); err != nil {
 		return err
 	}
 	if c.SyncInterval < 0 {

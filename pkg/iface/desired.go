@@ -77,7 +77,7 @@ func desiredRules(cfg Config, fam Family) map[chainRef][][]string {
 			out[refs[0]] = append(out[refs[0]], portRule(ip, "d", ep, "NOTRACK"))
 			out[refs[1]] = append(out[refs[1]],
 				portRule(ip, "d", ep, "NOTRACK"), portRule(ip, "s", ep, "NOTRACK"))
-			out[refs[2]] = append(out[refs[2]], portRule(ip, "d", ep, "ACCEPT"))
+			out[refs[2]] = append(out[refs[2]], acceptRules(cfg, fam, ip, ep)...)
 			out[refs[3]] = append(out[refs[3]], portRule(ip, "s", ep, "ACCEPT"))
 		}
 	}

@@ -32,7 +32,9 @@
 //
 // for every local IP, for udp and tcp on Config.Port and tcp on each Config.ExtraTCPPorts, in iptables
 // (v4) and ip6tables (v6) for the families that have local IPs. Every rule and jump carries
-// "-m comment --comment nodecache". A chain whose content differs from the desired set is flushed and
+// "-m comment --comment nodecache". With Config.AcceptInterfaces or Config.AcceptSources, NODECACHE-INPUT
+// holds instead, per IP and port: -i lo ACCEPT (the node's own queries), one ACCEPT per allowed
+// (-s source, -i interface) pair, then DROP (accept.go). A chain whose content differs from the desired set is flushed and
 // rewritten. The jump is kept exactly once and first: copies are deleted by rule spec in the same
 // atomic iptables-restore commit that inserts the one at position 1, never by a listed position.
 // A jump moved back to position 1 once and pushed down again has a foreign rule that wants position
