@@ -76,7 +76,8 @@ func TestDeployManifests(t *testing.T) {
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Fatalf("kubectl is needed: %v", err)
 	}
-	for _, dir := range []string{"../deploy/base", "../deploy/overlays/intercept-kube-dns", "../deploy/overlays/pod-access"} {
+	for _, dir := range []string{"../deploy/base", "../deploy/overlays/intercept-kube-dns", "../deploy/overlays/pod-access",
+		"../deploy/overlays/nft-only"} {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			rendered, objs := renderKustomization(t, dir)
 			kinds := map[string]bool{}
@@ -90,6 +91,11 @@ func TestDeployManifests(t *testing.T) {
 			}
 			if strings.Contains(dir, "intercept") && !strings.Contains(rendered, "--local-ip=169.254.20.10,10.96.0.10") {
 				t.Errorf("overlay: got no --local-ip with the kube-dns ClusterIP in\n%s", rendered)
+			}
+			// NET_RAW only where iptables-legacy may be chosen: not with nft-only.
+			nftOnly := strings.Contains(dir, "nft-only")
+			if got := strings.Contains(rendered, "NET_RAW"); got == nftOnly || nftOnly != strings.Contains(rendered, "--iptables-mode=nft") {
+				t.Errorf("%s: got NET_RAW %v, --iptables-mode=nft %v; want NET_RAW only without nft-only", dir, got, !got)
 			}
 			// The pod list and watch, and the flag that uses them, come
 			// together: only with the pod-access overlay.

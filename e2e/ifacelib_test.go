@@ -50,6 +50,13 @@ var ifaceLibTools = []string{"ip", "iptables-nft", "ip6tables-nft", "iptables-le
 // the scenario itself.
 func inOwnNetns(t *testing.T, name string, scenario func(t *testing.T, mode iface.IPTablesMode)) {
 	t.Helper()
+	inOwnNetnsVia(t, name, nil, scenario)
+}
+
+// inOwnNetnsVia is inOwnNetns with the child started through the command
+// wrap (for instance setpriv with fewer capabilities) inside the namespace.
+func inOwnNetnsVia(t *testing.T, name string, wrap []string, scenario func(t *testing.T, mode iface.IPTablesMode)) {
+	t.Helper()
 	if mode, child := ifaceChildMode(); child {
 		requireOwnNetns(t)
 		scenario(t, mode)
@@ -64,8 +71,9 @@ func inOwnNetns(t *testing.T, name string, scenario func(t *testing.T, mode ifac
 	for _, mode := range []iface.IPTablesMode{iface.ModeNFT, iface.ModeLegacy} {
 		t.Run(string(mode), func(t *testing.T) {
 			ns := newNetNS(t, "lib")
-			cmd := exec.CommandContext(t.Context(), "ip", "netns", "exec", ns.Name, os.Args[0],
+			args := append(append([]string{"netns", "exec", ns.Name}, wrap...), os.Args[0],
 				"-test.run=^"+name+"$", "-test.v", "-test.count=1")
+			cmd := exec.CommandContext(t.Context(), "ip", args...)
 			cmd.Env = append(os.Environ(), ifaceChildEnv+"="+string(mode),
 				fmt.Sprintf("%s=%d", ifaceParentNSEnv, netnsInode(t, "/proc/self/ns/net")),
 				ifaceChildNSEnv+"="+ns.Name)

@@ -25,12 +25,12 @@ import (
 // suiteEnv is what TestMain sets up once for every test of the binary.
 // It is written only by TestMain, before any test runs.
 type suiteEnv struct {
-	api     *apiServer    // nil when unavailable; see skipReason
-	agent   agentIdentity // the ServiceAccount of deploy/base/rbac.yaml
+	api   *apiServer    // nil when unavailable; see skipReason
+	agent agentIdentity // the ServiceAccount of deploy/base/rbac.yaml
 	// podAgent is another ServiceAccount with the roles of deploy/base and
 	// deploy/overlays/pod-access (list and watch of pods).
 	podAgent agentIdentity
-	workDir string        // removed after the tests
+	workDir  string // removed after the tests
 	// skipReason says why the suite cannot run here; empty when it can.
 	skipReason string
 }
