@@ -3,13 +3,16 @@ package doctor
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/miekg/dns"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/internal/testnet"
+	"github.com/nodecache/nodecache/pkg/iface"
 )
 
 // countingServer answers every query on 127.0.0.1, UDP and TCP, and counts
@@ -73,5 +76,21 @@ func TestDoctorProbesOnlyLinkAddresses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestDoctorInspectsWithTheAgentsRestriction: the rules doctor inspects
+// directly are built with the agent's --accept-interfaces and
+// --accept-sources, so that a restricted chain is not reported as drift.
+func TestDoctorInspectsWithTheAgentsRestriction(t *testing.T) {
+	e := fakeNode{}.env(t)
+	e.st = &adminapi.Status{Config: map[string]string{"local-ip": "169.254.20.10:53",
+		"accept-interfaces": "cali+,eth1", "accept-sources": "10.244.0.0/16"}}
+	var got iface.Config
+	e.Inspect = func(_ context.Context, cfg iface.Config) (iface.Status, error) { got = cfg; return iface.Status{}, nil }
+	e.checkInterface(context.Background())
+	if !slices.Equal(got.AcceptInterfaces, []string{"cali+", "eth1"}) ||
+		!slices.Equal(got.AcceptSources, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}) {
+		t.Errorf("inspected with interfaces %v and sources %v, want the agent's", got.AcceptInterfaces, got.AcceptSources)
 	}
 }
