@@ -23,16 +23,23 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden files of TestMigrateGolden")
 
 // TestMigrateGolden translates every Corefile under testdata/migrate and
-// compares the config written, the lines on stderr and the exit status
-// with the golden files want.yaml and want.stderr.
+// the stock Corefiles of testdata/corpus, and compares the config
+// written, the lines on stderr and the exit status with the golden files
+// want.yaml and want.stderr. A stock Corefile must name its SOURCE and
+// exit 0 or 3 (one line per real loss), never 1 or 2.
 func TestMigrateGolden(t *testing.T) {
 	dirs, err := filepath.Glob("testdata/migrate/*/Corefile")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no test Corefiles: %v", err)
+	corpus, err2 := filepath.Glob("testdata/corpus/*/Corefile")
+	if err != nil || err2 != nil || len(dirs) == 0 || len(corpus) < 12 {
+		t.Fatalf("test Corefiles: got %d and %d stock ones (%v %v), want some and at least 12", len(dirs), len(corpus), err, err2)
 	}
-	for _, cf := range dirs {
+	for _, cf := range append(dirs, corpus...) {
 		dir := filepath.Dir(cf)
-		t.Run(filepath.Base(dir), func(t *testing.T) {
+		stock := strings.HasPrefix(dir, "testdata/corpus/")
+		t.Run(strings.TrimPrefix(dir, "testdata/"), func(t *testing.T) {
+			if _, err := os.Stat(filepath.Join(dir, "SOURCE")); stock && err != nil {
+				t.Fatalf("a stock Corefile without its SOURCE: %v", err)
+			}
 			args := []string{"--corefile", cf}
 			if data, err := os.ReadFile(filepath.Join(dir, "args")); err == nil {
 				args = append(args, strings.Fields(string(data))...)
@@ -45,6 +52,9 @@ func TestMigrateGolden(t *testing.T) {
 			}
 			golden(t, filepath.Join(dir, "want.yaml"), stdout.String())
 			golden(t, filepath.Join(dir, "want.stderr"), stderr.String())
+			if code := ExitCode(err); stock && code != 0 && code != exitUnsupported {
+				t.Errorf("a stock Corefile: got exit %d (%v), want 0 or 3", code, err)
+			}
 			if ExitCode(err) == 0 || ExitCode(err) == exitUnsupported {
 				if err := migrate.Check(stdout.Bytes()); err != nil {
 					t.Errorf("the config written does not load: %v", err)
@@ -99,7 +109,7 @@ func TestMigrateFromCluster(t *testing.T) {
 		}, 0, []string{"from kube-system/node-local-dns.", "kube-dns ConfigMap: stubDomains acme.local=10.150.0.1:53;"}},
 		{"coredns only", []runtime.Object{
 			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
-		}, 0, []string{"upstream: '192.0.2.1'  # kube-system/coredns:2 forward . 192.0.2.1"}},
+		}, 0, []string{"upstream: 192.0.2.1  # kube-system/coredns:2 forward . 192.0.2.1"}},
 		{"bad kube-dns", []runtime.Object{
 			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
 			cm("kube-dns", map[string]string{"stubDomains": `{"acme.local": "10.150.0.1"}`}),
@@ -110,15 +120,15 @@ func TestMigrateFromCluster(t *testing.T) {
 		{"kubespray nodelocaldns", []runtime.Object{
 			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
 			cm("nodelocaldns", map[string]string{"Corefile": ".:53 {\n bind 169.254.25.10\n forward . 192.0.2.9\n}\n"}),
-		}, 0, []string{"from kube-system/nodelocaldns.", "upstream: '192.0.2.9'", "migrate: read ConfigMap kube-system/nodelocaldns (the node-local DNS ConfigMap, found by its name)"}},
+		}, 0, []string{"from kube-system/nodelocaldns.", "upstream: 192.0.2.9", "migrate: read ConfigMap kube-system/nodelocaldns (the node-local DNS ConfigMap, found by its name)"}},
 		// The node-local-dns Helm chart names its ConfigMap after the release.
 		{"helm release", []runtime.Object{
 			cm("coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.1\n}\n"}),
 			labelled(cm("my-release-node-local-dns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.8\n}\n"}), "app.kubernetes.io/name", "node-local-dns"),
-		}, 0, []string{"upstream: '192.0.2.8'", "migrate: read ConfigMap kube-system/my-release-node-local-dns (the node-local DNS ConfigMap, found by its labels app.kubernetes.io/name=node-local-dns)"}},
+		}, 0, []string{"upstream: 192.0.2.8", "migrate: read ConfigMap kube-system/my-release-node-local-dns (the node-local DNS ConfigMap, found by its labels app.kubernetes.io/name=node-local-dns)"}},
 		{"rke2 coredns", []runtime.Object{
 			labelled(cm("rke2-coredns-rke2-coredns", map[string]string{"Corefile": ".:53 {\n forward . 192.0.2.7\n}\n"}), "app.kubernetes.io/name", "rke2-coredns"),
-		}, 0, []string{"upstream: '192.0.2.7'", "found by its labels app.kubernetes.io/name in (coredns,rke2-coredns)"}},
+		}, 0, []string{"upstream: 192.0.2.7", "found by its labels app.kubernetes.io/name in (coredns,rke2-coredns)"}},
 		{"two helm releases", []runtime.Object{
 			labelled(cm("a-node-local-dns", map[string]string{"Corefile": ". {\n}\n"}), "app.kubernetes.io/name", "node-local-dns"),
 			labelled(cm("b-node-local-dns", map[string]string{"Corefile": ". {\n}\n"}), "app.kubernetes.io/name", "node-local-dns"),

@@ -3,7 +3,10 @@ package migrate
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+
+	"github.com/miekg/dns"
 
 	"github.com/nodecache/nodecache/pkg/corefile"
 	"github.com/nodecache/nodecache/pkg/upstream"
@@ -21,6 +24,9 @@ type forwardTargets struct {
 func parseForwardTargets(args []string, serverName string) (forwardTargets, error) {
 	var t forwardTargets
 	for _, to := range args {
+		if strings.ContainsAny(to, ",#") {
+			return t, fmt.Errorf("%q: a forward target is one server or file; write several as separate words", to)
+		}
 		lower := strings.ToLower(to)
 		switch {
 		case to == clusterDNSPillar:
@@ -66,6 +72,9 @@ func (t *translator) forward(b *blockCtx, d *corefile.Directive) error {
 	serverName := ""
 	if o := d.Option("tls_servername"); o != nil && len(o.Args) == 1 {
 		serverName = o.Args[0]
+		if err := checkServerName(serverName); err != nil {
+			return fmt.Errorf("line %d: tls_servername: %w", o.Line, err)
+		}
 	}
 	to, err := parseForwardTargets(d.Args[1:], serverName)
 	if err != nil {
@@ -73,7 +82,7 @@ func (t *translator) forward(b *blockCtx, d *corefile.Directive) error {
 	}
 	for _, z := range zones {
 		switch {
-		case to.cluster || z == t.clusterDomain || (isReverseZone(z) && b.hasK8):
+		case to.cluster || z == t.clusterDomain || (isReverseZone(z) && (b.hasK8 || t.isClusterDNS(to.servers))):
 			t.m.note(w, "nodecache answers the cluster zone itself from the API server, and sends the names it does not own to the default upstreams; this forward's options do not apply")
 			continue
 		case z == ".":
@@ -99,6 +108,11 @@ func (t *translator) rootForward(w string, to forwardTargets) {
 }
 
 func (t *translator) stubForward(b *blockCtx, zone, w string, to forwardTargets) {
+	if dns.IsSubDomain(t.clusterDomain, zone) {
+		t.m.unsupport(w, fmt.Sprintf("names under %s get the cluster zone's answers (NXDOMAIN for what it does not hold), not %s's: nodecache answers every name under %s from the cluster zone, before any stub domain",
+			strings.TrimSuffix(zone, "."), strings.Join(append(to.servers, to.paths...), " "), strings.TrimSuffix(t.clusterDomain, ".")))
+		return
+	}
 	if len(to.paths) > 0 {
 		t.m.unsupport(w, fmt.Sprintf("a stub domain takes servers, not a resolv.conf: names under %s go to the default upstreams", zone))
 	}
@@ -107,6 +121,27 @@ func (t *translator) stubForward(b *blockCtx, zone, w string, to forwardTargets)
 	}
 	t.stubs[zone] = &stubOut{block: b, servers: strings.Join(to.servers, ","), from: []string{w}}
 	t.stubOrder = append(t.stubOrder, zone)
+}
+
+// isClusterDNS reports whether servers are the cluster DNS's, as a
+// node-local cache that names them by IP forwards its cluster domain.
+func (t *translator) isClusterDNS(servers []string) bool {
+	return len(t.clusterDNS) > 0 && slices.Equal(servers, t.clusterDNS)
+}
+
+// checkServerName refuses a tls_servername that is not a host name
+// (letters, digits, -, _ and dots): it is written after # in an upstream
+// list, where a , or a space would start another server.
+func checkServerName(n string) error {
+	if _, ok := dns.IsDomainName(n); !ok || strings.Trim(n, ".") == "" {
+		return fmt.Errorf("%q is not a host name", n)
+	}
+	for _, r := range n {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return fmt.Errorf("%q is not a host name", n)
+		}
+	}
+	return nil
 }
 
 // stubOut is a --stub-domain being written: servers, options, and the

@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"unicode"
+
+	"sigs.k8s.io/yaml"
 
 	"github.com/nodecache/nodecache/pkg/corefile"
 )
@@ -22,7 +25,8 @@ type Migration struct {
 
 // Unsupported lists, one line each, what the config cannot reproduce and
 // how pods will see the difference.
-func (m *Migration) Unsupported() []string { return m.unsupported }
+// The same loss on several lines (one plugin in every block) is one line.
+func (m *Migration) Unsupported() []string { return groupNotes(m.unsupported) }
 
 // setting is one key of the config file. A list key has items; a scalar
 // one has a value. from names the directive it came from.
@@ -100,55 +104,74 @@ func (m *Migration) WriteYAML(w io.Writer) error {
 	for _, k := range keys {
 		s := m.settings[k]
 		if s.items == nil {
-			fmt.Fprintf(&b, "%s: %s  # %s\n", k, yamlScalar(s.value), s.from)
+			fmt.Fprintf(&b, "%s: %s  # %s\n", k, yamlScalar(s.value), comment(s.from))
 			continue
 		}
 		fmt.Fprintf(&b, "%s:  # one entry per line below\n", k)
 		for _, it := range s.items {
-			fmt.Fprintf(&b, "  - %s  # %s\n", yamlScalar(it.value), it.from)
+			fmt.Fprintf(&b, "  - %s  # %s\n", yamlScalar(it.value), comment(it.from))
 		}
 	}
 	if len(m.notes) > 0 {
 		b.WriteString("# Reproduced without a setting, or changed in a way pods do not see:\n")
 		for _, n := range groupNotes(m.notes) {
-			b.WriteString("#   " + n + "\n")
+			b.WriteString("#   " + comment(n) + "\n")
 		}
 	}
 	if len(m.unsupported) > 0 {
 		b.WriteString("# NOT reproduced (also listed on stderr):\n")
-		for _, u := range m.unsupported {
-			b.WriteString("#   " + u + "\n")
+		for _, u := range m.Unsupported() {
+			b.WriteString("#   " + comment(u) + "\n")
 		}
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }
 
-// yamlScalar quotes v when YAML would read it as something other than
-// the string (a number, a bool, a map key, a comment).
+// comment is s as the text of a comment: control characters (a line
+// break would end the comment and start a key) are written as ?.
+// Translate refuses them in the Corefile already; this holds whatever
+// reaches a comment.
+func comment(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || r == '\u0085' {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// yamlScalar quotes v unless YAML reads it back, plain, as the same
+// string (not a number, a bool, a map key or a comment).
 func yamlScalar(v string) string {
-	plain := v != "" && !strings.ContainsAny(v, ":#{}[]&*!|>'\"%@`,") && !strings.HasPrefix(v, "-") &&
-		!strings.HasPrefix(v, " ") && !strings.HasSuffix(v, " ")
 	if v == "true" || v == "false" {
 		return v // a flag's boolean; the config reader prints it back the same
 	}
-	switch strings.ToLower(v) {
-	case "true", "false", "yes", "no", "on", "off", "null", "~", "y", "n":
-		plain = false
-	}
+	plain := v != "" && !strings.ContainsAny(v, ":#{}[]&*!|>'\"%@`,") && !strings.HasPrefix(v, "-") &&
+		!strings.HasPrefix(v, " ") && !strings.HasSuffix(v, " ")
 	if plain {
-		isNum := true
-		for _, r := range v {
-			if (r < '0' || r > '9') && r != '.' {
-				isNum = false
-				break
-			}
-		}
-		if !isNum {
+		var back map[string]any
+		if err := yaml.Unmarshal([]byte("k: "+v), &back); err == nil && back["k"] == v {
 			return v
 		}
 	}
 	return "'" + strings.ReplaceAll(v, "'", "''") + "'"
+}
+
+// Values are the settings written, by key: a scalar's value, or a list's
+// items. The config must say exactly this (FuzzMigrate checks it).
+func (m *Migration) Values() map[string][]string {
+	out := make(map[string][]string, len(m.settings))
+	for k, s := range m.settings {
+		if s.items == nil {
+			out[k] = []string{s.value}
+			continue
+		}
+		for _, it := range s.items {
+			out[k] = append(out[k], it.value)
+		}
+	}
+	return out
 }
 
 // lineRE finds the line number of a "file:N directive" prefix.

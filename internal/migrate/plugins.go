@@ -2,7 +2,6 @@ package migrate
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -28,18 +27,16 @@ func directiveHandlers() map[string]directiveHandler {
 		}
 	}
 	return map[string]directiveHandler{
-		"forward":    (*translator).forward,
-		"cache":      (*translator).cache,
-		"kubernetes": (*translator).kubernetes,
-		"bind":       (*translator).bind,
-		"health":     (*translator).health,
-		"prometheus": (*translator).prometheus,
-		"autopath":   (*translator).autopath,
-		"bufsize":    (*translator).bufsize,
-		"pprof": func(t *translator, _ *blockCtx, d *corefile.Directive) error {
-			t.m.set("pprof", "true", where(t.file, d)+" (served on the metrics listener)")
-			return nil
-		},
+		"forward":     (*translator).forward,
+		"cache":       (*translator).cache,
+		"kubernetes":  (*translator).kubernetes,
+		"bind":        (*translator).bind,
+		"health":      (*translator).health,
+		"prometheus":  (*translator).prometheus,
+		"autopath":    (*translator).autopath,
+		"bufsize":     (*translator).bufsize,
+		"pprof":       (*translator).pprof,
+		"template":    (*translator).template,
 		"errors":      noted("nodecache logs failed upstream queries, rate-limited"),
 		"ready":       noted("readiness is /readyz on --health-addr"),
 		"reload":      noted("nodecache applies edits of its config file and of the kube-dns ConfigMap live (checked every --config-check-interval, 5s)"),
@@ -48,7 +45,7 @@ func directiveHandlers() map[string]directiveHandler {
 		"cancel":      noted("every query has a deadline (--upstream-deadline)"),
 		"debug":       noted("no effect on answers"),
 		"log":         (*translator).log,
-		"loadbalance": lost("A and AAAA records keep the upstream's order instead of being shuffled for each answer"),
+		"loadbalance": lost("A and AAAA records are not shuffled: every answer keeps one order (sorted for headless Services), so clients that take the first address all go to the same endpoint"),
 		"hosts":       (*translator).hosts,
 		"rewrite":     (*translator).rewrite,
 	}
@@ -106,7 +103,7 @@ func (t *translator) cacheOption(c *ttlCaps, o *corefile.Directive) error {
 			if err != nil {
 				return fmt.Errorf("line %d: %w", o.Line, err)
 			}
-			c.stale = d
+			c.stale, c.staleOff = d, d == 0
 		}
 		t.m.note(w, "nodecache answers from an expired entry only when the upstreams fail, as serve_stale verify does")
 	case "prefetch":
@@ -177,98 +174,6 @@ func (t *translator) kubernetes(b *blockCtx, d *corefile.Directive) error {
 	return nil
 }
 
-// bind translates `bind ADDR...`: the IPs nodecache serves on.
-func (t *translator) bind(_ *blockCtx, d *corefile.Directive) error {
-	w := where(t.file, d)
-	for _, a := range d.Args {
-		ip, err := netip.ParseAddr(a)
-		if err != nil {
-			t.m.unsupport(w, fmt.Sprintf("%s is not an IP: nodecache binds IPs (--local-ip), not interfaces", a))
-			continue
-		}
-		if !slices.Contains(t.localIPs, ip.String()) {
-			t.localIPs = append(t.localIPs, ip.String())
-		}
-	}
-	if len(d.Options) > 0 {
-		t.m.unsupport(w, "bind options are not reproduced")
-	}
-	if len(t.localIPs) > 0 {
-		delete(t.m.settings, "local-ip")
-		t.m.set("local-ip", strings.Join(t.localIPs, ","), w)
-	}
-	return nil
-}
-
-// firstLocalIP is the IP nodecache's default listeners use.
-func (t *translator) firstLocalIP() string {
-	if len(t.localIPs) > 0 {
-		return t.localIPs[0]
-	}
-	return defaultLocalIP
-}
-
-// listenAddr translates a CoreDNS [IP]:port listener into the host:port
-// a nodecache flag wants, or "" when nodecache's default is the same.
-func (t *translator) listenAddr(arg, defPort string) (string, error) {
-	ip, port, err := hostPortIP(arg)
-	if err != nil {
-		return "", err
-	}
-	switch {
-	case ip != "":
-		return netip.AddrPortFrom(netip.MustParseAddr(ip), mustPort(port)).String(), nil
-	case port == defPort:
-		return "", nil
-	}
-	return netip.AddrPortFrom(netip.MustParseAddr(t.firstLocalIP()), mustPort(port)).String(), nil
-}
-
-func mustPort(p string) uint16 {
-	var n uint16
-	_, _ = fmt.Sscan(p, &n) // checked by hostPortIP
-	return n
-}
-
-func (t *translator) health(_ *blockCtx, d *corefile.Directive) error {
-	w := where(t.file, d)
-	t.m.note(w, "the health check is /healthz (and /readyz) on --health-addr, not /health")
-	if len(d.Args) > 0 {
-		addr, err := t.listenAddr(d.Args[0], defaultHealthPort)
-		if err != nil {
-			return err
-		}
-		if addr != "" {
-			t.m.set("health-addr", addr, w)
-		}
-	}
-	for _, o := range d.Options {
-		if o.Name != "lameduck" {
-			t.m.unsupport(where(t.file, o), "health option "+o.Name+" is not reproduced")
-			continue
-		}
-		t.m.note(where(t.file, o), "on an update nodecache hands its sockets to the new pod; on shutdown it drains queries in flight")
-	}
-	return nil
-}
-
-func (t *translator) prometheus(_ *blockCtx, d *corefile.Directive) error {
-	w := where(t.file, d)
-	t.m.note(w, "the coredns_* series keep their names, next to nodecache's own (see docs/observability.md)")
-	arg := ":9153"
-	if len(d.Args) > 0 {
-		arg = d.Args[0]
-	}
-	addr, err := t.listenAddr(arg, defaultPromPort)
-	if err != nil {
-		return err
-	}
-	if addr != "" {
-		t.m.set("metrics-addr", addr, w)
-	}
-	return nil
-}
-
 func (t *translator) autopath(_ *blockCtx, d *corefile.Directive) error {
 	w := where(t.file, d)
 	if len(d.Args) == 1 && d.Args[0] == "@kubernetes" {
@@ -293,12 +198,27 @@ func (t *translator) bufsize(_ *blockCtx, d *corefile.Directive) error {
 func (t *translator) log(_ *blockCtx, d *corefile.Directive) error {
 	w := where(t.file, d)
 	if len(d.Options) > 0 {
-		t.m.unsupport(w, "log options (class, format) are not reproduced: nothing changes for pods")
+		t.m.note(w, "log options (class, format) are not reproduced; nodecache's query log is off unless query-log-rate is set (query-log-rcode filters it by rcode)")
 		return nil
 	}
 	t.m.set("query-log-rate", "100", w+" (at most 100 lines a second; CoreDNS logs every query)")
 	if names := d.Args; len(names) > 1 || len(names) == 1 && names[0] != "." {
 		t.m.set("query-log-suffix", strings.Join(names, ","), w)
 	}
+	return nil
+}
+
+// template translates the one template the stock Corefiles hold, the
+// node-local-dns chart's noIPv6Lookups: `template IN AAAA [ZONES] {
+// rcode NOERROR }`, AAAA suppression. Any other template is lost too.
+func (t *translator) template(_ *blockCtx, d *corefile.Directive) error {
+	w := where(t.file, d)
+	aaaaOnly := len(d.Args) >= 2 && strings.EqualFold(d.Args[0], "IN") && strings.EqualFold(d.Args[1], "AAAA") &&
+		len(d.Options) == 1 && d.Options[0].Name == "rcode" && d.Options[0].String() == "rcode NOERROR"
+	if aaaaOnly {
+		t.m.unsupport(w, "AAAA suppression is lost: CoreDNS answered every AAAA query with NODATA; nodecache answers AAAA like any query, so pods get IPv6 addresses (and try them first where the node has no IPv6 route)")
+		return nil
+	}
+	t.m.unsupport(w, "the template plugin has no nodecache equivalent: the names it synthesised get the upstreams' answers")
 	return nil
 }

@@ -50,6 +50,8 @@ type translator struct {
 	stubOrder     []string            // zones in Corefile order
 	zoneTTL       time.Duration       // the kubernetes plugin's ttl
 	servesCluster bool                // a kubernetes plugin, or node-local-dns's forward to the cluster DNS
+	clusterDNS    []string            // the cluster DNS's servers, where a node-local cache names them by IP
+	port          string              // the port the root block serves: 53, or one a Service maps 53 to
 	zoneTTLFrom   string
 }
 
@@ -57,11 +59,12 @@ type translator struct {
 // itself would refuse, or on placeholders without values.
 func Translate(cf *corefile.Corefile, o Options, source string) (*Migration, error) {
 	t := &translator{m: newMigration(source), file: cf.File, stubs: map[string]*stubOut{}, zoneTTL: nodecacheZoneTTL}
-	if err := checkPillars(cf); err != nil {
+	if err := checkWords(cf); err != nil {
 		return nil, err
 	}
 	t.clusterDomain = dns.Fqdn(strings.ToLower(o.ClusterDomain))
 	t.findClusterDomain(cf)
+	t.findPort(cf)
 	for _, b := range cf.Blocks {
 		if err := t.block(b); err != nil {
 			return nil, err
@@ -84,6 +87,24 @@ func (t *translator) importNotes(imports []corefile.Import) {
 	}
 }
 
+// findPort takes the port of the root block as the one pods reach: 53,
+// or the port a Service maps 53 to (OpenShift's dns-default maps 53 to
+// 5353).
+func (t *translator) findPort(cf *corefile.Corefile) {
+	t.port = "53"
+	for _, b := range cf.Blocks {
+		for _, k := range b.Keys {
+			if sk, err := parseServerKey(k); err == nil && sk.zone == "." && sk.scheme == "dns" {
+				t.port = sk.port
+				if t.port != "53" {
+					t.m.note(blockWhere(b), fmt.Sprintf("CoreDNS listens on port %s behind the cluster DNS Service, which maps port 53 to it; nodecache serves port 53 (--port) on its local IPs, where pods ask", t.port))
+				}
+				return
+			}
+		}
+	}
+}
+
 // block translates one server block.
 func (t *translator) block(b *corefile.Block) error {
 	from := blockWhere(b)
@@ -97,7 +118,7 @@ func (t *translator) block(b *corefile.Block) error {
 		case sk.scheme != "dns":
 			t.m.unsupport(from, fmt.Sprintf("nodecache serves plain DNS only; clients of %s://%s get no answer", sk.scheme, sk.zone))
 			return nil
-		case sk.port != "53":
+		case sk.port != t.port:
 			t.m.unsupport(from, fmt.Sprintf("nodecache serves one port (--port, 53); clients of port %s get no answer", sk.port))
 			return nil
 		}

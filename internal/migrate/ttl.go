@@ -11,6 +11,7 @@ import (
 type ttlCaps struct {
 	pos, neg time.Duration
 	stale    time.Duration // 0: no serve_stale
+	staleOff bool          // serve_stale 0: turned off
 	prefetch bool          // the prefetch option
 	from     string
 	// noClusterPos and noClusterNeg: `disable success|denial CLUSTER`:
@@ -26,10 +27,13 @@ func (t *translator) finish() {
 		rootCaps = root.caps
 		t.m.set("max-ttl", rootCaps.pos.String(), rootCaps.from)
 		t.m.set("max-negative-ttl", rootCaps.neg.String(), rootCaps.from)
-		if rootCaps.stale > 0 {
+		switch {
+		case rootCaps.stale > 0:
 			t.m.set("stale-max-age", rootCaps.stale.String(), rootCaps.from)
-		} else {
-			t.m.set("stale-max-age", "0s", rootCaps.from+" (no serve_stale: expired answers are never served)")
+		case rootCaps.staleOff:
+			t.m.set("stale-max-age", "0s", rootCaps.from+" (serve_stale 0: expired answers are never served)")
+		default:
+			t.m.note(rootCaps.from, "no serve_stale: CoreDNS answered SERVFAIL once an entry expired while the upstreams failed; nodecache keeps its stale-max-age (1h) and answers from the expired entry then")
 		}
 		if !rootCaps.prefetch {
 			t.m.set("prefetch", "false", rootCaps.from+" (no prefetch: a name is asked again only after it expired)")

@@ -38,6 +38,44 @@ func (t *translator) findClusterDomain(cf *corefile.Corefile) {
 		t.m.set("kube-dns-config-dir", kubeDNSMountPath, "node-local-dns reads the kube-dns ConfigMap (stubDomains, upstreamNameservers); so does nodecache, where the DaemonSet mounts it")
 		t.clusterDomain, t.servesCluster = nodeLocal, true
 		t.m.set("cluster-domain", strings.TrimSuffix(nodeLocal, "."), nodeLocalFrom)
+		return
+	}
+	t.findClusterDNSByIP(cf)
+}
+
+// findClusterDNSByIP recognises a node-local cache that names the cluster
+// DNS by its Service IP instead of __PILLAR__CLUSTER__DNS__ (kubespray):
+// the reverse zones and one forward zone go to the same servers, and
+// that zone is the cluster domain, whatever it is called (kubespray's
+// dns_domain).
+func (t *translator) findClusterDNSByIP(cf *corefile.Corefile) {
+	targets := func(b *corefile.Block) string {
+		for _, d := range b.Directives {
+			if d.Name == "forward" && len(d.Args) > 1 && d.Args[0] == "." {
+				return strings.Join(d.Args[1:], " ")
+			}
+		}
+		return ""
+	}
+	reverse := ""
+	for _, b := range cf.Blocks {
+		if z, err := parseServerKey(b.Keys[0]); err == nil && isReverseZone(z.zone) && len(b.Keys) == 1 {
+			if reverse = targets(b); reverse != "" {
+				break
+			}
+		}
+	}
+	if reverse == "" || strings.Contains(reverse, "/") {
+		return
+	}
+	for _, b := range cf.Blocks {
+		z := forwardZone(b.Keys)
+		if z == "" || targets(b) != reverse {
+			continue
+		}
+		t.clusterDomain, t.servesCluster, t.clusterDNS = z, true, strings.Fields(reverse)
+		t.m.set("cluster-domain", strings.TrimSuffix(z, "."), blockWhere(b)+" (this block and the reverse zones forward to the same servers, "+reverse+": the cluster DNS)")
+		return
 	}
 }
 
