@@ -53,7 +53,7 @@ func commandHelp(t testing.TB, args ...string) string {
 // dispatches itself.
 func docCommands(t testing.TB) map[string][]string {
 	t.Helper()
-	cmds := map[string][]string{"probe": {"probe", "live", "-h"}, "migrate": {"migrate", "-h"}, "cleanup": {"cleanup", "-h"}}
+	cmds := map[string][]string{"probe": {"probe", "live", "-h"}, "migrate": {"migrate", "-h"}, "cleanup": {"cleanup", "-h"}, "check-config": {"check-config", "-h"}}
 	for _, name := range cli.Commands() {
 		cmds[name] = []string{name, "-h"}
 	}

@@ -96,7 +96,8 @@ type Config struct {
 	ConfigFile     string
 
 	ConfigCheckInterval time.Duration
-	args                []string // the command line, parsed again by a reload
+	args                []string        // the command line, parsed again by a reload
+	fromFlags           map[string]bool // settings given on the command line, not from --config
 }
 
 // ParseConfig parses args, then the --config file, then validates.
@@ -115,13 +116,15 @@ func ParseConfig(args []string) (*Config, error) {
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	c.fromFlags = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { c.fromFlags[f.Name] = true })
 	if c.ConfigFile != "" {
 		if err := applyConfigFile(fs, c.ConfigFile); err != nil {
-			return nil, err
+			return nil, c.locate(err)
 		}
 	}
 	if err := c.validate(); err != nil {
-		return nil, err
+		return nil, c.locate(err)
 	}
 	return c, nil
 }

@@ -223,6 +223,11 @@ func (a *Agent) runBeside(ctx context.Context, g *errgroup.Group) {
 // build constructs the forwarder, cache, zone, server and interface manager.
 func (a *Agent) build() error {
 	cfg, log := a.cfg, a.log
+	// What `nodecache check-config` checks, with the same code: a config
+	// it accepts gets this far, one it refuses stops here alike.
+	if err := loadConfig(cfg, CheckOptions{}); err != nil {
+		return cfg.locate(err)
+	}
 	if err := a.buildTap(); err != nil {
 		return err
 	}

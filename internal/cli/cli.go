@@ -39,6 +39,8 @@ Usage:
   nodecache migrate --corefile FILE [--kube-dns-config DIR] [--from-cluster] [-o FILE]
                                         write a config that reproduces a CoreDNS or
                                         node-local-dns Corefile; exit 3 lists what it cannot
+  nodecache check-config --config FILE [run flags]
+                                        load a config as run would, without opening a socket
   nodecache probe live|ready            the kubelet's exec probe: asks this pod's agent over its probe socket
   nodecache cleanup [--force] [run flags]
                                         remove the rules and the link a crashed agent left
@@ -65,6 +67,8 @@ func Main(args []string, version string) error {
 		return cmdProbe(rest)
 	case "cleanup":
 		return cmdCleanup(rest)
+	case "check-config":
+		return cmdCheckConfig(rest, os.Stdout)
 	case "version", "--version":
 		fmt.Println(version)
 		return nil

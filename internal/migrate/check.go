@@ -7,7 +7,9 @@ import (
 	"github.com/nodecache/nodecache/internal/agent"
 )
 
-// Check parses data as `nodecache run --config` would: a written config
+// Check loads data as `nodecache check-config` (and so `nodecache run`)
+// would, but for the files it names: they are the pod's (hosts files, the
+// kube-dns ConfigMap's mount, a CA), not this machine's. A written config
 // that fails it is a bug in the translation.
 func Check(data []byte) error {
 	f, err := os.CreateTemp("", "nodecache-migrate-*.yaml")
@@ -21,6 +23,5 @@ func Check(data []byte) error {
 	if err := f.Close(); err != nil {
 		return err
 	}
-	_, err = agent.ParseConfig([]string{"--config", f.Name()})
-	return err
+	return agent.CheckConfig([]string{"--config", f.Name()}, agent.CheckOptions{SkipFiles: true})
 }

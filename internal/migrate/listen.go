@@ -34,6 +34,13 @@ func (t *translator) bind(_ *blockCtx, d *corefile.Directive) error {
 		if !slices.Contains(t.localIPs, ip.String()) {
 			t.localIPs = append(t.localIPs, ip.String())
 		}
+		if ip.IsLoopback() {
+			// The agent puts its IPs on a link of its own, which cannot
+			// hold a loopback IP: serve it as CoreDNS did, without one.
+			for _, k := range []string{"setup-interface", "setup-iptables"} {
+				t.m.set(k, "false", w+" (a loopback IP: served without a link or rules of nodecache's own, as CoreDNS served it)")
+			}
+		}
 	}
 	if len(d.Options) > 0 {
 		t.m.unsupport(w, "bind options are not reproduced")
