@@ -2,12 +2,12 @@ package agent
 
 import (
 	"math"
-	"runtime"
 	"runtime/debug"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/nodecache/nodecache/pkg/cache"
+	"github.com/nodecache/nodecache/pkg/corednsmetrics"
 )
 
 // agentMetrics are the agent's own: handovers and build information.
@@ -42,14 +42,7 @@ func newAgentMetrics(reg prometheus.Registerer, node, version string) *agentMetr
 		ConstLabels: prometheus.Labels{"version": version, "node": node},
 	})
 	info.Set(1)
-	coreInfo := prometheus.NewGauge(prometheus.GaugeOpts{
-		Name: "coredns_build_info", Help: "A metric with a constant '1' value labeled by version, revision, and goversion from which CoreDNS was built.",
-		ConstLabels: prometheus.Labels{"version": version, "revision": "nodecache", "goversion": runtime.Version()},
-	})
-	coreInfo.Set(1)
-	panics := prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "coredns_panics_total", Help: "A metrics that counts the number of panics.",
-	})
+	coreInfo, panics := corednsmetrics.BuildInfo(version), corednsmetrics.Panics()
 	memLimit := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "nodecache_memory_limit_bytes",
 		Help: "Memory limits the agent runs under, by source: cgroup (the container's memory.max) and gomemlimit (the Go runtime's soft limit).",
@@ -83,14 +76,8 @@ type corednsCacheCollector struct {
 func newCorednsCacheCollector(c *cache.Cache, servers []string, pluginZones map[string][]string) *corednsCacheCollector {
 	return &corednsCacheCollector{
 		c: c, server: servers[0], servers: servers, pluginZones: pluginZones,
-		entries: prometheus.NewDesc("coredns_cache_entries", "The number of elements in the cache.",
-			[]string{"server", "type", "zones", "view"}, nil),
-		evictions: prometheus.NewDesc("coredns_cache_evictions_total", "The count of cache evictions.",
-			[]string{"server", "type", "zones", "view"}, nil),
-		prefetches: prometheus.NewDesc("coredns_cache_prefetch_total", "The number of times the cache has prefetched a cached item.",
-			[]string{"server", "zones", "view"}, nil),
-		pluginOn: prometheus.NewDesc("coredns_plugin_enabled", "A metric that indicates whether a plugin is enabled on per server and zone basis.",
-			[]string{"server", "zone", "view", "name"}, nil),
+		entries: corednsmetrics.CacheEntries(), evictions: corednsmetrics.CacheEvictions(),
+		prefetches: corednsmetrics.CachePrefetches(), pluginOn: corednsmetrics.PluginEnabled(),
 	}
 }
 
@@ -105,15 +92,15 @@ func (cc *corednsCacheCollector) Describe(ch chan<- *prometheus.Desc) {
 // Collect implements prometheus.Collector.
 func (cc *corednsCacheCollector) Collect(ch chan<- prometheus.Metric) {
 	st := cc.c.Stats()
-	ch <- prometheus.MustNewConstMetric(cc.entries, prometheus.GaugeValue, float64(st.Entries-st.Denials), cc.server, "success", ".", "")
-	ch <- prometheus.MustNewConstMetric(cc.entries, prometheus.GaugeValue, float64(st.Denials), cc.server, "denial", ".", "")
-	ch <- prometheus.MustNewConstMetric(cc.evictions, prometheus.CounterValue, float64(st.Evictions-st.EvictedDenials), cc.server, "success", ".", "")
-	ch <- prometheus.MustNewConstMetric(cc.evictions, prometheus.CounterValue, float64(st.EvictedDenials), cc.server, "denial", ".", "")
-	ch <- prometheus.MustNewConstMetric(cc.prefetches, prometheus.CounterValue, float64(st.Prefetches), cc.server, ".", "")
+	ch <- prometheus.MustNewConstMetric(cc.entries, prometheus.GaugeValue, float64(st.Entries-st.Denials), cc.server, "success", ".", corednsmetrics.View)
+	ch <- prometheus.MustNewConstMetric(cc.entries, prometheus.GaugeValue, float64(st.Denials), cc.server, "denial", ".", corednsmetrics.View)
+	ch <- prometheus.MustNewConstMetric(cc.evictions, prometheus.CounterValue, float64(st.Evictions-st.EvictedDenials), cc.server, "success", ".", corednsmetrics.View)
+	ch <- prometheus.MustNewConstMetric(cc.evictions, prometheus.CounterValue, float64(st.EvictedDenials), cc.server, "denial", ".", corednsmetrics.View)
+	ch <- prometheus.MustNewConstMetric(cc.prefetches, prometheus.CounterValue, float64(st.Prefetches), cc.server, ".", corednsmetrics.View)
 	for _, srv := range cc.servers {
 		for zone, names := range cc.pluginZones {
 			for _, n := range names {
-				ch <- prometheus.MustNewConstMetric(cc.pluginOn, prometheus.GaugeValue, 1, srv, zone, "", n)
+				ch <- prometheus.MustNewConstMetric(cc.pluginOn, prometheus.GaugeValue, 1, srv, zone, corednsmetrics.View, n)
 			}
 		}
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nodecache/nodecache/internal/supervise"
 	"github.com/nodecache/nodecache/pkg/cache"
+	"github.com/nodecache/nodecache/pkg/corednsmetrics"
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/logkey"
@@ -298,7 +299,7 @@ func (a *Agent) build() error {
 func corednsServers(addrs []netip.AddrPort) []string {
 	out := make([]string, len(addrs))
 	for i, a := range addrs {
-		out[i] = "dns://" + a.String()
+		out[i] = corednsmetrics.ServerLabel(a)
 	}
 	return out
 }
@@ -306,14 +307,15 @@ func corednsServers(addrs []netip.AddrPort) []string {
 // pluginZones says, for coredns_plugin_enabled, which CoreDNS plugins do
 // the jobs nodecache does in each zone.
 func (a *Agent) pluginZones(stubs []string) map[string][]string {
-	z := map[string][]string{".": {"cache", "forward", "prometheus"}}
+	forwarding := []string{corednsmetrics.PluginCache, corednsmetrics.PluginForward, corednsmetrics.PluginPrometheus}
+	z := map[string][]string{".": forwarding}
 	for _, s := range stubs {
-		z[dns.Fqdn(strings.ToLower(s))] = []string{"cache", "forward", "prometheus"}
+		z[dns.Fqdn(strings.ToLower(s))] = forwarding
 	}
 	if a.zone != nil {
-		names := []string{"kubernetes", "prometheus"}
+		names := []string{corednsmetrics.PluginKubernetes, corednsmetrics.PluginPrometheus}
 		if autopathOn(a.cfg) {
-			names = append(names, "autopath")
+			names = append(names, corednsmetrics.PluginAutopath)
 		}
 		z[dns.Fqdn(strings.ToLower(a.cfg.ClusterDomain))] = names
 	}

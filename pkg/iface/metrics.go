@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodecache/nodecache/pkg/corednsmetrics"
 )
 
 // Label values of the kind label.
@@ -79,10 +81,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Name: "nodecache_iface_ipvs_held_ips",
 			Help: "Local IPs that kube-proxy's kube-ipvs0 link also holds (IPVS mode): queries to them reach the Service's endpoints, not this agent.",
 		}),
-		setupErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "coredns_nodecache_setup_errors_total",
-			Help: "The number of errors during periodic network setup for node-cache (errortype iptables, iptables_lock, interface_add, interface_check, configmap).",
-		}, []string{"errortype"}),
+		setupErrors: corednsmetrics.SetupErrors(),
 	}
 	if reg != nil {
 		var err error

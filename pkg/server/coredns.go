@@ -10,6 +10,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/nodecache/nodecache/pkg/corednsmetrics"
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
@@ -21,24 +22,14 @@ import (
 // ("dns://169.254.20.10:53"), zone one of the cluster domain, each stub
 // domain and ".", view always "".
 
-// corednsTimeBuckets are CoreDNS's plugin.TimeBuckets: 0.25 ms to 8 s.
-var corednsTimeBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16)
-
-// corednsSizeBuckets are the buckets of CoreDNS's request and response
-// size histograms.
-var corednsSizeBuckets = []float64{0, 100, 200, 300, 400, 511, 1023, 2047, 4095, 8291, 16e3, 32e3, 48e3, 64e3}
-
-// corednsTypes are the qtypes CoreDNS gives a type label of their own
-// (plugin/metrics/vars/monitor.go); the rest count as "other".
-var corednsTypes = []uint16{dns.TypeAAAA, dns.TypeA, dns.TypeCNAME, dns.TypeDNSKEY, dns.TypeDS, dns.TypeMX,
-	dns.TypeNSEC3, dns.TypeNSEC, dns.TypeNS, dns.TypePTR, dns.TypeRRSIG, dns.TypeSOA, dns.TypeSRV, dns.TypeTXT,
-	dns.TypeHTTPS, dns.TypeSVCB, dns.TypeIXFR, dns.TypeAXFR, dns.TypeANY}
+// corednsTypes are the qtypes with a type label of their own.
+var corednsTypes = corednsmetrics.Types()
 
 // corednsPlugin is the plugin label of coredns_dns_responses_total: the
 // CoreDNS plugin that would have written the answer. Local answers
 // (refusals, FORMERR, RFC 8482) come from the server itself: "".
-var corednsPlugin = [wire.NumSources]string{wire.SourceLocal: "", wire.SourceZone: "kubernetes", wire.SourceCache: "cache",
-	wire.SourceStale: "cache", wire.SourceUpstream: "forward"}
+var corednsPlugin = [wire.NumSources]string{wire.SourceLocal: "", wire.SourceZone: corednsmetrics.PluginKubernetes,
+	wire.SourceCache: corednsmetrics.PluginCache, wire.SourceStale: corednsmetrics.PluginCache, wire.SourceUpstream: corednsmetrics.PluginForward}
 
 // edge says where a query came in: transport and listen address, as
 // indexes into corednsMetrics.servers.
@@ -96,7 +87,7 @@ func newCorednsMetrics(reg prometheus.Registerer, addrs []netip.AddrPort, domain
 	}
 	m := &corednsMetrics{addrs: addrs, zones: []string{"."}}
 	for _, a := range addrs {
-		m.servers = append(m.servers, "dns://"+a.String())
+		m.servers = append(m.servers, corednsmetrics.ServerLabel(a))
 	}
 	for _, z := range append([]string{domain}, stubs...) {
 		z = dns.Fqdn(strings.ToLower(z))
@@ -112,32 +103,11 @@ func newCorednsMetrics(reg prometheus.Registerer, addrs []netip.AddrPort, domain
 		m.zoneWires = append(m.zoneWires, buf[:n])
 	}
 	ns, nz, nt := len(m.servers), len(m.zones), len(corednsTypes)+1
-	const view = ""
-	reqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_dns_requests_total",
-		Help: "Counter of DNS requests made per zone, protocol and family."},
-		[]string{"server", "zone", "view", "proto", "family", "type"})
-	do := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_dns_do_requests_total",
-		Help: "Counter of DNS requests with DO bit set per zone."}, []string{"server", "zone", "view"})
-	dur := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coredns_dns_request_duration_seconds",
-		Help: "Histogram of the time (in seconds) each request took per zone.", Buckets: corednsTimeBuckets},
-		[]string{"server", "zone", "view"})
-	reqSize := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coredns_dns_request_size_bytes",
-		Help: "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and protocol.", Buckets: corednsSizeBuckets},
-		[]string{"server", "zone", "view", "proto"})
-	respSize := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coredns_dns_response_size_bytes",
-		Help: "Size of the returned response in bytes.", Buckets: corednsSizeBuckets},
-		[]string{"server", "zone", "view", "proto"})
-	resps := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_dns_responses_total",
-		Help: "Counter of response status codes."}, []string{"server", "zone", "view", "rcode", "plugin"})
-	cacheReqs := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_cache_requests_total",
-		Help: "The count of cache requests."}, []string{"server", "zones", "view"})
-	cacheHits := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_cache_hits_total",
-		Help: "The count of cache hits."}, []string{"server", "type", "zones", "view"})
-	cacheMisses := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_cache_misses_total",
-		Help: "The count of cache misses. Deprecated, derive misses from cache hits/requests counters."},
-		[]string{"server", "zones", "view"})
-	cacheStale := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_cache_served_stale_total",
-		Help: "The number of requests served from stale cache entries."}, []string{"server", "zones", "view"})
+	const view = corednsmetrics.View
+	reqs, do, dur := corednsmetrics.DNSRequests(), corednsmetrics.DNSDoRequests(), corednsmetrics.DNSRequestDuration()
+	reqSize, respSize, resps := corednsmetrics.DNSRequestSize(), corednsmetrics.DNSResponseSize(), corednsmetrics.DNSResponses()
+	cacheReqs, cacheHits := corednsmetrics.CacheRequests(), corednsmetrics.CacheHits()
+	cacheMisses, cacheStale := corednsmetrics.CacheMisses(), corednsmetrics.CacheServedStale()
 	for _, c := range []prometheus.Collector{reqs, do, dur, reqSize, respSize, resps, cacheReqs, cacheHits, cacheMisses, cacheStale} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering coredns-compatible metrics: %w", err)
@@ -151,7 +121,7 @@ func newCorednsMetrics(reg prometheus.Registerer, addrs []netip.AddrPort, domain
 		i /= 2
 		proto := protoNames[i%2]
 		srv, zone := sz(i / 2)
-		typ := "other"
+		typ := corednsmetrics.OtherType
 		if t < len(corednsTypes) {
 			typ = dns.TypeToString[corednsTypes[t]]
 		}

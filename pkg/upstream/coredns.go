@@ -8,6 +8,8 @@ import (
 
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodecache/nodecache/pkg/corednsmetrics"
 )
 
 // The CoreDNS-compatible upstream series: CoreDNS's proxy and forward
@@ -17,9 +19,6 @@ import (
 // _responses_total, _request_duration_seconds, _healthcheck_failures_total),
 // which the community's forward alerts and node-local-dns dashboards still
 // query. Health probes count only as health checks, never as requests.
-
-// corednsTimeBuckets are CoreDNS's plugin.TimeBuckets: 0.25 ms to 8 s.
-var corednsTimeBuckets = prometheus.ExponentialBuckets(0.00025, 2, 16)
 
 const numRcodes = 24 // rcodes 0..23 get their own label; beyond counts as 23
 
@@ -37,26 +36,18 @@ type corednsMetrics struct {
 	probes        *prometheus.CounterVec // nodecache_upstream_probes_total{server,result}
 }
 
-const proxyName = "forward"
+const proxyName = corednsmetrics.ProxyName
 
 func newCorednsMetrics(reg prometheus.Registerer) (*corednsMetrics, error) {
 	m := &corednsMetrics{
-		proxyDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coredns_proxy_request_duration_seconds",
-			Help: "Histogram of the time each request took.", Buckets: corednsTimeBuckets}, []string{"proxy_name", "to", "rcode"}),
-		proxyHCFail: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_proxy_healthcheck_failures_total",
-			Help: "Counter of the number of failed healthchecks."}, []string{"proxy_name", "to"}),
-		fwdRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_forward_requests_total",
-			Help: "Counter of requests made per upstream."}, []string{"to"}),
-		fwdResponses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_forward_responses_total",
-			Help: "Counter of responses received per upstream."}, []string{"rcode", "to"}),
-		fwdDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "coredns_forward_request_duration_seconds",
-			Help: "Histogram of the time each request took.", Buckets: corednsTimeBuckets}, []string{"to", "rcode"}),
-		fwdHCFail: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coredns_forward_healthcheck_failures_total",
-			Help: "Counter of the number of failed healthchecks."}, []string{"to"}),
-		hcBroken: prometheus.NewCounter(prometheus.CounterOpts{Name: "coredns_forward_healthcheck_broken_total",
-			Help: "Counter of the number of complete failures of the healthchecks."}),
-		maxRejects: prometheus.NewCounter(prometheus.CounterOpts{Name: "coredns_forward_max_concurrent_rejects_total",
-			Help: "Counter of the number of queries rejected because the concurrent queries were at maximum."}),
+		proxyDuration: corednsmetrics.ProxyRequestDuration(),
+		proxyHCFail:   corednsmetrics.ProxyHealthcheckFailures(),
+		fwdRequests:   corednsmetrics.ForwardRequests(),
+		fwdResponses:  corednsmetrics.ForwardResponses(),
+		fwdDuration:   corednsmetrics.ForwardRequestDuration(),
+		fwdHCFail:     corednsmetrics.ForwardHealthcheckFailures(),
+		hcBroken:      corednsmetrics.ForwardHealthcheckBroken(),
+		maxRejects:    corednsmetrics.ForwardMaxConcurrentRejects(),
 		responses: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodecache_upstream_responses_total",
 			Help: "Valid replies from upstream servers by rcode, per attempt (health probes not included)."}, []string{"server", "rcode"}),
 		probes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "nodecache_upstream_probes_total",
