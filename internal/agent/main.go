@@ -66,4 +66,3 @@ func Main(args []string, version string) error {
 	defer signal.Stop(a.hup)
 	return a.Run(ctx)
 }
-
