@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/miekg/dns"
@@ -90,7 +91,9 @@ func (t *translator) forward(b *blockCtx, d *corefile.Directive) error {
 		default:
 			t.stubForward(b, z, w, to)
 		}
-		t.forwardOptions(z, d)
+		if err := t.forwardOptions(z, d); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -159,7 +162,7 @@ func (s *stubOut) option(opt, from string) {
 }
 
 // forwardOptions translates the options of a forward for zone.
-func (t *translator) forwardOptions(zone string, d *corefile.Directive) {
+func (t *translator) forwardOptions(zone string, d *corefile.Directive) error {
 	root := zone == "."
 	stub := t.stubs[zone]
 	for _, o := range d.Options {
@@ -168,9 +171,10 @@ func (t *translator) forwardOptions(zone string, d *corefile.Directive) {
 		case "policy", "max_concurrent":
 			key := map[string]string{"policy": "upstream-policy", "max_concurrent": "max-upstream-inflight"}[o.Name]
 			opt := map[string]string{"policy": "policy", "max_concurrent": "max-concurrent"}[o.Name]
+			if err := checkForwardValue(o); err != nil {
+				return err
+			}
 			switch {
-			case len(o.Args) != 1:
-				t.m.unsupport(w, fmt.Sprintf("%s wants one value", o.Name))
 			case root && o.Name == "max_concurrent":
 				t.m.set(key, o.Args[0], w+" (nodecache's cap covers stub domains too)")
 			case root:
@@ -200,6 +204,23 @@ func (t *translator) forwardOptions(zone string, d *corefile.Directive) {
 			t.m.unsupport(w, fmt.Sprintf("forward option %s has no nodecache equivalent", o.Name))
 		}
 	}
+	return nil
+}
+
+// checkForwardValue refuses what CoreDNS refuses in policy and
+// max_concurrent: one value, a known policy, a positive count.
+func checkForwardValue(o *corefile.Directive) error {
+	if len(o.Args) != 1 {
+		return fmt.Errorf("line %d: %s wants one value", o.Line, o.Name)
+	}
+	v := o.Args[0]
+	if o.Name == "policy" && v != "random" && v != "round_robin" && v != "sequential" {
+		return fmt.Errorf("line %d: policy %q: want random, round_robin or sequential", o.Line, v)
+	}
+	if n, err := strconv.Atoi(v); o.Name == "max_concurrent" && (err != nil || n < 1) {
+		return fmt.Errorf("line %d: max_concurrent %q: want a positive number", o.Line, v)
+	}
+	return nil
 }
 
 // forwardTLS translates `tls [CERT KEY] [CA]`: the CA verifies the
