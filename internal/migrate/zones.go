@@ -59,7 +59,10 @@ func (t *translator) findClusterDNSByIP(cf *corefile.Corefile) {
 	}
 	reverse := ""
 	for _, b := range cf.Blocks {
-		if z, err := parseServerKey(b.Keys[0]); err == nil && isReverseZone(z.zone) && len(b.Keys) == 1 {
+		if len(b.Keys) != 1 {
+			continue
+		}
+		if z, err := parseServerKey(b.Keys[0]); err == nil && isReverseZone(z.zone) {
 			if reverse = targets(b); reverse != "" {
 				break
 			}

@@ -143,6 +143,9 @@ func (p *parser) block(first bool) (*Block, error) {
 			}
 		}
 	}
+	if len(b.Keys) == 0 {
+		return nil, p.errorf(start, "a server block without a zone")
+	}
 	if p.done() || !isOpen(p.peek()) {
 		if !first {
 			return nil, p.errorf(start, "server block %s has no { }", strings.Join(b.Keys, " "))

@@ -96,6 +96,7 @@ func TestParseErrors(t *testing.T) {
 		{"missing env", ". {\n forward . {$NOPE}\n}", "Corefile:2: environment variable NOPE has no value (give it with --var NOPE=VALUE)"},
 		{"brace alone", ". {\n {\n}", "Corefile:2: unexpected { (a block must follow a directive on its line)"},
 		{"control character", ". {\n forward . 1.1.1.1\x00\n}", "Corefile:2: control character U+0000"},
+		{"no zone", ",  {\n}\n", "Corefile:1: a server block without a zone"},
 		{"not UTF-8", ". {\n\n hosts \xff\n}", "Corefile:3: the text is not UTF-8"},
 	}
 	for _, tt := range tests {
