@@ -62,3 +62,19 @@ func TestDoctorCoreDNS(t *testing.T) {
 		})
 	}
 }
+
+// TestDoctorCoreDNSImports: imports name files in CoreDNS's pod (AKS's
+// and k3s's coredns-custom), not on the node doctor runs on; the Corefile
+// still parses and is checked without them.
+func TestDoctorCoreDNSImports(t *testing.T) {
+	e := fakeNode{}.env(t)
+	e.CoreDNS = func(context.Context) (string, error) {
+		return ".:53 {\n forward . /etc/resolv.conf\n import /nonexistent/custom/extra.override\n}\nimport /nonexistent/custom/extra.server\n", nil
+	}
+	e.Unsupported = func(*corefile.Corefile, string) ([]string, error) { return nil, nil }
+	for _, f := range e.checkCoreDNS(context.Background()) {
+		if strings.Contains(f.Detail, "does not parse") {
+			t.Errorf("got %s %q, want the Corefile checked without its imports", f.Severity, f.Detail)
+		}
+	}
+}
