@@ -40,7 +40,7 @@ func (a *Agent) kubeClients() (kubezone.Clients, error) {
 		if err != nil {
 			return kubezone.Clients{}, fmt.Errorf("--fixture: %w", err)
 		}
-		return kubezone.Clients{Kube: c}, nil
+		return kubezone.Clients{Kube: c, Fixture: true}, nil
 	}
 	var rc *rest.Config
 	var err error

@@ -22,6 +22,10 @@ type Clients struct {
 	// Slices, if set, serves the EndpointSlice watch: a REST client of
 	// discovery.k8s.io/v1 (NewClients gives it a connection of its own).
 	Slices rest.Interface
+	// Fixture says that Kube serves the objects of a fixture file
+	// (LoadFixture), not an API server: once synced, the zone's Source is
+	// SourceFixture instead of SourceAPI.
+	Fixture bool
 }
 
 // NewClients returns the zone's clients for cfg: a clientset that speaks

@@ -46,6 +46,7 @@ const (
 	SourceNone     = "none"
 	SourceSnapshot = "snapshot"
 	SourceAPI      = "api"
+	SourceFixture  = "fixture" // Clients.Fixture: objects of a file, not an API server
 )
 
 // Defaults applied by Validate to zero fields.

@@ -100,7 +100,7 @@
 //
 //	nodecache_zone_objects{kind}                      gauge: namespaces, services, endpointslices, endpoints, pods
 //	nodecache_zone_synced                             gauge: 1 once synced from the API server
-//	nodecache_zone_source{source}                     gauge: 1 for the current source (none, snapshot, api)
+//	nodecache_zone_source{source}                     gauge: 1 for the current source (none, snapshot, api, fixture)
 //	nodecache_zone_programming_duration_seconds{from} histogram: event arrival (from=event) or the object's
 //	                                                  last write time (from=write, best effort) to the zone updated
 //	nodecache_zone_snapshot_writes_total{result}      counter: ok, error

@@ -44,6 +44,10 @@ func (z *Zone) Run(ctx context.Context, c Clients) error {
 		return errors.New("running zone: already running")
 	}
 	defer z.running.Store(false)
+	z.syncSource = SourceAPI
+	if c.Fixture {
+		z.syncSource = SourceFixture
+	}
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(ctx)
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTransform(trim))
@@ -166,7 +170,7 @@ func (z *Zone) finishSync() {
 	z.publishLocked(b)
 	z.synced.Store(true)
 	z.met.synced.Set(1)
-	z.setSource(SourceAPI)
+	z.setSource(z.syncSource)
 }
 
 // handler turns informer notifications into queued events.

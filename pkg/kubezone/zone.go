@@ -26,19 +26,22 @@ type Zone struct {
 	// relistSrc seeds the relist spread (relist.go); nil: seeded at random.
 	relistSrc rand.Source
 
-	tab       *table                                 // always non-nil
-	ptrs      *ptrIndex                              // always non-nil
-	meta      atomic.Pointer[meta]                   // always non-nil after New
-	synced    atomic.Bool                            // the informers synced once
-	running   atomic.Bool                            // Run is active
-	source    atomic.Pointer[string]                 // SourceNone, SourceSnapshot or SourceAPI
-	localPods atomic.Pointer[map[netip.Addr]PodInfo] // node-local pods by IP; always non-nil
-	counts    objectCounts                           // object counts of the last publish
-	serial0   uint32                                 // SOA serial at generation 0
-	soaNS     string                                 // "ns.dns.<zone>", the SOA's MNAME
-	soaMbox   string                                 // "hostmaster.<zone>", the SOA's RNAME
-	podSuffix string                                 // ".pod.<zone>"
-	svcSuffix string                                 // ".svc.<zone>"
+	tab     *table                 // always non-nil
+	ptrs    *ptrIndex              // always non-nil
+	meta    atomic.Pointer[meta]   // always non-nil after New
+	synced  atomic.Bool            // the informers synced once
+	running atomic.Bool            // Run is active
+	source  atomic.Pointer[string] // SourceNone, SourceSnapshot, SourceAPI or SourceFixture
+	// syncSource is the Source once synced: SourceAPI, or SourceFixture
+	// (Clients.Fixture). Set by Run before it starts anything.
+	syncSource string
+	localPods  atomic.Pointer[map[netip.Addr]PodInfo] // node-local pods by IP; always non-nil
+	counts     objectCounts                           // object counts of the last publish
+	serial0    uint32                                 // SOA serial at generation 0
+	soaNS      string                                 // "ns.dns.<zone>", the SOA's MNAME
+	soaMbox    string                                 // "hostmaster.<zone>", the SOA's RNAME
+	podSuffix  string                                 // ".pod.<zone>"
+	svcSuffix  string                                 // ".svc.<zone>"
 	// snapWritten is the write time (Unix ns) of the snapshot loaded, 0
 	// without one; snapRefused why the snapshot was refused, nil if it was not.
 	snapWritten atomic.Int64
@@ -173,7 +176,8 @@ func (z *Zone) Generation() uint64 {
 // objects are in the zone.
 func (z *Zone) Synced() bool { return z.synced.Load() }
 
-// Source is where the zone's data comes from: "none", "snapshot" or "api".
+// Source is where the zone's data comes from: "none", "snapshot", "api"
+// or "fixture".
 func (z *Zone) Source() string { return *z.source.Load() }
 
 func (z *Zone) setSource(s string) {
@@ -239,7 +243,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		synced: prometheus.NewGauge(prometheus.GaugeOpts{Name: "nodecache_zone_synced",
 			Help: "1 once the informers have synced and the zone holds their objects, else 0."}),
 		source: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "nodecache_zone_source",
-			Help: "1 for the current source of the zone's data (none, snapshot, api), 0 for the others."},
+			Help: "1 for the current source of the zone's data (none, snapshot, api, fixture), 0 for the others."},
 			[]string{"source"}),
 		programming: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "nodecache_zone_programming_duration_seconds",
@@ -277,7 +281,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 }
 
 func (m *metrics) setSource(s string) {
-	for _, v := range []string{SourceNone, SourceSnapshot, SourceAPI} {
+	for _, v := range []string{SourceNone, SourceSnapshot, SourceAPI, SourceFixture} {
 		val := 0.0
 		if v == s {
 			val = 1
