@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"errors"
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,6 +77,59 @@ func TestFileSizes(t *testing.T) {
 			case n <= maxFileLines && allowed[rel]:
 				t.Errorf("%s has %d lines now: remove it from TestFileSizes' allow-list", rel, n)
 			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestLogKeys holds the log keys of non-test code under cmd/, pkg/ and
+// internal/ to snake_case, and the error key to logkey.Err: a key written as
+// a string literal in a slog call (Debug, Info, Warn, Error, With) must be
+// lowercase words joined by '_', and never "error".
+func TestLogKeys(t *testing.T) {
+	levels := map[string]int{"Debug": 1, "Info": 1, "Warn": 1, "Error": 1, "With": 0}
+	key := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	fset := token.NewFileSet()
+	for _, dir := range []string{"cmd", "pkg", "internal"} {
+		err := filepath.WalkDir(filepath.Join("..", "..", dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			f, err := parser.ParseFile(fset, path, nil, 0)
+			if err != nil {
+				return err
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || call.Ellipsis.IsValid() {
+					return true
+				}
+				sel, ok := call.Fun.(*ast.SelectorExpr)
+				if !ok {
+					return true
+				}
+				if x, isIdent := sel.X.(*ast.Ident); isIdent && x.Name == "http" { // http.Error is no log call
+					return true
+				}
+				first, isLog := levels[sel.Sel.Name]
+				if !isLog {
+					return true
+				}
+				for i := first; i < len(call.Args); i += 2 {
+					lit, ok := call.Args[i].(*ast.BasicLit)
+					if !ok || lit.Kind != token.STRING {
+						continue
+					}
+					k, _ := strconv.Unquote(lit.Value)
+					if !key.MatchString(k) || k == "error" {
+						t.Errorf("%s: log key %q: want snake_case, and logkey.Err for errors", fset.Position(lit.Pos()), k)
+					}
+				}
+				return true
+			})
 			return nil
 		})
 		if err != nil {

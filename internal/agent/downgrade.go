@@ -16,6 +16,6 @@ func (a *Agent) noteDowngrade(cfg *Config, refused []netip.AddrPort) {
 	a.downgradeRefused.Store(&refused)
 	a.m.downgrade.Set(1)
 	a.log.Warn("the kube-dns ConfigMap's upstreamNameservers are not used: they would replace DNS over TLS upstreams with plain DNS",
-		"upstreamNameservers", joinAddrs(refused), "upstream", cfg.Upstream, "kube_dns_config_dir", cfg.KubeDNSConfig,
+		"upstream_nameservers", joinAddrs(refused), "upstream", cfg.Upstream, "kube_dns_config_dir", cfg.KubeDNSConfig,
 		"fix", "remove upstreamNameservers from the ConfigMap, or drop tls:// from --upstream to use them")
 }

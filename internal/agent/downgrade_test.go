@@ -72,12 +72,12 @@ func checkDowngradeRefused(t testing.TB, a *Agent, logs *syncBuffer, want string
 	t.Helper()
 	var warned int
 	for _, line := range strings.Split(logs.String(), "\n") {
-		if strings.Contains(line, "level=WARN") && strings.Contains(line, "upstreamNameservers="+want) {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "upstream_nameservers="+want) {
 			warned++
 		}
 	}
 	if warned != 1 {
-		t.Errorf("Warn lines naming upstreamNameservers=%s: got %d, want 1", want, warned)
+		t.Errorf("Warn lines naming upstream_nameservers=%s: got %d, want 1", want, warned)
 	}
 	if got := testutil.ToFloat64(a.m.downgrade); got != 1 {
 		t.Errorf("nodecache_upstream_downgrade_refused: got %v, want 1", got)

@@ -22,7 +22,7 @@ func applyGCDefault(log *slog.Logger) int {
 	if v, ok := os.LookupEnv("GOGC"); ok {
 		cur := debug.SetGCPercent(-1)
 		debug.SetGCPercent(cur)
-		log.Debug("GC target from GOGC", "GOGC", v, "percent", cur)
+		log.Debug("GC target from GOGC", "gogc", v, "percent", cur)
 		return cur
 	}
 	debug.SetGCPercent(defaultGCPercent)

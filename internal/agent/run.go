@@ -123,8 +123,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.journal != nil {
 		defer a.journal.Close()
 	}
-	a.log.Info("nodecache serving", "addrs", a.addrs, "upstreams", a.forwarder.Status(), "zone", a.zone != nil,
-		"startup", time.Since(a.started).Round(time.Millisecond))
+	a.log.Info("nodecache serving", append(servingAttrs(a.addrs, a.fcfg, a.cfg, a.zone != nil),
+		"startup", time.Since(a.started).Round(time.Millisecond))...)
 
 	err := g.Wait()
 	err = a.shutdown(err)

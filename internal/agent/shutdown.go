@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -35,7 +34,7 @@ func (a *Agent) shutdown(cause error) error {
 		a.log.Warn("shutting down listeners", logkey.Err, err)
 	}
 	if a.zone != nil {
-		a.log.Info("zone at exit", "stats", fmt.Sprintf("%+v", a.zone.Stats()))
+		a.log.Info("zone at exit", zoneAttrs(a.zone.Stats())...)
 	}
 	if cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause

@@ -8,6 +8,8 @@ import (
 	"net/netip"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/nodecache/nodecache/pkg/logkey"
 )
 
 // ErrForeignLink is returned (wrapped) when a link of the configured name exists that nodecache did
@@ -222,7 +224,7 @@ func (m *Manager) createLink() (netlink.Link, error) {
 		}
 		m.dummyUnsupported = true
 		m.log.Warn("kernel has no dummy link driver, using an empty bridge instead",
-			"interface", name, "error", err)
+			"interface", name, logkey.Err, err)
 	}
 	// Without multicast snooping the bridge joins no multicast router
 	// group, so the kernel sends no IGMP reports from the local IPs (which

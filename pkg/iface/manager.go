@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/nodecache/nodecache/pkg/logkey"
 )
 
 // Manager keeps the link, its addresses and our iptables rules in the desired state.
@@ -157,7 +159,7 @@ func (m *Manager) startWatch(w *watch) {
 	if err != nil {
 		close(done)
 		m.countErr(kindWatch, err)
-		m.log.Warn("subscribing to netlink events failed; relying on the periodic sync", "error", err)
+		m.log.Warn("subscribing to netlink events failed; relying on the periodic sync", logkey.Err, err)
 		return
 	}
 	w.done, w.events = done, events
@@ -282,7 +284,7 @@ func (m *Manager) reconcileLocked(ctx context.Context, rulesToo bool) error {
 	result := "ok"
 	if err != nil {
 		result = "error"
-		m.log.Warn("reconcile failed", "error", err)
+		m.log.Warn("reconcile failed", logkey.Err, err)
 	} else {
 		m.initialized = true
 	}

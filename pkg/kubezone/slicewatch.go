@@ -129,7 +129,7 @@ func (w *sliceWatch) run(ctx context.Context) {
 			}
 			continue
 		case errors.Is(err, errWatchIdle):
-			w.z.log.Info("EndpointSlice watch silent, opening it again", "after", w.idle, "resourceVersion", w.rv)
+			w.z.log.Info("EndpointSlice watch silent, opening it again", "after", w.idle, "resource_version", w.rv)
 			continue
 		case (apierrors.IsResourceExpired(err) || apierrors.IsGone(err)) && !listing:
 			w.rv = "" // too old to resume: relist, after the spread
