@@ -15,7 +15,9 @@ import (
 // applies to them unless nodecache's own config reproduces it.
 
 // kubeadmDirectives are the plugins of kubeadm's default Corefile.
-var kubeadmDirectives = []string{"errors", "health", "ready", "kubernetes", "prometheus", "forward", "cache", "loop", "reload", "loadbalance"} //nolint:gochecknoglobals // constant list
+// loadbalance is kubeadm's too, but not listed: nodecache does not shuffle
+// answers, so pods that take the first address lose what it did.
+var kubeadmDirectives = []string{"errors", "health", "ready", "kubernetes", "prometheus", "forward", "cache", "loop", "reload"} //nolint:gochecknoglobals // constant list
 
 // checkCoreDNS warns of each customisation of the coredns Corefile.
 func (e *Env) checkCoreDNS(ctx context.Context) []Finding {
