@@ -57,15 +57,22 @@ type kubeProxy struct {
 }
 
 // startKubeProxy registers a Node named nodeName with InternalIP nodeIP (kube-proxy waits 30 s
-// for its node's IPs otherwise), then runs kube-proxy in mode inside node, reaching the apiserver
-// through a forwarder there. Cleanup stops it, runs `kube-proxy --cleanup` and deletes the Node.
+// for its node's IPs otherwise), then runs kube-proxy in mode inside node, reaching the suite's
+// apiserver through a forwarder there.
 func startKubeProxy(t testing.TB, node *netNS, mode, nodeName, nodeIP string) *kubeProxy {
 	t.Helper()
-	k := &kubeProxy{node: node, mode: mode, nodeName: nodeName, bin: kubeProxyBin(t)}
 	createNode(t, nodeName, nodeIP)
 	fwd := forwardTCP(t, node, strings.TrimPrefix(env.api.URL, "https://"))
+	return runKubeProxy(t, node, mode, nodeName, env.api, fwd.Addr())
+}
+
+// runKubeProxy runs kube-proxy in mode inside node as the admin of api, reached at apiAddr (a
+// forwarder in node), for the Node nodeName. Cleanup stops it and runs `kube-proxy --cleanup`.
+func runKubeProxy(t testing.TB, node *netNS, mode, nodeName string, api *apiServer, apiAddr string) *kubeProxy {
+	t.Helper()
+	k := &kubeProxy{node: node, mode: mode, nodeName: nodeName, bin: kubeProxyBin(t)}
 	k.kubeconfig = filepath.Join(t.TempDir(), "kube-proxy.kubeconfig")
-	if err := writeKubeconfig(k.kubeconfig, "https://"+fwd.Addr(), env.api.PKI.caPEM, env.api.AdminToken); err != nil {
+	if err := writeKubeconfig(k.kubeconfig, "https://"+apiAddr, api.PKI.caPEM, api.AdminToken); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
