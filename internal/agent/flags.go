@@ -4,10 +4,14 @@ import (
 	"flag"
 	"net/netip"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
+	"github.com/nodecache/nodecache/pkg/static"
+	"github.com/nodecache/nodecache/pkg/upstream"
 )
 
 // NewFlagSet returns the flags of `nodecache run`, each bound to a field of
@@ -15,44 +19,44 @@ import (
 func NewFlagSet(c *Config) *flag.FlagSet {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	c.LocalIPs = []netip.Addr{netip.MustParseAddr("169.254.20.10")}
-	c.CacheSize = 64 << 20
+	c.CacheSize = cache.DefaultMaxBytes
 	fs.Var(ipListFlag{&c.LocalIPs}, "local-ip", "comma list of IPs to serve on; add the kube-dns ClusterIP to intercept it")
-	fs.UintVar(&c.Port, "port", 53, "DNS port")
+	fs.UintVar(&c.Port, "port", iface.DefaultPort, "DNS port")
 	fs.StringVar(&c.Upstream, "upstream", "/etc/resolv.conf", "comma list of upstream IP[:port] and tls://IP[:853][#SERVER-NAME] (DNS over TLS), or a resolv.conf path")
 	fs.Var(&c.StubDomains, "stub-domain", "DOMAIN=IP[:port],... [policy=P] [force-tcp] [timeout=D] [max-concurrent=N] [max-ttl=D] [max-negative-ttl=D]: send DOMAIN to its own resolvers, with its own settings (repeatable)")
 	fs.StringVar(&c.KubeDNSConfig, "kube-dns-config-dir", "", "directory of a mounted kube-dns ConfigMap (stubDomains, upstreamNameservers)")
 	fs.BoolVar(&c.SetupInterface, "setup-interface", true, "create the interface and its addresses")
 	fs.BoolVar(&c.SetupIPTables, "setup-iptables", true, "install NOTRACK and ACCEPT rules")
-	fs.StringVar(&c.InterfaceName, "interface-name", "nodelocaldns", "name of the link that carries the local IPs")
+	fs.StringVar(&c.InterfaceName, "interface-name", iface.DefaultInterfaceName, "name of the link that carries the local IPs")
 	fs.TextVar(&c.IPTablesMode, "iptables-mode", iface.ModeAuto, "iptables backend: auto, nft or legacy")
-	durationVar(fs, &c.SyncInterval, "sync-interval", 10*time.Second, "how often interface and rules are re-checked")
+	durationVar(fs, &c.SyncInterval, "sync-interval", iface.DefaultSyncInterval, "how often interface and rules are re-checked")
 	fs.BoolVar(&c.SkipTeardown, "skip-teardown", false, "leave interface and rules in place on exit")
 	fs.Var(commaListFlag{&c.AcceptInterfaces}, "accept-interfaces", "comma list of interfaces queries to the local IPs may come in on (iptables -i names, e.g. cali+,eth1); others are dropped (default: any)")
 	fs.Var(prefixListFlag{&c.AcceptSources}, "accept-sources", "comma list of CIDRs queries to the local IPs may come from (e.g. the pod CIDRs); others are dropped (default: any)")
 
-	fs.StringVar(&c.ClusterDomain, "cluster-domain", "cluster.local", "the cluster DNS domain")
+	fs.StringVar(&c.ClusterDomain, "cluster-domain", strings.TrimSuffix(kubezone.DefaultDomain, "."), "the cluster DNS domain")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", "", "kubeconfig for the cluster zone (default: in-cluster config when in a pod)")
 	fs.StringVar(&c.Fixture, "fixture", "", "serve the cluster zone from this YAML of Kubernetes objects instead of an API server")
 	fs.StringVar(&c.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name, for its pods (default $NODE_NAME)")
-	fs.StringVar((*string)(&c.Pods), "pods", "insecure", "pod records: insecure, verified (needs --watch-pods) or disabled")
+	fs.StringVar((*string)(&c.Pods), "pods", string(kubezone.PodsInsecure), "pod records: insecure, verified (needs --watch-pods) or disabled")
 	fs.BoolVar(&c.WatchPods, "watch-pods", false, "watch this node's pods (all pods with --pods=verified): pod names in top and tail, autopath, verified pod records; needs list and watch of pods in every namespace (deploy/overlays/pod-access)")
-	durationVar(fs, &c.TTL, "ttl", 5*time.Second, "TTL of cluster-zone answers")
-	durationVar(fs, &c.NegativeTTL, "negative-ttl", 5*time.Second, "SOA minimum (negative TTL) of the cluster zone")
+	durationVar(fs, &c.TTL, "ttl", kubezone.DefaultTTL, "TTL of cluster-zone answers")
+	durationVar(fs, &c.NegativeTTL, "negative-ttl", kubezone.DefaultNegativeTTL, "SOA minimum (negative TTL) of the cluster zone")
 	fs.StringVar(&c.ZoneSnapshot, "zone-snapshot", "", "file to persist the cluster zone to, and serve from when the API server is unreachable")
 	durationVar(fs, &c.RelistSpread, "relist-spread", kubezone.DefaultRelistSpread, "after the API server restarts, wait a random delay below this before relisting, so that agents do not all relist at once (0: relist at once)")
-	durationVar(fs, &c.SnapshotAge, "zone-snapshot-max-age", time.Hour, "oldest --zone-snapshot the zone answers from; past it cluster names get SERVFAIL until the API server answers")
+	durationVar(fs, &c.SnapshotAge, "zone-snapshot-max-age", kubezone.DefaultSnapshotMaxAge, "oldest --zone-snapshot the zone answers from; past it cluster names get SERVFAIL until the API server answers")
 
 	fs.Var(&c.CacheSize, "cache-size", "cache budget in bytes (units: KiB, MiB, GiB)")
-	durationVar(fs, &c.MaxTTL, "max-ttl", time.Hour, "cap on cached positive TTLs")
-	durationVar(fs, &c.MaxNegativeTTL, "max-negative-ttl", time.Hour, "cap on cached negative TTLs")
+	durationVar(fs, &c.MaxTTL, "max-ttl", cache.DefaultMaxTTL, "cap on cached positive TTLs")
+	durationVar(fs, &c.MaxNegativeTTL, "max-negative-ttl", cache.DefaultMaxNegativeTTL, "cap on cached negative TTLs")
 	fs.BoolVar(&c.Prefetch, "prefetch", true, "refresh names asked often before they expire (CoreDNS's cache prefetch; false: only on a miss)")
-	durationVar(fs, &c.StaleMaxAge, "stale-max-age", time.Hour, "serve expired entries up to this long when upstreams fail (0 disables)")
+	durationVar(fs, &c.StaleMaxAge, "stale-max-age", cache.DefaultStaleMaxAge, "serve expired entries up to this long when upstreams fail (0 disables)")
 
 	fs.StringVar(&c.UpstreamTLSCA, "upstream-tls-ca", "", "PEM file of the CAs that verify DNS over TLS upstreams (tls://IP[:853][#NAME] in --upstream and --stub-domain); default the system's")
-	fs.StringVar((*string)(&c.UpstreamPolicy), "upstream-policy", "random", "upstream choice: random, sequential or round_robin")
-	durationVar(fs, &c.UpstreamTimeout, "upstream-timeout", 2*time.Second, "timeout of one upstream try")
-	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", 5*time.Second, "overall deadline of a forwarded query")
-	fs.IntVar(&c.MaxUpstreamInFlight, "max-upstream-inflight", 1000, "cap on queries in flight upstream; beyond it REFUSED")
+	fs.StringVar((*string)(&c.UpstreamPolicy), "upstream-policy", string(upstream.PolicyRandom), "upstream choice: random, sequential or round_robin")
+	durationVar(fs, &c.UpstreamTimeout, "upstream-timeout", upstream.DefaultTryTimeout, "timeout of one upstream try")
+	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", upstream.DefaultDeadline, "overall deadline of a forwarded query")
+	fs.IntVar(&c.MaxUpstreamInFlight, "max-upstream-inflight", upstream.DefaultMaxInFlight, "cap on queries in flight upstream; beyond it REFUSED")
 	fs.IntVar(&c.MaxTCPConns, "max-tcp-conns", 1000, "cap on client TCP connections")
 	fs.IntVar(&c.MaxTCPConnsPerClient, "max-tcp-conns-per-client", 100, "cap on one client IP's TCP connections; beyond it new ones are closed")
 	fs.IntVar(&c.MaxInFlightPerClient, "max-inflight-per-client", 100, "cap on one client IP's queries waiting for an upstream answer; beyond it REFUSED")
@@ -60,7 +64,7 @@ func NewFlagSet(c *Config) *flag.FlagSet {
 
 	fs.Var(&c.StaticRecords, "static-record", "\"IP NAME [NAME...]\": answer NAME with IP before the cache, as a hosts file line (repeatable)")
 	fs.Var(&c.StaticFiles, "static-file", "hosts file whose lines are static records; re-read when it changes (repeatable)")
-	durationVar(fs, &c.StaticTTL, "static-ttl", time.Hour, "TTL of static record answers")
+	durationVar(fs, &c.StaticTTL, "static-ttl", static.DefaultTTL, "TTL of static record answers")
 	fs.BoolVar(&c.StaticNoReverse, "static-no-reverse", false, "do not answer PTR queries for the IPs of static records")
 	fs.Var(&c.RewriteNames, "rewrite-name", "\"[exact|suffix] FROM TO [answer auto]\": answer FROM with what TO resolves to (repeatable)")
 	fs.BoolVar(&c.Autopath, "autopath", false, "answer a pod's first search-path query for its whole search path (ends the ndots:5 storm; needs --watch-pods)")
