@@ -89,6 +89,24 @@
 // name gets SERVFAIL (rather than NXDOMAIN for services created since), and
 // SnapshotProblem says why, for readiness.
 //
+// # Files
+//
+//	watch     informers.go (Run, the informers, LoadFixture), client.go
+//	          (NewClients), slicewatch.go (the EndpointSlice list and watch
+//	          loop), slicestream.go (reading a watch stream), sliceevents.go
+//	          (frames to the pending batch), slimwatch.go, relist.go (the
+//	          relist spread), rawread_linux.go, rawread_other.go
+//	decode    slimdecode.go (EndpointSlice protobuf to its model), pbwire.go
+//	          (protobuf wire reading)
+//	model     model.go, entry.go, eplist.go, epindex.go, pods.go, hosts.go
+//	build     build.go, names.go, srv.go, nodediff.go (names and records of
+//	          a service)
+//	apply     apply.go, batch.go (events applied as one generation), table.go,
+//	          ptrindex.go
+//	lookup    lookup.go (answers), zone.go (Zone, New, Stats, metrics)
+//	snapshot  snapshot.go, snapshot_check.go
+//	config    config.go
+//
 // # Config
 //
 // Domain (cluster.local.), TTL (5s), NegativeTTL (5s: SOA minimum and TTL),
