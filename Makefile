@@ -60,7 +60,7 @@ fuzz:
 		done; \
 	done
 
-# The linters of the style guide; their settings are in .golangci.yml.
+# The linters; .golangci.yml states each rule and why its exceptions are safe.
 GOLANGCI_LINT_VERSION ?= v2.15.0
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
