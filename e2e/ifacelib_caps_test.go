@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -48,7 +49,7 @@ func capsScenario(t *testing.T, mode iface.IPTablesMode) {
 	for _, c := range nftCaps {
 		want |= 1 << c
 	}
-	if got := effectiveCaps(t); got != want {
+	if got := procCaps(t, "self", "CapEff"); got != want {
 		t.Fatalf("effective capabilities: got %#x, want %#x (NET_ADMIN and NET_BIND_SERVICE only)", got, want)
 	}
 	cfg := iface.Config{LocalIPs: []netip.Addr{netip.MustParseAddr("169.254.20.10"), netip.MustParseAddr("fd00:20::10")},
@@ -83,15 +84,16 @@ func capsScenario(t *testing.T, mode iface.IPTablesMode) {
 	}
 }
 
-// effectiveCaps is this process's CapEff from /proc/self/status.
-func effectiveCaps(t *testing.T) uint64 {
+// procCaps is the capability set field (CapEff, CapPrm, ...) of process
+// pid ("self" for this one) from /proc/PID/status.
+func procCaps(t *testing.T, pid, field string) uint64 {
 	t.Helper()
-	b, err := os.ReadFile("/proc/self/status")
+	b, err := os.ReadFile("/proc/" + pid + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "CapEff:"); ok {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
 			n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 			if err != nil {
 				t.Fatal(err)
@@ -99,6 +101,40 @@ func effectiveCaps(t *testing.T) uint64 {
 			return n
 		}
 	}
-	t.Fatal("no CapEff in /proc/self/status")
+	t.Fatalf("no %s in /proc/%s/status", field, pid)
 	return 0
+}
+
+// TestAgentDropsNetRaw: the agent, started as root with every capability,
+// gives NET_RAW up once its rules are written with iptables-nft (and keeps
+// serving and re-checking them), and keeps it with iptables-legacy, which
+// needs it.
+func TestAgentDropsNetRaw(t *testing.T) {
+	requireSuite(t)
+	for _, mode := range []string{"nft", "legacy"} {
+		t.Run(mode, func(t *testing.T) {
+			r := newAgentRig(t, agentOpts{Flags: []string{"--iptables-mode=" + mode, "--sync-interval=200ms"}})
+			pid := strconv.Itoa(r.agent.servingPID(t))
+			for _, field := range []string{"CapEff", "CapPrm"} {
+				has := procCaps(t, pid, field)&(1<<unix.CAP_NET_RAW) != 0
+				if has != (mode == "legacy") {
+					t.Errorf("%s of the serving process with %s: got NET_RAW %v, want %v", field, mode, has, mode == "legacy")
+				}
+			}
+			ok := `nodecache_iface_reconciles_total{result="ok"}`
+			first := metricSum(t, r.agent.metrics(t), ok)
+			eventually(t, "three more reconciles", func() error { // at --sync-interval, without NET_RAW for nft
+				if n := metricSum(t, r.agent.metrics(t), ok); n < first+3 {
+					return fmt.Errorf("%s went from %v to %v", ok, first, n)
+				}
+				return nil
+			})
+			if n := metricSum(t, r.agent.metrics(t), `nodecache_iface_reconciles_total{result="error"}`); n != 0 {
+				t.Errorf("failed reconciles: got %v, want 0", n)
+			}
+			if a := r.ask(t, query{Name: "dns-version." + clusterDomain + ".", Type: "TXT"}); a.Rcode != "NOERROR" {
+				t.Errorf("after the reconciles: got %v, want NOERROR", a)
+			}
+		})
+	}
 }

@@ -291,6 +291,7 @@ func (a *Agent) build() error {
 	if !cfg.SetupInterface && !cfg.SetupIPTables {
 		log.Info("not touching the host: --setup-interface=false --setup-iptables=false")
 	}
+	dropNetRaw(a.iface.Status().Rules.Backend, log)
 	return nil
 }
 
