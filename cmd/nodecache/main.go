@@ -13,7 +13,8 @@ import (
 	"github.com/nodecache/nodecache/internal/cli"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
+// version is set at build time with -ldflags "-X main.version=..." (the
+// Makefile stamps `git describe`); readVersion falls back to Go's build info.
 var version = "dev"
 
 func main() {
@@ -29,11 +30,18 @@ func main() {
 	os.Exit(code)
 }
 
-// dispatch runs the command args names: `run` is the agent, every other
-// one the CLI's.
+// dispatch runs the command args names: `run` is the agent, `version` is
+// here, every other one the CLI's.
 func dispatch(args []string) error {
-	if len(args) > 0 && args[0] == "run" {
-		return agent.Main(args[1:], version)
+	v := currentVersion()
+	if len(args) > 0 {
+		switch args[0] {
+		case "run":
+			return agent.Main(args[1:], v.Version)
+		case "version", "--version":
+			fmt.Println(v)
+			return nil
+		}
 	}
-	return cli.Main(args, version)
+	return cli.Main(args, v.Version)
 }

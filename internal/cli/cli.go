@@ -44,7 +44,7 @@ Usage:
   nodecache probe live|ready            the kubelet's exec probe: asks this pod's agent over its probe socket
   nodecache cleanup [--force] [run flags]
                                         remove the rules and the link a crashed agent left
-  nodecache version
+  nodecache version                     the version (the release tag), commit, Go and platform
 
 The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json|yaml.
 Exit status: 0 ok, 1 error, 2 usage error, 3 agent unreachable, 4 doctor found
@@ -53,7 +53,8 @@ a FAIL, 5 doctor found a WARN and no FAIL.
 
 // Main runs the CLI command args names (every command but `run`, which is
 // the agent's) and returns its error, which ExitCode maps to the exit
-// status. version is what `nodecache version` prints.
+// status. version is the build's (cmd/nodecache prints `nodecache version`
+// itself, with the commit), for the user agent of the API clients.
 func Main(args []string, version string) error {
 	if len(args) == 0 {
 		fmt.Fprint(os.Stderr, Usage)
@@ -69,9 +70,6 @@ func Main(args []string, version string) error {
 		return cmdCleanup(rest)
 	case "check-config":
 		return cmdCheckConfig(rest, os.Stdout)
-	case "version", "--version":
-		fmt.Println(version)
-		return nil
 	case "help", "-h", "--help":
 		fmt.Print(Usage)
 		return nil
