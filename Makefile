@@ -1,14 +1,16 @@
 # nodecache. `make run` starts the agent on 127.0.0.1:5353 without privileges;
-# `make test` runs the unit tests and then the e2e suite (root, network
-# namespaces, a real kube-apiserver built from the Go module proxy).
+# `make test` sets up what it needs (hack/install-deps.sh: Debian packages,
+# kernel modules), then runs the unit tests and the e2e suite (root, network
+# namespaces, a real kube-apiserver built from the Go module proxy), which
+# fails rather than skips when something is missing.
 
 GO      ?= go
-VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin/nodecache
 UPSTREAM ?= /etc/resolv.conf
 
-.PHONY: all build run test unit e2e bench bench-churn bench-go fuzz lint docs clean
+.PHONY: all build run deps test unit e2e bench bench-churn bench-go fuzz lint docs clean
 
 all: build
 
@@ -25,16 +27,29 @@ run: build
 		--health-addr 127.0.0.1:8080 --metrics-addr 127.0.0.1:9253 \
 		--admin-socket /tmp/nodecache/admin.sock --handover-socket /tmp/nodecache/handover.sock
 
-# The README's test command; .ci/run calls it.
-test: unit e2e
+# The README's test command; .ci/run calls it. As root on a fresh Debian
+# machine with Go it installs what the tests drive and runs everything:
+# CI=true (unless set) makes a missing prerequisite a failure, in the unit
+# tests (CoreDNS for the migrate comparison, root) as in the e2e suite.
+test: deps
+	@coredns=$${NODECACHE_COREDNS:-$$(bench/build-coredns.sh)} && \
+		CI=$${CI:-true} NODECACHE_COREDNS=$$coredns $(MAKE) unit e2e
+
+# The Debian packages and kernel modules of the e2e suite (idempotent).
+deps:
+	hack/install-deps.sh
 
 unit:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
 
-# Needs root. Builds kube-apiserver and etcd once into ~/.cache/nodecache-e2e.
+# Needs root. Builds etcd and the Kubernetes binaries once into
+# ~/.cache/nodecache-e2e and CoreDNS into ~/.cache/nodecache-bench. CI=true
+# unless set: a missing prerequisite fails the suite instead of skipping it.
 e2e:
+	CI=$${CI:-true} \
 	NODECACHE_E2E_BIN=$${NODECACHE_E2E_BIN:-$$(e2e/tools/build-k8s.sh)} \
+	NODECACHE_COREDNS=$${NODECACHE_COREDNS:-$$(bench/build-coredns.sh)} \
 		$(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/...
 
 bench-go:

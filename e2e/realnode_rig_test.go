@@ -83,7 +83,7 @@ func realNodePrereqs(bin string) error {
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("a real node needs %s (.ci/run installs containerd, runc and containernetworking-plugins)", strings.Join(missing, ", "))
+		return fmt.Errorf("a real node needs %s (hack/install-deps.sh, which make test runs, installs containerd, runc and containernetworking-plugins)", strings.Join(missing, ", "))
 	}
 	return nil
 }

@@ -98,7 +98,7 @@ func TestMigrateMatchesCoreDNS(t *testing.T) {
 	bin := corednsBinary()
 	if _, err := os.Stat(bin); err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatalf("no CoreDNS binary (%v), and CI=true forbids skipping: .ci/run builds it with bench/build-coredns.sh", err)
+			t.Fatalf("no CoreDNS binary (%v), and CI=true forbids skipping: make test builds it with bench/build-coredns.sh", err)
 		}
 		t.Skipf("SKIPPING: no CoreDNS binary (%v): run bench/build-coredns.sh, or set NODECACHE_COREDNS", err)
 	}
