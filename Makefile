@@ -39,9 +39,15 @@ test: deps
 deps:
 	hack/install-deps.sh
 
+# The tools/ modules (own go.mod, so not in ./...): the Helm chart's tests.
+TOOL_MODULES := tools/helmchart
+
 unit:
 	$(GO) vet ./...
 	$(GO) test -count=1 ./...
+	@set -e; for m in $(TOOL_MODULES); do \
+		echo "== $$m"; (cd $$m && $(GO) vet ./... && $(GO) test -count=1 ./...); \
+	done
 
 # Needs root. Builds etcd and the Kubernetes binaries once into
 # ~/.cache/nodecache-e2e and CoreDNS into ~/.cache/nodecache-bench. CI=true
@@ -83,6 +89,9 @@ lint:
 	$(GO) vet -tags e2e ./e2e/...
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run ./...
 	$(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run --build-tags e2e ./e2e/...
+	@set -e; for m in $(TOOL_MODULES); do \
+		(cd $$m && $(GO) vet ./... && $(GO) run github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) run --config $(CURDIR)/.golangci.yml ./...); \
+	done
 
 # docs/flags.md and docs/metrics.md from the flag sets and an in-process
 # agent's registry; `go test ./...` fails when the committed pages drift.
