@@ -203,6 +203,9 @@ func (a *Agent) applyLive(cfg *Config) error {
 		a.forwarder.Swap(fwd)
 		a.fcfg = fcfg
 	}
+	if err := a.server.SetStubDomains(stubDomainNames(stubs)); err != nil { // the forwarder took them: they pack
+		a.log.Error("routing stub domains below the cluster domain", logkey.Err, err)
+	}
 	a.noteDowngrade(cfg, stubs.refusedUps)
 	commitStatic()
 	a.rewrites.SetRules(rules)

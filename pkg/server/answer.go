@@ -51,7 +51,7 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, 
 	if q.Type == dns.TypeANY {
 		return nil, Result{}, false // RFC 8482 answer is built on the slow path
 	}
-	if s.inZoneSuffix(q.LowerName()) {
+	if s.zoneOwns(q.LowerName()) {
 		if p, ok := s.memo.get(q, s.zone.Generation()); ok && (p.Rcode() != dns.RcodeNameError || s.pods == nil) {
 			return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: p.Rcode(), Source: wire.SourceZone}, true
 		}
@@ -73,7 +73,7 @@ func (s *Server) slow(ctx context.Context, by time.Time, pkt []byte, q *wire.Que
 	if q.Type == dns.TypeANY {
 		return s.packAndAppend(rfc8482(q), q, out, maxSize, Result{Rcode: dns.RcodeSuccess, Source: wire.SourceLocal})
 	}
-	if s.inZoneSuffix(q.LowerName()) {
+	if s.zoneOwns(q.LowerName()) {
 		qname := keyName(q)
 		if base, ns, ok := s.autopathBase(client, qname); ok {
 			if m, ok := s.autopath(ctx, by, q, qname, base, ns); ok {

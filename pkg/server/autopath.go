@@ -85,7 +85,7 @@ func (s *Server) autopath(ctx context.Context, by time.Time, q *wire.Query, firs
 // resolver; nil on failure.
 func (s *Server) lookupAny(ctx context.Context, by time.Time, name string, q *wire.Query) *dns.Msg {
 	lower := strings.ToLower(name)
-	if s.zone != nil && s.zone.InZone(lower) {
+	if s.zone != nil && s.zone.InZone(lower) && !s.cutName(lower) {
 		za := s.zone.Lookup(lower, q.Type)
 		if za.Chase != "" {
 			return nil

@@ -40,7 +40,10 @@ type Config struct {
 	// Domain is the cluster domain, e.g. "cluster.local." Default that.
 	Domain string
 	// StubDomains are the stub domains the upstreams route apart; each is a
-	// zone label value of the CoreDNS-compatible metrics. Default none.
+	// zone label value of the CoreDNS-compatible metrics. Those below the
+	// cluster domain or below in-addr.arpa or ip6.arpa take the names under
+	// them from the zone: the most specific zone wins (SetStubDomains
+	// changes them live). Default none.
 	StubDomains []string
 	// MaxUDPSize caps the UDP reply size whatever the client advertises.
 	// Default 1232.

@@ -13,6 +13,11 @@
 // buffer, and caps on connections, in all and per client IP. A panic while
 // answering a query is recovered: that query gets SERVFAIL, the rest go on.
 //
+// The most specific zone wins, as in CoreDNS: a name under a stub domain
+// that lies below the cluster domain (other-cluster.svc.cluster.local) or
+// below a reverse tree is not the zone's; it goes through the cache to the
+// stub's servers (stubcut.go).
+//
 // Validation, in one place (answer.go): an unparseable header or a response
 // gets no reply; not exactly one question or a malformed body gets FORMERR;
 // an opcode other than QUERY gets NOTIMP; EDNS version above 0 gets BADVERS;

@@ -53,6 +53,7 @@ type Server struct {
 	pods       Pods           // may be nil
 	limiter    *clientLimiter // nil: no per-client limit
 	domainWire []byte
+	cuts       atomic.Pointer[stubCuts] // stub domains more specific than the zone; nil: none
 	memo       *zoneMemo
 	metrics    *metrics
 	inflight   *semaphore.Weighted
@@ -112,6 +113,10 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 	if err != nil {
 		return nil, err
 	}
+	cuts, err := newStubCuts(cfg.Domain, cfg.StubDomains)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var limiter *clientLimiter
 	if cfg.ClientQPS > 0 {
@@ -121,7 +126,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 	if !cfg.Autopath || deps.Zone == nil {
 		pods = nil
 	}
-	return &Server{
+	s := &Server{
 		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer, tap: deps.Tap,
 		pods: pods, limiter: limiter,
 		domainWire:   dw[:n],
@@ -134,7 +139,11 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 		workers:      workers.New(ctx),
 		ctx:          ctx, cancel: cancel,
 		conns: make(map[net.Conn]struct{}),
-	}, nil
+	}
+	if len(cuts.wire) > 0 {
+		s.cuts.Store(cuts)
+	}
+	return s, nil
 }
 
 // Serve starts reading from l and returns at once; the server owns l until
