@@ -31,7 +31,8 @@ nodecache_args() {
   mkdir -p "$d"
   echo run --local-ip 127.0.0.1 --port "$1" --setup-interface=false --setup-iptables=false \
     --cache-size "$CACHE_SIZE" --health-addr "127.0.0.1:$(free_port)" --log-level warn \
-    --admin-socket "$d/admin.sock" --handover-socket "$d/handover.sock"
+    --admin-socket "$d/admin.sock" --handover-socket "$d/handover.sock" \
+    "--loadbalance=$([ "${BENCH_LOADBALANCE:-0}" = 1 ] && echo true || echo false)"
 }
 
 # profile_path PID PORT PPROFPORT NAME FILE DNSPERF-ARGS...: a CPU profile of

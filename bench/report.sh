@@ -22,7 +22,7 @@ report() {
 
 - date: $(date -u +%Y-%m-%dT%H:%MZ)
 - commit: $commit$(cd "$ROOT" && git diff --quiet HEAD -- pkg cmd 2>/dev/null || echo " (working tree differs in pkg/ or cmd/)")
-- command: \`make bench\` (bench/run.sh, BENCH_PHASE_SECONDS=$PHASE)
+- command: \`make bench\` (bench/run.sh, BENCH_PHASE_SECONDS=$PHASE, BENCH_LOADBALANCE=${BENCH_LOADBALANCE:-0})
 - machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(uname -r)
 - versions: nodecache $("$NODECACHE" version 2>/dev/null | head -1 || echo "?"), CoreDNS $COREDNS_VERSION,
   $(unbound -V 2>/dev/null | sed -n 's/^Version /Unbound /p'), $(nsd -v 2>&1 | head -1), $(dnsperf -h 2>&1 | sed -n 's/^Version /dnsperf /p')

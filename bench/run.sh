@@ -14,6 +14,8 @@
 #   BENCH_BIGZONE=0      skip the memory rows on the 10,000-service cluster (and
 #                        loading its 9,000 more services into the API server)
 #   BENCH_KEEP=1         keep the work directory (logs, configs, profiles)
+#   BENCH_LOADBALANCE=1  run every nodecache with --loadbalance (A/AAAA shuffled in each answer), for
+#                        the on/off comparison: run once with and once without, same machine and sitting
 #   NODECACHE_BENCH_CACHE  where CoreDNS is built (default ~/.cache/nodecache-bench)
 #   COREDNS_VERSION      default v1.15.0
 set -euo pipefail

@@ -54,6 +54,7 @@ func upstreamConfig(cfg *Config, localAddrs []netip.AddrPort, tap upstream.Tap) 
 	maps.Copy(tlsNames, ups.TLSNames)
 	fcfg := upstream.Config{
 		Servers: ups.Addrs, StubDomains: stubs.servers, StubOptions: stubs.opts, Policy: cfg.UpstreamPolicy,
+		ForceTCP:   cfg.UpstreamForceTCP,
 		TryTimeout: cfg.UpstreamTimeout, Deadline: cfg.UpstreamDeadline,
 		MaxInFlight: cfg.MaxUpstreamInFlight, LocalAddrs: localAddrs, Tap: tap,
 		TLS: upstream.TLSConfigs(tlsNames, roots),
@@ -194,7 +195,8 @@ func serverConfig(cfg *Config, addrs []netip.AddrPort, stubDomains []string) ser
 		Addrs: addrs, MaxTCPConns: cfg.MaxTCPConns, TCPIdleTimeout: cfg.TCPIdleTimeout,
 		MaxTCPConnsPerClient: cfg.MaxTCPConnsPerClient, MaxInFlightPerClient: cfg.MaxInFlightPerClient,
 		Domain: cfg.ClusterDomain, StubDomains: stubDomains, Autopath: autopathOn(cfg), AutopathSearch: hostSearch(cfg),
-		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst,
+		ClientQPS: cfg.ClientQPSLimit, ClientBurst: cfg.ClientBurst, LoadBalance: cfg.LoadBalance,
+		SuppressAAAA: cfg.SuppressAAAA,
 	}
 }
 

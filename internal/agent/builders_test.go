@@ -65,9 +65,13 @@ func TestUpstreamConfig(t *testing.T) {
 	t.Run("flags", func(t *testing.T) {
 		c, stubs, err := upstreamConfig(mustConfig(t, "--upstream", "tls://9.9.9.9#dns.quad9.net",
 			"--upstream-policy", "sequential", "--upstream-timeout", "1s", "--upstream-deadline", "3s",
-			"--max-upstream-inflight", "50", "--stub-domain", "Corp.Example=10.1.1.1 force-tcp max-ttl=30s"), local, nil)
+			"--max-upstream-inflight", "50", "--stub-domain", "Corp.Example=10.1.1.1 force-tcp max-ttl=30s",
+			"--upstream-force-tcp"), local, nil)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if !c.ForceTCP {
+			t.Errorf("--upstream-force-tcp: got ForceTCP false, want true")
 		}
 		if !reflect.DeepEqual(c.Servers, []netip.AddrPort{addr("9.9.9.9:853")}) || c.TLS[addr("9.9.9.9:853")].ServerName != "dns.quad9.net" {
 			t.Errorf("servers: got %v with TLS %v, want 9.9.9.9:853 verified as dns.quad9.net", c.Servers, c.TLS)
@@ -181,11 +185,13 @@ func TestServerConfig(t *testing.T) {
 	addrs := []netip.AddrPort{addr("127.0.0.5:53")}
 	got := serverConfig(mustConfig(t, "--upstream", resolv, "--cluster-domain", "k8s.example",
 		"--max-tcp-conns", "7", "--tcp-idle-timeout", "3s", "--max-tcp-conns-per-client", "2",
-		"--max-inflight-per-client", "3", "--autopath", "--watch-pods", "--client-qps-limit", "50", "--client-burst", "9"),
+		"--max-inflight-per-client", "3", "--autopath", "--watch-pods", "--client-qps-limit", "50", "--client-burst", "9",
+		"--loadbalance", "--suppress-aaaa", "k8s.example,corp.example"),
 		addrs, []string{"corp.example."})
 	want := server.Config{Addrs: addrs, MaxTCPConns: 7, TCPIdleTimeout: 3 * time.Second, MaxTCPConnsPerClient: 2,
 		MaxInFlightPerClient: 3, Domain: "k8s.example", StubDomains: []string{"corp.example."}, Autopath: true,
-		AutopathSearch: []string{"corp.example", "lab.example"}, ClientQPS: 50, ClientBurst: 9}
+		AutopathSearch: []string{"corp.example", "lab.example"}, ClientQPS: 50, ClientBurst: 9,
+		LoadBalance: true, SuppressAAAA: []string{"k8s.example", "corp.example"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

@@ -56,6 +56,7 @@ type Config struct {
 	Prefetch       bool
 
 	UpstreamPolicy       upstream.Policy
+	UpstreamForceTCP     bool
 	UpstreamTLSCA        string
 	UpstreamTimeout      time.Duration
 	UpstreamDeadline     time.Duration
@@ -73,6 +74,8 @@ type Config struct {
 
 	Autopath       bool
 	WatchPods      bool // see podaccess.go
+	LoadBalance    bool
+	SuppressAAAA   []string
 	ClientQPSLimit float64
 	ClientBurst    int
 

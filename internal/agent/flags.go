@@ -54,6 +54,7 @@ func NewFlagSet(c *Config) *flag.FlagSet {
 
 	fs.StringVar(&c.UpstreamTLSCA, "upstream-tls-ca", "", "PEM file of the CAs that verify DNS over TLS upstreams (tls://IP[:853][#NAME] in --upstream and --stub-domain); default the system's")
 	fs.StringVar((*string)(&c.UpstreamPolicy), "upstream-policy", string(upstream.PolicyRandom), "upstream choice: random, sequential or round_robin")
+	fs.BoolVar(&c.UpstreamForceTCP, "upstream-force-tcp", false, "send every query to the default upstreams over TCP (CoreDNS forward's force_tcp); false: UDP first, TCP after a truncated reply (prefer_udp). Stub domains have their own force-tcp")
 	durationVar(fs, &c.UpstreamTimeout, "upstream-timeout", upstream.DefaultTryTimeout, "timeout of one upstream try")
 	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", upstream.DefaultDeadline, "overall deadline of a forwarded query")
 	fs.IntVar(&c.MaxUpstreamInFlight, "max-upstream-inflight", upstream.DefaultMaxInFlight, "cap on queries in flight upstream; beyond it REFUSED")
@@ -68,6 +69,8 @@ func NewFlagSet(c *Config) *flag.FlagSet {
 	fs.BoolVar(&c.StaticNoReverse, "static-no-reverse", false, "do not answer PTR queries for the IPs of static records")
 	fs.Var(&c.RewriteNames, "rewrite-name", "\"[exact|suffix] FROM TO [answer auto]\": answer FROM with what TO resolves to (repeatable)")
 	fs.BoolVar(&c.Autopath, "autopath", false, "answer a pod's first search-path query for its whole search path (ends the ndots:5 storm; needs --watch-pods)")
+	fs.BoolVar(&c.LoadBalance, "loadbalance", false, "shuffle the A and AAAA records of every answer, cached, cluster zone (headless Services) and upstream alike, as CoreDNS's loadbalance does, so clients that take the first address spread over all of them")
+	fs.Var(commaListFlag{&c.SuppressAAAA}, "suppress-aaaa", "comma list of domains whose AAAA queries are answered NOERROR with no records (no IPv6 addresses), \".\" for every name; the node-local-dns chart's noIPv6Lookups is \".\" (default: none)")
 	fs.Float64Var(&c.ClientQPSLimit, "client-qps-limit", 0, "per-client-IP query rate limit; beyond it REFUSED (0: no limit)")
 	fs.IntVar(&c.ClientBurst, "client-burst", 0, "burst of --client-qps-limit (default: the limit, at least 1)")
 	fs.StringVar(&c.Dnstap, "dnstap", "", "send dnstap messages (client and upstream queries and replies) to unix:///PATH or tcp://HOST:PORT (clear text: keep it on the node)")

@@ -35,7 +35,7 @@ import (
 // liveFields are the Config fields a reload applies.
 var liveFields = map[string]bool{ //nolint:gochecknoglobals // constant set
 	"Upstream": true, "StubDomains": true, "KubeDNSConfig": true, "UpstreamPolicy": true,
-	"UpstreamTimeout": true, "UpstreamDeadline": true, "MaxUpstreamInFlight": true,
+	"UpstreamTimeout": true, "UpstreamForceTCP": true, "UpstreamDeadline": true, "MaxUpstreamInFlight": true,
 	"StaticRecords": true, "StaticFiles": true, "StaticTTL": true, "StaticNoReverse": true,
 	"RewriteNames": true, "UpstreamTLSCA": true, "MaxTTL": true, "MaxNegativeTTL": true, "ConfigCheckInterval": true,
 }

@@ -48,12 +48,15 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, 
 	if rcode, refuse := s.refuse(q); refuse {
 		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: wire.SourceLocal}, true
 	}
+	if s.suppressed(q) {
+		return appendNoData(out, pkt, q), Result{Rcode: dns.RcodeSuccess, Source: wire.SourceLocal}, true
+	}
 	if q.Type == dns.TypeANY {
 		return nil, Result{}, false // RFC 8482 answer is built on the slow path
 	}
 	if s.zoneOwns(q.LowerName()) {
 		if p, ok := s.memo.get(q, s.zone.Generation()); ok && (p.Rcode() != dns.RcodeNameError || s.pods == nil) {
-			return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: p.Rcode(), Source: wire.SourceZone}, true
+			return p.AppendReply(out, q, s.mode(wire.TTLMode{}), maxSize), Result{Rcode: p.Rcode(), Source: wire.SourceZone}, true
 		}
 		if s.zone == nil || hasWireSuffix(q.LowerName(), s.domainWire) || s.zone.InZone(keyName(q)) {
 			return nil, Result{}, false
@@ -61,7 +64,7 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, 
 		// A reverse name the zone does not own: the cache may answer it.
 	}
 	if p, mode, ok := s.resolver.Lookup(q, now); ok {
-		return p.AppendReply(out, q, mode, maxSize), Result{Rcode: p.Rcode(), Source: wire.SourceCache}, true
+		return p.AppendReply(out, q, s.mode(mode), maxSize), Result{Rcode: p.Rcode(), Source: wire.SourceCache}, true
 	}
 	return nil, Result{}, false
 }
@@ -93,7 +96,7 @@ func (s *Server) slow(ctx context.Context, by time.Time, pkt []byte, q *wire.Que
 		s.logRated("upstream", "answering from upstream failed", "name", keyName(q), logkey.Err, err)
 		return wire.AppendError(out, pkt, q, rcode), Result{Rcode: rcode, Source: wire.SourceUpstream}
 	}
-	return res.Packed.AppendReply(out, q, res.Mode, maxSize), Result{Rcode: res.Packed.Rcode(), Source: res.Source, Server: res.Server}
+	return res.Packed.AppendReply(out, q, s.mode(res.Mode), maxSize), Result{Rcode: res.Packed.Rcode(), Source: res.Source, Server: res.Server}
 }
 
 // validationError maps a parse error to its reply. ErrNoReply never gets here
@@ -152,7 +155,7 @@ func (s *Server) packAndAppend(m *dns.Msg, q *wire.Query, out []byte, maxSize in
 		s.logRated("pack", "packing reply failed", logkey.Err, err)
 		return wire.AppendError(out, nil, &wire.Query{ID: q.ID, Flags: q.Flags}, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: res.Source}
 	}
-	return p.AppendReply(out, q, wire.TTLMode{}, maxSize), res
+	return p.AppendReply(out, q, s.mode(wire.TTLMode{}), maxSize), res
 }
 
 func keyName(q *wire.Query) string {
@@ -161,4 +164,10 @@ func keyName(q *wire.Query) string {
 		return "?"
 	}
 	return name
+}
+
+// mode is m with the address shuffle Config.LoadBalance asks for.
+func (s *Server) mode(m wire.TTLMode) wire.TTLMode {
+	m.Shuffle = s.cfg.LoadBalance
+	return m
 }

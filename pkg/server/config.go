@@ -4,7 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"time"
+
+	"github.com/miekg/dns"
 )
 
 // Config configures a Server. The zero value of every field but Addrs means
@@ -54,6 +57,14 @@ type Config struct {
 	// AutopathSearch is the node's own search list, which ClusterFirst pods
 	// inherit after the cluster's three. Default none.
 	AutopathSearch []string
+	// LoadBalance shuffles the A and AAAA records of every NOERROR answer
+	// (cluster zone, cache, upstream and local alike), as CoreDNS's
+	// loadbalance plugin does, so that clients which take the first address
+	// spread over all of them. Default off: answers keep their order.
+	LoadBalance bool
+	// SuppressAAAA lists the domains whose AAAA queries are answered
+	// NOERROR with no records (nodata.go); "." is every name. Default none.
+	SuppressAAAA []string
 	// ClientQPS, when positive, limits each client IP to this many queries a
 	// second (burst ClientBurst); beyond it queries are answered REFUSED.
 	// Default 0: no limit.
@@ -112,6 +123,11 @@ func (c *Config) Validate() error {
 		return errors.New("per-client query limit must not be negative")
 	case c.MaxUDPSize != 0 && (c.MaxUDPSize < 512 || c.MaxUDPSize > 65535):
 		return fmt.Errorf("max UDP size %d: want 512 to 65535", c.MaxUDPSize)
+	}
+	for _, d := range c.SuppressAAAA {
+		if _, ok := dns.IsDomainName(d); !ok || d == "" || strings.ContainsAny(d, " ,\\") {
+			return fmt.Errorf("--suppress-aaaa %q is not a domain name (\".\" for every name)", d)
+		}
 	}
 	return nil
 }

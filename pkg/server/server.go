@@ -54,6 +54,7 @@ type Server struct {
 	limiter    *clientLimiter // nil: no per-client limit
 	domainWire []byte
 	cuts       atomic.Pointer[stubCuts] // stub domains more specific than the zone; nil: none
+	noAAAA     suppressSet              // AAAA queries answered NODATA; read-only
 	memo       *zoneMemo
 	metrics    *metrics
 	inflight   *semaphore.Weighted
@@ -117,6 +118,10 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 	if err != nil {
 		return nil, err
 	}
+	noAAAA, err := newSuppressSet(cfg.SuppressAAAA)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var limiter *clientLimiter
 	if cfg.ClientQPS > 0 {
@@ -129,7 +134,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 	s := &Server{
 		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer, tap: deps.Tap,
 		pods: pods, limiter: limiter,
-		domainWire:   dw[:n],
+		domainWire: dw[:n], noAAAA: noAAAA,
 		memo:         newZoneMemo(100_000),
 		metrics:      m,
 		inflight:     semaphore.NewWeighted(int64(cfg.MaxInFlight)),

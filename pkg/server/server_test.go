@@ -412,7 +412,15 @@ func TestHasWireSuffix(t *testing.T) {
 }
 
 func benchFast(b *testing.B, f *fakeResolver, z Zone, name string) {
-	s, err := New(Config{Addrs: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}}, Deps{Zone: z, Resolver: f},
+	b.Helper()
+	benchFastCfg(b, Config{}, f, z, name)
+}
+
+// benchFastCfg is benchFast for a server of cfg (its Addrs set here).
+func benchFastCfg(b *testing.B, cfg Config, f *fakeResolver, z Zone, name string) {
+	b.Helper()
+	cfg.Addrs = []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}
+	s, err := New(cfg, Deps{Zone: z, Resolver: f},
 		prometheus.NewRegistry(), slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		b.Fatal(err)

@@ -96,7 +96,7 @@ func (s *Server) answerZone(ctx context.Context, by time.Time, pkt []byte, q *wi
 	if za.Rcode != dns.RcodeServerFailure { // pre-sync SERVFAILs must not stick
 		s.memo.put(q, gen, p)
 	}
-	return p.AppendReply(out, q, wire.TTLMode{}, maxSize), Result{Rcode: za.Rcode, Source: wire.SourceZone}, true
+	return p.AppendReply(out, q, s.mode(wire.TTLMode{}), maxSize), Result{Rcode: za.Rcode, Source: wire.SourceZone}, true
 }
 
 func zoneMsg(q *wire.Query, za ZoneAnswer) *dns.Msg {

@@ -76,6 +76,12 @@ type Config struct {
 	// timeout, in-flight cap), keyed like StubDomains; every key must be a
 	// stub domain. Nil means none.
 	StubOptions map[string]StubOptions
+	// ForceTCP sends every query to the default servers over TCP (pooled
+	// connections), never UDP, and probes them over TCP when down:
+	// CoreDNS forward's force_tcp. False: UDP first, TCP after a truncated
+	// reply, whatever protocol the client used (prefer_udp). Stub domains
+	// have their own (StubOptions.ForceTCP); this does not reach them.
+	ForceTCP bool
 	// Policy orders the servers of a set: PolicySequential, PolicyRandom
 	// ("" selects it) or PolicyRoundRobin.
 	Policy Policy

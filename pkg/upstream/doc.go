@@ -53,7 +53,9 @@
 // REFUSED. When no server answers before the deadline it returns
 // ErrNoAnswer wrapping the last *AttemptError (SERVFAIL at the edge).
 //
-// A stub domain may carry its own settings (Config.StubOptions, parsed by
+// Config.ForceTCP sends the default servers' queries over TCP alone
+// (CoreDNS's force_tcp), and probes them over TCP when down, as it does for
+// a stub domain's force-tcp servers. A stub domain may carry its own settings (Config.StubOptions, parsed by
 // ParseStub): a policy, TCP only (force-tcp), a per-try timeout and
 // an in-flight cap of its own, within the Forwarder's. Servers listed in
 // Config.TLS are reached over DNS over TLS (RFC 7858): the same pooled

@@ -104,6 +104,7 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 		return ss
 	}
 	f.def = newSet(cfg.Servers)
+	f.def.opts.ForceTCP = cfg.ForceTCP
 	for _, domain := range sortedDomains(cfg.StubDomains) {
 		name, err := wireName(domain)
 		if err != nil {
@@ -112,6 +113,10 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 		ss := newSet(cfg.StubDomains[domain])
 		ss.setOptions(cfg.StubOptions[domain])
 		f.stubs[name] = ss
+	}
+	f.def.markTCPProbe()
+	for _, ss := range f.stubs {
+		ss.markTCPProbe()
 	}
 	f.ctx, f.cancel = context.WithCancel(context.Background())
 	f.wg.Add(1)

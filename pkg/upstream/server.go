@@ -31,6 +31,9 @@ type server struct {
 	maxUses int            // queries per pooled UDP socket (udpMaxUses)
 	m       serverMetrics
 	cm      *upstreamSeries // the CoreDNS-compatible series
+	// tcpProbe probes the server over TCP when down: it is in a set that
+	// sends over TCP only. Written by newForwarder before any goroutine.
+	tcpProbe bool
 
 	fails    atomic.Int64 // consecutive failed attempts
 	down     atomic.Bool  // marked down after FailThreshold fails
@@ -228,7 +231,8 @@ func (f *Forwarder) probeLoop(s *server) {
 	}
 }
 
-// probe sends one ". NS" query to s over UDP. Any valid reply, whatever
+// probe sends one ". NS" query to s over UDP (TCP for a DNS over TLS or
+// TCP-only server). Any valid reply, whatever
 // its rcode, brings the server back up.
 func (f *Forwarder) probe(s *server) error {
 	q := dns.Question{Name: ".", Qtype: dns.TypeNS, Qclass: dns.ClassINET}
@@ -237,7 +241,7 @@ func (f *Forwarder) probe(s *server) error {
 		return err
 	}
 	start := time.Now()
-	if s.tls != nil { // a DNS over TLS server answers no UDP
+	if s.tls != nil || s.tcpProbe { // a DNS over TLS server answers no UDP; a force-tcp one may not
 		_, err = f.tryTCP(f.ctx, s, req, start.Add(f.cfg.TryTimeout))
 	} else {
 		_, _, err = f.tryUDP(f.ctx, s, req, start.Add(f.cfg.TryTimeout), true)

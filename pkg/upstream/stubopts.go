@@ -58,3 +58,11 @@ func (ss *serverSet) tryTimeout(def time.Duration) time.Duration {
 	}
 	return def
 }
+
+// markTCPProbe makes the servers of a TCP-only set probed over TCP when
+// down: a server asked only over TCP may answer no UDP at all.
+func (ss *serverSet) markTCPProbe() {
+	for _, s := range ss.servers {
+		s.tcpProbe = s.tcpProbe || ss.opts.ForceTCP
+	}
+}

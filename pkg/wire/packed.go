@@ -182,18 +182,24 @@ func (p *Packed) Msg() (*dns.Msg, error) {
 	return m, nil
 }
 
-// TTLMode says how AppendReply rewrites TTLs.
+// TTLMode says how AppendReply rewrites the stored reply: its TTLs, and
+// the order of its address records.
 type TTLMode struct {
 	// Elapsed is subtracted from every TTL (floored at 0).
 	Elapsed uint32
 	// Fixed, when non-zero, replaces every TTL (serve-stale answers).
 	Fixed uint32
+	// Shuffle puts the A and AAAA records of each RRset of a NOERROR reply
+	// in a fresh random order (shuffle.go), as CoreDNS's loadbalance does.
+	// The server edge sets it; the cache and the zone leave it false.
+	Shuffle bool
 }
 
 // AppendReply appends to dst the reply for q: the stored bytes with q's ID,
 // flags fitted to q (RD and CD echoed, AD always clear: nodecache validates
 // nothing, and an upstream's AD crossed an unauthenticated hop; see
-// docs/hardening.md), q's own spelling of the name, TTLs rewritten per mode, an
+// docs/hardening.md), q's own spelling of the name, TTLs rewritten (and
+// address records shuffled) per mode, an
 // OPT record when q had one, and truncation (TC, the whole records that fit)
 // when the result is larger than maxSize. It does not allocate when dst has
 // room.
@@ -217,6 +223,9 @@ func (p *Packed) AppendReply(dst []byte, q *Query, mode TTLMode, maxSize int) []
 			ttl -= min(ttl, mode.Elapsed)
 		}
 		binary.BigEndian.PutUint32(out[o:], ttl)
+	}
+	if mode.Shuffle {
+		shuffleAddrs(out, int(p.qEnd), offs)
 	}
 	if q.EDNS {
 		dst = appendOPT(dst, start, q.DO, 0)
