@@ -162,14 +162,19 @@ var upstreamRecords = []string{
 	"www.example.com. 300 IN AAAA 2001:db8::10",
 	"alias.example.com. 300 IN CNAME www.example.com.",
 	"txt.example.com. 300 IN TXT \"nodecache e2e\"",
+	"lb.example.com. 300 IN A 192.0.2.21",
+	"lb.example.com. 300 IN A 192.0.2.22",
+	"lb.example.com. 300 IN A 192.0.2.23",
+	"lb.example.com. 300 IN A 192.0.2.24",
 }
 
 // dnsUpstream is an authoritative miekg/dns server for upstreamZone on UDP
 // and TCP of one address inside a netns, with its own handler (never the
 // global mux). It counts the queries it receives.
 type dnsUpstream struct {
-	Addr    string // ip:port, valid inside the netns it was started in
-	Queries atomic.Int64
+	Addr       string // ip:port, valid inside the netns it was started in
+	Queries    atomic.Int64
+	TCPQueries atomic.Int64 // of Queries, those that came over TCP
 
 	rrs     map[string][]dns.RR // lowercased owner name → records
 	servers []*dns.Server
@@ -236,6 +241,9 @@ func startUpstream(t testing.TB, ns *netNS, ip string) *dnsUpstream {
 
 func (u *dnsUpstream) serveDNS(w dns.ResponseWriter, r *dns.Msg) {
 	u.Queries.Add(1)
+	if w.LocalAddr().Network() == "tcp" {
+		u.TCPQueries.Add(1)
+	}
 	m := new(dns.Msg)
 	m.SetReply(r)
 	if len(r.Question) != 1 {

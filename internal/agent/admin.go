@@ -193,6 +193,8 @@ func (a *Agent) status() adminapi.Status {
 			"accept-interfaces": commaListFlag{&a.cfg.AcceptInterfaces}.String(),
 			"accept-sources":    prefixListFlag{&a.cfg.AcceptSources}.String(),
 			"watch-pods":        strconv.FormatBool(a.cfg.WatchPods),
+			"loadbalance":       strconv.FormatBool(a.cfg.LoadBalance),
+			"suppress-aaaa":     commaListFlag{&a.cfg.SuppressAAAA}.String(),
 		},
 	}
 	for _, ad := range a.addrs {

@@ -177,15 +177,15 @@ func labelled(cm *corev1.ConfigMap, k, v string) *corev1.ConfigMap {
 func TestMigrateAcceptAndOutput(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "config.yaml")
 	var stdout, stderr bytes.Buffer
-	err := runMigrate(context.Background(), []string{"--corefile", "testdata/migrate/kubeadm/Corefile", "-o", out, "--accept-unsupported"},
+	err := runMigrate(context.Background(), []string{"--corefile", "testdata/migrate/unsupported-mix/Corefile", "-o", out, "--accept-unsupported"},
 		migrateEnv{stdout: &stdout, stderr: &stderr, client: noCluster})
 	if err != nil {
 		t.Fatalf("got %v, want exit 0 with --accept-unsupported", err)
 	}
-	if !strings.Contains(stderr.String(), "not reproduced: Corefile:22 loadbalance") {
-		t.Errorf("got stderr %q, want the loadbalance line", stderr.String())
+	if !strings.Contains(stderr.String(), "not reproduced: Corefile:18 keepttl") {
+		t.Errorf("got stderr %q, want the keepttl line", stderr.String())
 	}
-	want, _ := os.ReadFile("testdata/migrate/kubeadm/want.yaml")
+	want, _ := os.ReadFile("testdata/migrate/unsupported-mix/want.yaml")
 	got, err := os.ReadFile(out)
 	if err != nil || string(got) != string(want) || stdout.Len() != 0 {
 		t.Errorf("got file %q (%v) and stdout %q, want the golden config in the file only", got, err, stdout.String())

@@ -15,8 +15,9 @@ import (
 // applies to them unless nodecache's own config reproduces it.
 
 // kubeadmDirectives are the plugins of kubeadm's default Corefile.
-// loadbalance is kubeadm's too, but not listed: nodecache does not shuffle
-// answers, so pods that take the first address lose what it did.
+// loadbalance is kubeadm's too, but not listed: nodecache shuffles answers
+// only with its loadbalance setting (settingFor), so without it pods that
+// take the first address lose what it did.
 var kubeadmDirectives = []string{"errors", "health", "ready", "kubernetes", "prometheus", "forward", "cache", "loop", "reload"} //nolint:gochecknoglobals // constant list
 
 // checkCoreDNS warns of each customisation of the coredns Corefile.
@@ -56,11 +57,16 @@ func (e *Env) checkCoreDNS(ctx context.Context) []Finding {
 	}
 	var out []Finding
 	for _, c := range customisations(cf) {
+		if key, ok := settingFor[c.Name]; ok && e.st != nil && e.st.Config[key] == "true" {
+			continue // the running agent reproduces it
+		}
 		detail := fmt.Sprintf("coredns:%d %s: pods using nodecache bypass it", c.Line, c.String())
 		fix := "run `nodecache migrate --from-cluster` and merge what it writes into nodecache's ConfigMap"
 		if why := lost[c.Line]; why != "" {
 			detail += "; nodecache cannot reproduce it: " + why
 			fix = "keep these names on CoreDNS (a stub domain pointing at it), or accept the change"
+		} else if key, ok := settingFor[c.Name]; ok {
+			fix = fmt.Sprintf("set %s: true in nodecache's config (nodecache migrate --from-cluster writes it)", key)
 		}
 		out = append(out, Finding{Check: check, Severity: Warn, Detail: detail, Fix: fix})
 	}
@@ -69,6 +75,11 @@ func (e *Env) checkCoreDNS(ctx context.Context) []Finding {
 	}
 	return out
 }
+
+// settingFor maps the plugins that a boolean setting of nodecache
+// reproduces whole to that setting: with it "true" in the agent's status
+// the directive is not bypassed.
+var settingFor = map[string]string{"loadbalance": "loadbalance"} //nolint:gochecknoglobals // constant map
 
 // customisations are the directives of a Corefile beyond kubeadm's
 // defaults: other plugins, forward to other than /etc/resolv.conf, and

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nodecache/nodecache/internal/adminapi"
 	"github.com/nodecache/nodecache/pkg/corefile"
 )
 
@@ -27,9 +28,10 @@ func TestDoctorCoreDNS(t *testing.T) {
 		lost    []string // what Env.Unsupported reports
 		want    []string // severity and a piece of the detail, per finding
 	}{
-		// kubeadm's loadbalance is lost: nodecache does not shuffle answers.
-		{"kubeadm", read("kubeadm"), []string{"coredns:22 loadbalance: A and AAAA records are not shuffled"},
-			[]string{"WARN coredns:22 loadbalance: pods using nodecache bypass it; nodecache cannot reproduce it: A and AAAA records are not shuffled"}},
+		// kubeadm's loadbalance: bypassed unless the agent runs with
+		// loadbalance (then nothing of kubeadm's is).
+		{"kubeadm", read("kubeadm"), nil, []string{"WARN coredns:22 loadbalance: pods using nodecache bypass it"}},
+		{"kubeadm, agent with loadbalance", read("kubeadm"), nil, []string{"OK only kubeadm's defaults"}},
 		{"only defaults", func(context.Context) (string, error) {
 			return ".:53 {\n errors\n forward . /etc/resolv.conf\n cache 30\n}\n", nil
 		}, nil, []string{"OK only kubeadm's defaults"}},
@@ -47,6 +49,9 @@ func TestDoctorCoreDNS(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := fakeNode{}.env(t)
+			if strings.Contains(tt.name, "agent with loadbalance") {
+				e.st = &adminapi.Status{Config: map[string]string{"loadbalance": "true"}}
+			}
 			e.CoreDNS = tt.coreDNS
 			e.Unsupported = func(_ *corefile.Corefile, domain string) ([]string, error) {
 				if domain != "cluster.local" {

@@ -3,7 +3,8 @@
 // of `nodecache run`, each setting commented with the directive it
 // reproduces, notes on what behaves the same without a setting, and the
 // list of what it cannot reproduce. One function per plugin (plugins.go,
-// forward.go, local.go) fills a Migration (out.go); Translate
+// forward.go, local.go, shaping.go: loadbalance and the AAAA template)
+// fills a Migration (out.go); Translate
 // (translate.go) drives them block by block. zones.go finds the cluster
 // domain and reads server keys, pillars.go checks node-local-dns's
 // variables, ttl.go sets the TTL caps that depend on every block, and

@@ -112,9 +112,8 @@ func (t *translator) rootForward(w string, to forwardTargets) {
 
 func (t *translator) stubForward(b *blockCtx, zone, w string, to forwardTargets) {
 	if dns.IsSubDomain(t.clusterDomain, zone) {
-		t.m.unsupport(w, fmt.Sprintf("names under %s get the cluster zone's answers (NXDOMAIN for what it does not hold), not %s's: nodecache answers every name under %s from the cluster zone, before any stub domain",
-			strings.TrimSuffix(zone, "."), strings.Join(append(to.servers, to.paths...), " "), strings.TrimSuffix(t.clusterDomain, ".")))
-		return
+		t.m.note(w, fmt.Sprintf("names under %s go to this stub domain's servers, not to the cluster zone: the most specific zone wins, in nodecache as in CoreDNS",
+			strings.TrimSuffix(zone, ".")))
 	}
 	if len(to.paths) > 0 {
 		t.m.unsupport(w, fmt.Sprintf("a stub domain takes servers, not a resolv.conf: names under %s go to the default upstreams", zone))
@@ -184,12 +183,19 @@ func (t *translator) forwardOptions(zone string, d *corefile.Directive) error {
 			}
 		case "force_tcp":
 			if root {
-				t.m.unsupport(w, "queries to the default upstreams go over UDP first, and over TCP only after a truncated reply")
+				t.m.set("upstream-force-tcp", "true", w)
 			} else if stub != nil {
 				stub.option("force-tcp", w)
 			}
 		case "prefer_udp":
-			t.m.note(w, "nodecache always sends UDP first and retries over TCP after a truncated reply")
+			switch {
+			case d.Option("force_tcp") != nil:
+				t.m.note(w, "force_tcp wins over prefer_udp, in nodecache as in CoreDNS")
+			case root:
+				t.m.set("upstream-force-tcp", "false", w+" (UDP first whatever the client used, TCP after a truncated reply)")
+			default:
+				t.m.note(w, "a stub domain's servers are asked over UDP first, and over TCP after a truncated reply")
+			}
 		case "expire":
 			t.m.note(w, "nodecache closes idle upstream TCP connections after 10s")
 		case "max_fails", "health_check":

@@ -20,12 +20,6 @@ func directiveHandlers() map[string]directiveHandler {
 			return nil
 		}
 	}
-	lost := func(msg string) directiveHandler {
-		return func(t *translator, _ *blockCtx, d *corefile.Directive) error {
-			t.m.unsupport(where(t.file, d), msg)
-			return nil
-		}
-	}
 	return map[string]directiveHandler{
 		"forward":     (*translator).forward,
 		"cache":       (*translator).cache,
@@ -45,7 +39,7 @@ func directiveHandlers() map[string]directiveHandler {
 		"cancel":      noted("every query has a deadline (--upstream-deadline)"),
 		"debug":       noted("no effect on answers"),
 		"log":         (*translator).log,
-		"loadbalance": lost("A and AAAA records are not shuffled: every answer keeps one order (sorted for headless Services), so clients that take the first address all go to the same endpoint"),
+		"loadbalance": (*translator).loadbalance,
 		"hosts":       (*translator).hosts,
 		"rewrite":     (*translator).rewrite,
 	}
@@ -157,6 +151,9 @@ func (t *translator) kubernetes(b *blockCtx, d *corefile.Directive) error {
 				return fmt.Errorf("line %d: pods wants insecure, verified or disabled", o.Line)
 			}
 			t.m.set("pods", o.Args[0], ow)
+			if o.Args[0] == "verified" {
+				t.m.set("watch-pods", "true", ow+" (verified pod records need every pod: give the DaemonSet the pod-access grant, deploy/overlays/pod-access)")
+			}
 		case "ttl":
 			ttl, err := seconds(strings.Join(o.Args, " "))
 			if err != nil {
@@ -178,6 +175,7 @@ func (t *translator) autopath(_ *blockCtx, d *corefile.Directive) error {
 	w := where(t.file, d)
 	if len(d.Args) == 1 && d.Args[0] == "@kubernetes" {
 		t.m.set("autopath", "true", w)
+		t.m.set("watch-pods", "true", w+" (autopath needs the node's pods: give the DaemonSet the pod-access grant, deploy/overlays/pod-access)")
 		return nil
 	}
 	t.m.unsupport(w, "autopath from a resolv.conf or another plugin is not reproduced: pods walk their search path themselves")
@@ -205,20 +203,5 @@ func (t *translator) log(_ *blockCtx, d *corefile.Directive) error {
 	if names := d.Args; len(names) > 1 || len(names) == 1 && names[0] != "." {
 		t.m.set("query-log-suffix", strings.Join(names, ","), w)
 	}
-	return nil
-}
-
-// template translates the one template the stock Corefiles hold, the
-// node-local-dns chart's noIPv6Lookups: `template IN AAAA [ZONES] {
-// rcode NOERROR }`, AAAA suppression. Any other template is lost too.
-func (t *translator) template(_ *blockCtx, d *corefile.Directive) error {
-	w := where(t.file, d)
-	aaaaOnly := len(d.Args) >= 2 && strings.EqualFold(d.Args[0], "IN") && strings.EqualFold(d.Args[1], "AAAA") &&
-		len(d.Options) == 1 && d.Options[0].Name == "rcode" && d.Options[0].String() == "rcode NOERROR"
-	if aaaaOnly {
-		t.m.unsupport(w, "AAAA suppression is lost: CoreDNS answered every AAAA query with NODATA; nodecache answers AAAA like any query, so pods get IPv6 addresses (and try them first where the node has no IPv6 route)")
-		return nil
-	}
-	t.m.unsupport(w, "the template plugin has no nodecache equivalent: the names it synthesised get the upstreams' answers")
 	return nil
 }

@@ -43,8 +43,9 @@ func translateText(t *testing.T, src string) translated {
 }
 
 // TestStockMistranslations: the shapes of stock Corefiles that migrate
-// got wrong (#25). Each case failed on the code before its fix, but
-// force_tcp, which was already reported (the agent has no setting yet).
+// got wrong (#25). Each case failed on the code before its fix (force_tcp,
+// noIPv6Lookups, loadbalance and the stub zone under the cluster domain
+// were reported as lost until the agent had their settings).
 func TestStockMistranslations(t *testing.T) {
 	tests := []struct {
 		name, src string
@@ -84,21 +85,46 @@ func TestStockMistranslations(t *testing.T) {
 			func(t *testing.T, got translated) { wantKey(t, got, "stale-max-age", "0s") }},
 		{"force_tcp to the default upstreams", ".:53 {\n forward . 192.0.2.1 {\n  force_tcp\n }\n}\n",
 			func(t *testing.T, got translated) {
-				has(t, got.unsupported, "Corefile:3 force_tcp: queries to the default upstreams go over UDP first")
+				wantKey(t, got, "upstream-force-tcp", true)
+				noLoss(t, got)
+			}},
+		{"prefer_udp to the default upstreams", ".:53 {\n forward . 192.0.2.1 {\n  prefer_udp\n }\n}\n",
+			func(t *testing.T, got translated) { wantKey(t, got, "upstream-force-tcp", false) }},
+		{"loadbalance (kubeadm, EKS)", ".:53 {\n kubernetes cluster.local in-addr.arpa ip6.arpa\n forward . 192.0.2.1\n loadbalance\n}\n",
+			func(t *testing.T, got translated) {
+				wantKey(t, got, "loadbalance", true)
+				noLoss(t, got)
+			}},
+		{"loadbalance weighted", ".:53 {\n forward . 192.0.2.1\n loadbalance weighted /etc/w\n}\n",
+			func(t *testing.T, got translated) {
+				noKey(t, got, "loadbalance")
+				has(t, got.unsupported, "loadbalance weighted is not reproduced")
+			}},
+		{"AAAA suppression in one zone", ".:53 {\n forward . 192.0.2.1\n template IN AAAA example.com {\n  rcode NOERROR\n }\n}\n",
+			func(t *testing.T, got translated) {
+				if s, _ := got.keys["suppress-aaaa"].([]any); len(s) != 1 || s[0] != "example.com" {
+					t.Errorf("suppress-aaaa: got %v, want [example.com]", got.keys["suppress-aaaa"])
+				}
+				noLoss(t, got)
+			}},
+		{"autopath and pods verified need watch-pods", ".:53 {\n kubernetes cluster.local {\n  pods verified\n }\n autopath @kubernetes\n forward . 192.0.2.1\n}\n",
+			func(t *testing.T, got translated) {
+				wantKey(t, got, "watch-pods", true)
+				wantKey(t, got, "autopath", true)
+				has(t, got.text, "deploy/overlays/pod-access")
 			}},
 		{"noIPv6Lookups", "cluster.local:53 {\n forward . __PILLAR__CLUSTER__DNS__\n template IN AAAA {\n  rcode NOERROR\n }\n}\n.:53 {\n forward . 192.0.2.1\n template IN AAAA {\n  rcode NOERROR\n }\n}\n",
 			func(t *testing.T, got translated) {
-				want := "Corefile:3 template IN AAAA (also lines 9): AAAA suppression is lost: CoreDNS answered every AAAA query with NODATA"
-				if !strings.HasPrefix(got.unsupported, want) || strings.Count(got.unsupported, "\n") != 0 {
-					t.Errorf("not reproduced: got %q, want one line starting %q", got.unsupported, want)
-				}
+				wantKey(t, got, "suppress-aaaa", ".")
+				noLoss(t, got)
 			}},
 		{"stub zone under the cluster domain (AKS my.cluster.local)", ".:53 {\n kubernetes cluster.local\n forward . 192.0.2.1\n}\nmy.cluster.local:53 {\n forward . 2.3.4.5\n}\nabc.com:53 {\n forward . 1.2.3.4\n}\n",
 			func(t *testing.T, got translated) {
-				if s, _ := got.keys["stub-domain"].([]any); len(s) != 1 || s[0] != "abc.com=1.2.3.4" {
-					t.Errorf("stub-domain: got %v, want only abc.com=1.2.3.4", got.keys["stub-domain"])
+				if s, _ := got.keys["stub-domain"].([]any); len(s) != 2 || s[0] != "my.cluster.local=2.3.4.5" || s[1] != "abc.com=1.2.3.4" {
+					t.Errorf("stub-domain: got %v, want my.cluster.local=2.3.4.5 and abc.com=1.2.3.4", got.keys["stub-domain"])
 				}
-				has(t, got.unsupported, "names under my.cluster.local get the cluster zone's answers (NXDOMAIN for what it does not hold), not 2.3.4.5's")
+				has(t, got.text, "names under my.cluster.local go to this stub domain's servers, not to the cluster zone")
+				noLoss(t, got)
 			}},
 		{"pprof keeps CoreDNS's loopback", ".:53 {\n pprof 127.0.0.1:6060\n forward . 192.0.2.1\n}\n",
 			func(t *testing.T, got translated) {
@@ -146,6 +172,13 @@ func has(t *testing.T, got, want string) {
 	t.Helper()
 	if !strings.Contains(got, want) {
 		t.Errorf("got\n%s\nwant it to hold %q", got, want)
+	}
+}
+
+func noLoss(t *testing.T, got translated) {
+	t.Helper()
+	if got.unsupported != "" {
+		t.Errorf("not reproduced: got %q, want nothing", got.unsupported)
 	}
 }
 

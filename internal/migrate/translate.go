@@ -38,6 +38,7 @@ type blockCtx struct {
 	hosts        bool
 	hostsTTL     time.Duration
 	hostsTTLFrom string
+	loadbalance  bool // the block shuffles its answers
 }
 
 type translator struct {
@@ -53,6 +54,7 @@ type translator struct {
 	clusterDNS    []string            // the cluster DNS's servers, where a node-local cache names them by IP
 	port          string              // the port the root block serves: 53, or one a Service maps 53 to
 	zoneTTLFrom   string
+	noAAAA        []item // zones whose AAAA queries a template answered NODATA
 }
 
 // Translate turns cf, read from source, into a Migration. It fails only on input CoreDNS

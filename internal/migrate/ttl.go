@@ -46,6 +46,8 @@ func (t *translator) finish() {
 	}
 	t.clusterTTLs()
 	t.staticTTL()
+	t.finishAAAA()
+	t.loadbalanceNote()
 }
 
 // staticTTL sets the TTL of static records: the hosts plugin's, capped by
