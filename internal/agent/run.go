@@ -67,6 +67,8 @@ type Agent struct {
 	kube         kubernetes.Interface // nil without a zone from an API server
 	sup          *supervise.Conn      // the supervisor's control socket; nil when unsupervised
 	journal      *cache.Journal       // the cache journal the supervisor keeps; nil without one
+	jfile        *os.File             // the inherited journal, until startJournal continues it
+	jsize        int64                // where its whole records end
 	httpGuards   sync.Map             // health/metrics address -> *connGuard
 	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
 	// used, for the status; nil when none is refused (downgrade.go).
@@ -119,7 +121,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.runBeside(gctx, g)
-	a.publishServing(gctx, g)
+	a.publishServing()
 	if a.journal != nil {
 		defer a.journal.Close()
 	}
@@ -156,6 +158,7 @@ func (a *Agent) startProbes(ctx context.Context) (stop context.CancelFunc, done 
 // rules, each step only once the one before answers. On an error it stops
 // what it started in g.
 func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
+	restored := a.restoreCache(gctx, g) // while the zone syncs
 	if a.zone != nil {
 		if err := a.startZone(gctx, g); err != nil {
 			return err
@@ -171,6 +174,7 @@ func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 		// once the zone answers, so the switch costs no SERVFAIL.
 		a.waitZoneSynced(ctx, a.cfg.HandoverWait)
 	}
+	waitRestored(restored)
 	if err := a.server.Serve(listeners); err != nil {
 		listeners.Close()
 		return errors.Join(err, a.abort(g))

@@ -27,8 +27,12 @@ import (
 const servingOOMScoreAdj = 500
 
 // journalImportTimeout bounds a restarted process's import of the journal;
-// it serves meanwhile.
-const journalImportTimeout = 30 * time.Second
+// journalImportWait is how long it waits for it, beyond the zone's sync,
+// before it serves (and imports on).
+const (
+	journalImportTimeout = 30 * time.Second
+	journalImportWait    = 250 * time.Millisecond
+)
 
 // inheritedListeners rebuilds the listeners the supervisor kept, nil when
 // there are none (the first serving process).
@@ -49,7 +53,7 @@ func (a *Agent) inheritedListeners() (*server.Listeners, error) {
 
 // publishServing gives the supervisor the listeners and starts the cache
 // journal, once this process serves.
-func (a *Agent) publishServing(ctx context.Context, g interface{ Go(func() error) }) {
+func (a *Agent) publishServing() {
 	if a.sup == nil {
 		return
 	}
@@ -63,58 +67,51 @@ func (a *Agent) publishServing(ctx context.Context, g interface{ Go(func() error
 		a.log.Error("the supervisor does not have the listeners: a crash would lose queries", logkey.Err, err)
 		return
 	}
-	if err := a.startJournal(ctx, g); err != nil {
+	if err := a.startJournal(); err != nil {
 		a.log.Error("no cache journal: a restart after a crash will start cold", logkey.Err, err)
 	}
 }
 
-// startJournal continues the inherited journal (importing it in g while
-// serving) or starts a new one from the cache as it is.
-func (a *Agent) startJournal(ctx context.Context, g interface{ Go(func() error) }) error {
+// restoreCache imports the journal the supervisor kept (in g, while the
+// zone syncs) and keeps the file for startJournal to continue. The channel
+// is closed when the import ends; nil when there is nothing to import.
+func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) }) <-chan struct{} {
+	if a.sup == nil {
+		return nil
+	}
 	f := a.sup.Journal()
-	var scan cache.JournalScan
-	if f != nil {
-		var err error
-		if scan, err = cache.ScanJournal(f); err == nil {
-			err = f.Truncate(scan.End) // a torn record goes: appends follow the whole ones
-		}
-		if err != nil {
-			a.log.Warn("not restoring the cache from the journal", logkey.Err, err)
-			_ = f.Close()
-			f, scan = nil, cache.JournalScan{}
-		}
+	if f == nil {
+		return nil
+	}
+	scan, err := cache.ScanJournal(f)
+	if err == nil {
+		err = f.Truncate(scan.End) // a torn record goes: appends follow the whole ones
 	}
 	var reader *os.File
-	if f != nil && scan.Records > 0 {
-		fd, err := unix.Dup(int(f.Fd()))
-		if err != nil {
-			return fmt.Errorf("duplicating the journal: %w", err)
+	if err == nil && scan.Records > 0 {
+		var fd int
+		if fd, err = unix.Dup(int(f.Fd())); err == nil {
+			reader = os.NewFile(uintptr(fd), "cache-journal-reader") // a compaction may close f
 		}
-		reader = os.NewFile(uintptr(fd), "cache-journal-reader") // a compaction may close f
 	}
-	limit, usage, bounded := cgroupMemory()
-	jcfg := cache.JournalConfig{File: f, Size: scan.End, NewFile: newJournalFile, Publish: a.sup.PublishJournal}
-	if bounded {
-		jcfg.MaxBytes = min(int64(a.cfg.CacheSize), limit/8)
-	}
-	j, err := a.cache.StartJournal(jcfg)
 	if err != nil {
-		if reader != nil {
-			_ = reader.Close()
-		}
-		return err
+		a.log.Warn("not restoring the cache from the journal", logkey.Err, err)
+		_ = f.Close()
+		return nil
 	}
-	a.journal = j
+	a.jfile, a.jsize = f, scan.End
 	if reader == nil {
 		return nil
 	}
 	budget := int64(a.cfg.CacheSize)
-	if bounded {
+	if limit, usage, bounded := cgroupMemory(); bounded {
 		// After an OOM kill the cgroup is as full as it was: restore no more
 		// than half of what is free now, so the restore cannot kill it again.
 		budget = min(budget, max(limit-usage, 0)/2)
 	}
+	done := make(chan struct{})
 	g.Go(func() error {
+		defer close(done)
 		defer reader.Close()
 		start := time.Now()
 		ictx, cancel := context.WithTimeout(ctx, journalImportTimeout)
@@ -124,6 +121,40 @@ func (a *Agent) startJournal(ctx context.Context, g interface{ Go(func() error) 
 			"journal_bytes", scan.End, "budget_bytes", budget, "took", time.Since(start).Round(time.Millisecond), logkey.Err, err)
 		return nil
 	})
+	return done
+}
+
+// waitRestored waits for restoreCache's import at most journalImportWait
+// more: the queries waiting in the sockets then hit the restored cache,
+// and a large journal goes on importing while the agent serves.
+func waitRestored(done <-chan struct{}) {
+	if done == nil {
+		return
+	}
+	t := time.NewTimer(journalImportWait)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
+// startJournal continues the journal restoreCache kept, or starts a new
+// one from the cache as it is.
+func (a *Agent) startJournal() error {
+	jcfg := cache.JournalConfig{File: a.jfile, Size: a.jsize, NewFile: newJournalFile, Publish: a.sup.PublishJournal}
+	a.jfile = nil
+	if limit, _, bounded := cgroupMemory(); bounded {
+		jcfg.MaxBytes = min(int64(a.cfg.CacheSize), limit/8)
+	}
+	j, err := a.cache.StartJournal(jcfg)
+	if err != nil {
+		if jcfg.File != nil {
+			_ = jcfg.File.Close()
+		}
+		return err
+	}
+	a.journal = j
 	return nil
 }
 
