@@ -67,15 +67,48 @@ wait_dns() {
   die "127.0.0.1:$port never answered $name $type with $want (last: ${got:-nothing})"
 }
 
-# cpu_ticks PID: utime+stime of PID in clock ticks (fields 14 and 15 of
-# /proc/PID/stat, counted after the ")" closing the command name).
-cpu_ticks() { sed 's/.*) //' "/proc/$1/stat" | awk '{print $12 + $13}'; }
+# tree_pids PID: PID and every live descendant. nodecache's PID is its
+# supervisor, which starts the serving process as a child; a server's cost
+# is that of its whole tree.
+tree_pids() {
+  local c
+  echo "$1"
+  for c in $(cat /proc/"$1"/task/*/children 2>/dev/null); do tree_pids "$c"; done
+}
 
-# rss_mib PID: VmRSS in MiB.
-rss_mib() { awk '/^VmRSS:/ {printf "%.0f", $2 / 1024}' "/proc/$1/status"; }
+# cpu_ticks PID: CPU time of PID's tree in clock ticks: utime+stime of PID
+# and each live descendant (fields 14 and 15 of /proc/PID/stat, counted
+# after the ")" closing the command name), plus PID's cutime+cstime (16
+# and 17: children it has already reaped, such as a serving process that
+# crashed).
+cpu_ticks() {
+  local p t=0 v
+  for p in $(tree_pids "$1"); do
+    v=$(sed 's/.*) //' "/proc/$p/stat" 2>/dev/null | awk -v root=$((p == $1)) '{print $12 + $13 + root * ($14 + $15)}')
+    t=$((t + ${v:-0}))
+  done
+  echo "$t"
+}
 
-# rss_kib PID: VmRSS in KiB, the kernel's own unit.
-rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+# rss_kib PID: VmRSS of PID's tree in KiB, the kernel's own unit, plus the
+# memfd files the tree holds (the cache journal the supervisor keeps is
+# memory that no VmRSS shows), each counted once.
+rss_kib() {
+  local p t=0 v
+  for p in $(tree_pids "$1"); do
+    v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+    t=$((t + ${v:-0}))
+  done
+  v=$(for p in $(tree_pids "$1"); do
+    for f in /proc/"$p"/fd/*; do
+      case $(readlink "$f" 2>/dev/null) in /memfd:*) stat -L -c '%i %b %B' "$f" 2>/dev/null ;; esac
+    done
+  done | sort -u | awk '{k += $2 * $3 / 1024} END {printf "%.0f", k}')
+  echo $((t + ${v:-0}))
+}
+
+# rss_mib PID: rss_kib in MiB.
+rss_mib() { awk -v k="$(rss_kib "$1")" 'BEGIN {printf "%.0f", k / 1024}'; }
 
 # metric_mib PORT NAME: the value of the unlabelled Prometheus metric NAME
 # on 127.0.0.1:PORT/metrics, in MiB with one decimal.

@@ -91,14 +91,17 @@ func (w *sliceWatch) read(ctx context.Context, body io.Reader) error {
 			}
 			return fmt.Errorf("reading: %w", err)
 		}
-		n := int(binary.BigEndian.Uint32(hdr[:]))
-		if n > maxWatchFrame {
+		// Bounded as a uint32, before it becomes an int: on a 32-bit build
+		// int(uint32) of a length past 2 GiB is negative.
+		n32 := binary.BigEndian.Uint32(hdr[:])
+		if n32 > maxWatchFrame {
 			if hdr[0] == '{' {
 				return errors.New("the watch stream is JSON, not protobuf: something between the agent and " +
 					"the API server answers for it without honouring the Accept header")
 			}
-			return fmt.Errorf("a frame of %d bytes, over the %d limit", n, maxWatchFrame)
+			return fmt.Errorf("a frame of %d bytes, over the %d limit", n32, maxWatchFrame)
 		}
+		n := int(n32)
 		if cap(w.frame) < n {
 			w.frame = make([]byte, n)
 		}
@@ -125,5 +128,5 @@ func frameBuffered(br *bufio.Reader) bool {
 		return false
 	}
 	hdr, err := br.Peek(4)
-	return err == nil && br.Buffered() >= 4+int(binary.BigEndian.Uint32(hdr))
+	return err == nil && uint64(br.Buffered()) >= 4+uint64(binary.BigEndian.Uint32(hdr))
 }

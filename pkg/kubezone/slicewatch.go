@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -119,7 +120,7 @@ func (w *sliceWatch) HasSynced() bool { return w.synced.Load() }
 func (w *sliceWatch) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		start, listing := time.Now(), w.rv == ""
-		err := w.once(ctx)
+		err := w.onceRecovered(ctx)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -150,6 +151,25 @@ func (w *sliceWatch) run(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// onceRecovered is once, with a panic in it (a decoder bug met by a frame
+// no test had) turned into an error: the zone keeps answering from what it
+// holds, nodecache_zone_watch_panics_total counts it, and the watch starts
+// again from a list after the backoff, instead of the agent crashing.
+func (w *sliceWatch) onceRecovered(ctx context.Context) (err error) {
+	defer func() {
+		v := recover()
+		if v == nil {
+			return
+		}
+		w.z.met.watchPanics.Inc()
+		w.rv, w.pending, w.seen = "", nil, nil // what was read mid-frame is not trusted: relist
+		w.z.log.Error("EndpointSlice watch panicked; relisting, the zone serves what it holds meanwhile",
+			"panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+		err = fmt.Errorf("endpointslices watch: panic: %v", v)
+	}()
+	return w.once(ctx)
 }
 
 // relistAfter says whether a watch that failed with err should not be

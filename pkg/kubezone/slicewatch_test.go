@@ -129,7 +129,7 @@ func (f *fakeSliceAPI) waitRequest(i int) {
 var testPB = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
 
 // watchFrame is one length-prefixed protobuf watch event of obj.
-func watchFrame(t *testing.T, typ string, obj runtime.Object) []byte {
+func watchFrame(t testing.TB, typ string, obj runtime.Object) []byte {
 	t.Helper()
 	var raw bytes.Buffer
 	if err := testPB.Encode(obj, &raw); err != nil {

@@ -225,6 +225,7 @@ type metrics struct {
 	snapWrites  *prometheus.CounterVec   // result: ok | error
 	relists     prometheus.Counter       // lists after a watch, every informer
 	relistWait  prometheus.Counter       // seconds those waited in the spread
+	watchPanics prometheus.Counter       // EndpointSlice watch panics recovered
 
 	// The children the writer sets on every publish, resolved once: a
 	// WithLabelValues per publish hashed its labels each time.
@@ -258,6 +259,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 				"restarts, or a watch error). Its first sync and the retries of a failed relist are not counted."}),
 		relistWait: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodecache_zone_relist_wait_seconds_total",
 			Help: "Seconds relists were held back by --relist-spread before they went to the API server, counted when each wait starts."}),
+		watchPanics: prometheus.NewCounter(prometheus.CounterOpts{Name: "nodecache_zone_watch_panics_total",
+			Help: "Panics in the EndpointSlice watch, recovered: each one is logged with its stack and followed by a relist. Any is a bug to report."}),
 	}
 	for i, k := range objectKinds {
 		m.kindGauges[i] = m.objects.WithLabelValues(k)
@@ -272,7 +275,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.objects, m.synced, m.source, m.programming, m.snapWrites, m.relists, m.relistWait} {
+	for _, c := range []prometheus.Collector{m.objects, m.synced, m.source, m.programming, m.snapWrites, m.relists, m.relistWait, m.watchPanics} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering zone metrics: %w", err)
 		}
