@@ -21,7 +21,11 @@ import (
 // closed at once) and at most httpMaxConns in all; when that is reached,
 // the connection idle the longest (accepted and silent, or between
 // requests) is closed to make room, so a new client, such as the kubelet,
-// is served while one client's idle connections are dropped.
+// is served while one client's idle connections are dropped. A client at
+// its own cap is treated the same way: its longest-idle connection (a
+// keep-alive it left open) is closed for the new one, and only a client
+// whose every connection is busy is refused, so a fresh request is always
+// answered.
 //
 // The read timeout bounds reading the request only; a reply that streams
 // longer (a pprof profile, `nodecache tail`) is bounded by the write
@@ -72,7 +76,7 @@ func serveUntil(ctx context.Context, h *http.Server, ln net.Listener, grace time
 // connGuard caps the connections of one listener; install it with guard.
 type connGuard struct {
 	maxConns, maxPerClient int
-	refused                *prometheus.CounterVec // by reason: per_client, evicted
+	refused                *prometheus.CounterVec // by reason: per_client, per_client_evicted, evicted, total
 
 	mu      sync.Mutex // guards following
 	conns   map[net.Conn]*guardedConn
@@ -116,9 +120,9 @@ func (l *guardedListener) Accept() (net.Conn, error) {
 	}
 }
 
-// admit registers c, or reports false when its client is at its cap. At
-// the total cap it closes the longest-idle connection; with none idle, c
-// is refused.
+// admit registers c, or reports false when it cannot. At its client's cap
+// it closes that client's longest-idle connection, at the total cap the
+// longest-idle of all; with none idle there, c is refused.
 func (g *connGuard) admit(c net.Conn) bool {
 	var addr netip.Addr
 	if ta, ok := c.RemoteAddr().(*net.TCPAddr); ok {
@@ -127,11 +131,17 @@ func (g *connGuard) admit(c net.Conn) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.perAddr[addr] >= g.maxPerClient {
-		g.refused.WithLabelValues("per_client").Inc()
-		return false
+		victim := g.longestIdleLocked(func(gc *guardedConn) bool { return gc.addr == addr })
+		if victim == nil {
+			g.refused.WithLabelValues("per_client").Inc()
+			return false
+		}
+		g.forgetLocked(victim)
+		_ = victim.Close()
+		g.refused.WithLabelValues("per_client_evicted").Inc()
 	}
 	if len(g.conns) >= g.maxConns {
-		victim := g.longestIdleLocked()
+		victim := g.longestIdleLocked(nil)
 		if victim == nil {
 			g.refused.WithLabelValues("total").Inc()
 			return false
@@ -145,11 +155,13 @@ func (g *connGuard) admit(c net.Conn) bool {
 	return true
 }
 
-func (g *connGuard) longestIdleLocked() net.Conn {
+// longestIdleLocked returns the connection idle the longest of those
+// match accepts (nil: all), or nil when none of them is idle.
+func (g *connGuard) longestIdleLocked(match func(*guardedConn) bool) net.Conn {
 	var victim net.Conn
 	var oldest time.Time
 	for c, gc := range g.conns {
-		if gc.idle && (victim == nil || gc.since.Before(oldest)) {
+		if gc.idle && (match == nil || match(gc)) && (victim == nil || gc.since.Before(oldest)) {
 			victim, oldest = c, gc.since
 		}
 	}

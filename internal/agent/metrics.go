@@ -30,7 +30,7 @@ func newAgentMetrics(reg prometheus.Registerer, node, version string) *agentMetr
 		}, []string{"direction"}),
 		httpRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "nodecache_http_connections_refused_total",
-			Help: "Health and metrics connections closed by the connection caps: per_client (over the per-IP cap), evicted (the longest-idle one, at the total cap), total (at the total cap with none idle).",
+			Help: "Health and metrics connections closed by the connection caps: per_client (over the per-IP cap with every one of that client's connections busy), per_client_evicted (that client's longest-idle one, closed for its new connection), evicted (the longest-idle one, at the total cap), total (at the total cap with none idle).",
 		}, []string{"reason"}),
 		downgrade: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "nodecache_upstream_downgrade_refused",
