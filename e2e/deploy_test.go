@@ -141,6 +141,15 @@ func TestDeployManifests(t *testing.T) {
 			}
 		})
 	}
+	t.Run("networkpolicy example", func(t *testing.T) {
+		// Validated by the API server; no CNI of this suite enforces
+		// NetworkPolicy, so what it allows is checked by its unit test
+		// (TestDeployNetworkPolicyExample) against the base's config.
+		out, err := kubectl(t.Context(), "apply", "--server-side", "--dry-run=server", "-n", "default", "-f", "../deploy/examples/networkpolicy-dns.yaml")
+		if err != nil || !strings.Contains(out, "allow-dns-nodecache") {
+			t.Errorf("server-side dry run of deploy/examples/networkpolicy-dns.yaml: %v\n%s", err, out)
+		}
+	})
 	t.Run("broken manifest fails", func(t *testing.T) {
 		dir := t.TempDir()
 		base := "../deploy/base"

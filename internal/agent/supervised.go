@@ -145,7 +145,7 @@ func (a *Agent) startJournal() error {
 	jcfg := cache.JournalConfig{File: a.jfile, Size: a.jsize, NewFile: newJournalFile, Publish: a.sup.PublishJournal}
 	a.jfile = nil
 	if limit, _, bounded := cgroupMemory(); bounded {
-		jcfg.MaxBytes = min(int64(a.cfg.CacheSize), limit/8)
+		jcfg.MaxBytes = journalCap(limit, int64(a.cfg.CacheSize))
 	}
 	j, err := a.cache.StartJournal(jcfg)
 	if err != nil {

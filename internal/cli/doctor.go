@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -36,6 +37,9 @@ func cmdDoctor(ctx context.Context, out io.Writer, args []string, version string
 	if _, err := parseCLI(fs, &o, args, 0, 0); err != nil {
 		return err
 	}
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "kubelet-config" })
+	env.KubeletConfig = kubeletConfigPath(env.KubeletConfig, given, podKubeletConfig)
 	var err error
 	if env.LocalIPs, err = agent.ParseIPList(localIPs); err != nil {
 		return usageErrorf("doctor: --local-ip: %v", err)
@@ -105,4 +109,24 @@ func canReachAPI(kubeconfig string) bool {
 	}
 	_, err = os.Stat(home + "/.kube/config")
 	return err == nil
+}
+
+// podKubeletConfig is where the DaemonSet mounts kubeadm's kubelet-config
+// ConfigMap (key kubelet, optional): the KubeletConfiguration of the
+// cluster, which kubeadm writes to every node's /var/lib/kubelet/config.yaml.
+const podKubeletConfig = "/etc/kubelet-config/kubelet"
+
+// kubeletConfigPath is the kubelet config doctor reads: the flag's when it
+// was given or the file is there (on the node), else podPath, the ConfigMap
+// the agent's pod mounts, when there (doctor run with kubectl exec).
+func kubeletConfigPath(path string, given bool, podPath string) string {
+	if given {
+		return path
+	}
+	if _, err := os.Stat(path); err != nil {
+		if _, err := os.Stat(podPath); err == nil {
+			return podPath
+		}
+	}
+	return path
 }

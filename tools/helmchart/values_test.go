@@ -61,6 +61,7 @@ podAnnotations: {team: dns}
 podLabels: {tier: node}
 minReadySeconds: 5
 runDir: /var/run/nodecache
+kubeletConfig: /etc/kubernetes/kubelet/config.json
 `), &values); err != nil {
 		t.Fatal(err)
 	}
@@ -72,10 +73,13 @@ runDir: /var/run/nodecache
 	}
 	ds := objs["DaemonSet kube-system/nodecache"]
 	tmplMeta := ds["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)
-	var runPath any
+	var runPath, kubeletPath any
 	for _, v := range pod["volumes"].([]any) {
-		if v.(map[string]any)["name"] == "run" {
+		switch v.(map[string]any)["name"] {
+		case "run":
 			runPath = v.(map[string]any)["hostPath"].(map[string]any)["path"]
+		case "kubelet-config-file":
+			kubeletPath = v.(map[string]any)["hostPath"].(map[string]any)["path"]
 		}
 	}
 	for _, c := range []struct {
@@ -96,7 +100,9 @@ runDir: /var/run/nodecache
 		{"resources", ctr["resources"], values["resources"]},
 		{"priorityClassName", pod["priorityClassName"], "dns-critical"},
 		{"tolerations", pod["tolerations"], values["tolerations"]},
-		{"nodeSelector", pod["nodeSelector"], values["nodeSelector"]},
+		// Merged with the default: still never a Windows node.
+		{"nodeSelector", pod["nodeSelector"], map[string]any{"pool": "general", "kubernetes.io/os": "linux"}},
+		{"kubeletConfig", kubeletPath, "/etc/kubernetes/kubelet/config.json"},
 		{"affinity", pod["affinity"], values["affinity"]},
 		{"minReadySeconds", ds["spec"].(map[string]any)["minReadySeconds"], float64(5)},
 		{"podAnnotations", tmplMeta["annotations"], map[string]any{"team": "dns", "prometheus.io/scrape": "true", "prometheus.io/port": "9300"}},
