@@ -42,20 +42,7 @@ func TestDeployNetworkPolicyExample(t *testing.T) {
 	if err := yaml.UnmarshalStrict(data, &np); err != nil {
 		t.Fatal(err)
 	}
-	cmData, err := os.ReadFile("../../deploy/base/configmap.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := yaml.Unmarshal(cmData, &cm); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := writeFile(path, cm.Data["config.yaml"]); err != nil {
-		t.Fatal(err)
-	}
+	path := baseConfigFile(t)
 	cfg, err := ParseConfig([]string{"--config", path})
 	if err != nil {
 		t.Fatal(err)
@@ -81,4 +68,25 @@ func TestDeployNetworkPolicyExample(t *testing.T) {
 	if slices.Sort(protos); !slices.Equal(protos, []string{"TCP", "UDP"}) {
 		t.Errorf("protocols %v, want UDP and TCP (truncated answers retry over TCP)", protos)
 	}
+}
+
+// baseConfigFile writes deploy/base's config.yaml (the ConfigMap's data)
+// into a temporary file and returns its path.
+func baseConfigFile(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../../deploy/base/configmap.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal(data, &cm); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := writeFile(path, cm.Data["config.yaml"]); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }

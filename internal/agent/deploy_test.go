@@ -14,20 +14,7 @@ import (
 // mounts with the agent's own --config code, so a misspelt key or a bad
 // value in deploy/base fails here and not on every node.
 func TestDeployConfigMapIsAValidConfig(t *testing.T) {
-	data, err := os.ReadFile("../../deploy/base/configmap.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := yaml.Unmarshal(data, &cm); err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(t.TempDir(), "config.yaml")
-	if err := writeFile(path, cm.Data["config.yaml"]); err != nil {
-		t.Fatal(err)
-	}
+	path := baseConfigFile(t)
 	// The DaemonSet's args: --metrics-addr on the node IP.
 	cfg, err := ParseConfig([]string{"--config", path, "--metrics-addr", "10.0.0.5:9253"})
 	if err != nil {
@@ -174,20 +161,7 @@ func TestDeployDaemonSetArgsAndProbes(t *testing.T) {
 		t.Errorf("maxUnavailable: got %v, want 0", ru.MaxUnavailable)
 	}
 	c := ds.Spec.Template.Spec.Containers[0]
-	cmData, err := os.ReadFile("../../deploy/base/configmap.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cm struct {
-		Data map[string]string `json:"data"`
-	}
-	if err := yaml.Unmarshal(cmData, &cm); err != nil {
-		t.Fatal(err)
-	}
-	cfgPath := filepath.Join(t.TempDir(), "config.yaml")
-	if err := writeFile(cfgPath, cm.Data["config.yaml"]); err != nil {
-		t.Fatal(err)
-	}
+	cfgPath := baseConfigFile(t)
 	var args []string
 	for _, a := range c.Args[1:] { // after "run"
 		a = strings.ReplaceAll(a, "$(HOST_IP)", "10.0.0.5")
