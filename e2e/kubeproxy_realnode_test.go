@@ -51,7 +51,7 @@ func TestRealNodeKubeProxy(t *testing.T) {
 	if _, err := execOutput("test", "-x", corednsBin); err != nil {
 		t.Fatalf("no CoreDNS binary at %s (the bench builds it): %v", corednsBin, err)
 	}
-	n.startCoreDNS(t)
+	n.startCoreDNS(t, n.link.NodeIP, corednsPort)
 	for _, m := range []struct{ proxy, agentMode string }{{"iptables", "auto"}, {"nftables", "nft"}} {
 		t.Logf("=== kube-proxy in %s mode", m.proxy)
 		n.checkKubeProxyMode(t, m.proxy, m.agentMode)
@@ -282,13 +282,13 @@ func (n *realNode) startKubeDNSClient(ctx context.Context, ns string) *corev1.Po
 }
 
 // startCoreDNS imports the CoreDNS image and creates its RBAC, Corefile, Deployment (one replica on
-// the host network, bound to the node's InternalIP) and kube-system/kube-dns (10.96.0.10, port 53
-// to CoreDNS's); cleanup deletes them.
-func (n *realNode) startCoreDNS(t *testing.T) {
+// the host network, bound to bind:port) and kube-system/kube-dns (10.96.0.10, port 53 to CoreDNS's);
+// cleanup deletes them.
+func (n *realNode) startCoreDNS(t *testing.T, bind string, port int32) {
 	t.Helper()
 	ctx := t.Context()
 	tars, err := writeImages(mkdir(t, n.dir, "images-coredns"), []imageSpec{{Ref: corednsImage,
-		Files: []imageFile{{Src: corednsBin, Dst: "/coredns"}, {Src: "/etc/nsswitch.conf", Dst: "/etc/nsswitch.conf"}}, Entrypoint: []string{"/coredns"}}})
+		Files: []imageFile{{Src: corednsPath(), Dst: "/coredns"}, {Src: "/etc/nsswitch.conf", Dst: "/etc/nsswitch.conf"}}, Entrypoint: []string{"/coredns"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -304,7 +304,7 @@ func (n *realNode) startCoreDNS(t *testing.T) {
     forward . %s
     cache 30
 }
-`, corednsPort, n.link.NodeIP, corednsMetrics, n.upstream.Addr)
+`, port, bind, corednsMetrics, n.upstream.Addr)
 	const ns = "kube-system"
 	labels := map[string]string{"k8s-app": "kube-dns"}
 	c := n.admin
@@ -340,8 +340,8 @@ func (n *realNode) startCoreDNS(t *testing.T) {
 			_, err := c.CoreV1().Services(ns).Create(ctx, &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Labels: labels},
 				Spec: corev1.ServiceSpec{ClusterIP: kubeDNSIP, Selector: labels, Ports: []corev1.ServicePort{
-					{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(corednsPort)},
-					{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(corednsPort)},
+					{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(port)},
+					{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(port)},
 				}}}, metav1.CreateOptions{})
 			return err
 		},

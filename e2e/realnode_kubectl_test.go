@@ -25,7 +25,12 @@ import (
 
 // exec runs argv in the pod's first container with `kubectl exec`.
 func (n *realNode) exec(ctx context.Context, p *corev1.Pod, argv ...string) (string, error) {
-	args := []string{"exec", "-n", p.Namespace, p.Name, "-c", p.Spec.Containers[0].Name, "--"}
+	return n.execIn(ctx, p, p.Spec.Containers[0].Name, argv...)
+}
+
+// execIn runs argv in the named container of p with `kubectl exec`.
+func (n *realNode) execIn(ctx context.Context, p *corev1.Pod, container string, argv ...string) (string, error) {
+	args := []string{"exec", "-n", p.Namespace, p.Name, "-c", container, "--"}
 	return n.kubectl(ctx, append(args, argv...)...)
 }
 
