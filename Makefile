@@ -10,7 +10,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin/nodecache
 UPSTREAM ?= /etc/resolv.conf
 
-.PHONY: all build run deps test unit e2e bench bench-churn bench-go fuzz lint docs clean
+.PHONY: all build run deps test unit e2e conformance bench bench-churn bench-go fuzz lint docs clean
 
 all: build
 
@@ -56,7 +56,17 @@ e2e:
 	CI=$${CI:-true} \
 	NODECACHE_E2E_BIN=$${NODECACHE_E2E_BIN:-$$(e2e/tools/build-k8s.sh)} \
 	NODECACHE_COREDNS=$${NODECACHE_COREDNS:-$$(bench/build-coredns.sh)} \
-		$(GO) test -tags e2e -count=1 -timeout 20m -v ./e2e/...
+		$(GO) test -tags e2e -count=1 -timeout 45m -v ./e2e/...
+
+# Kubernetes' own [sig-network] DNS tests (e2e.test v1.35.4) against the
+# DaemonSet on the real node; JUnit into $$CONFORMANCE_REPORT_DIR (default
+# _output/conformance). NODECACHE_CONFORMANCE_DNS=coredns runs the same
+# against CoreDNS. See docs/conformance.md. Needs root.
+conformance:
+	CI=$${CI:-true} \
+	NODECACHE_E2E_BIN=$${NODECACHE_E2E_BIN:-$$(e2e/tools/build-k8s.sh)} \
+	NODECACHE_COREDNS=$${NODECACHE_COREDNS:-$$(bench/build-coredns.sh)} \
+		$(GO) test -tags e2e -count=1 -timeout 30m -v -run '^TestConformance$$' ./e2e/
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what `make test` needs on a Debian machine, as root: the packages
 # the e2e suite drives (dig, kdig, dnsperf, unbound, nsd, iptables,
-# conntrack, and for the real node containerd, runc and the CNI plugins) and
+# conntrack, for the real node containerd, runc and the CNI plugins, and
+# musl-tools for the musl client of TestTruncatedClients) and
 # the kernel modules the agent and the suite use. `make test` runs it first
 # and .ci/run runs it through `make test`, so a fresh machine needs nothing
 # but Go and make. Idempotent: a machine that has everything costs one
@@ -20,7 +21,7 @@ log() { echo "install-deps: $*" >&2; }
 
 pkgs=(ca-certificates git make gcc libc6-dev iproute2 iptables conntrack
   bind9-dnsutils knot-dnsutils dnsperf unbound nsd kmod curl util-linux
-  containerd runc containernetworking-plugins)
+  containerd runc containernetworking-plugins musl-tools)
 
 missing=()
 for p in "${pkgs[@]}"; do
