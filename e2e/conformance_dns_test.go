@@ -18,10 +18,11 @@ import (
 
 const conformancePreflightNS = "conformance-preflight"
 
-// installAgent installs the DaemonSet with `kubectl apply -k`
-// (the rig's overlay over deploy/base, as TestRealNode does) and waits for
-// its pod; t's cleanup uninstalls it.
-func (n *realNode) installAgent(t *testing.T) {
+// installAgent installs the DaemonSet with `kubectl apply -k` (the rig's
+// overlay over deploy/base, as TestRealNode does) and waits for its pod;
+// t's cleanup uninstalls it. It returns the agent's metrics port (on the
+// node's loopback).
+func (n *realNode) installAgent(t *testing.T) int {
 	t.Helper()
 	ctx := t.Context()
 	metricsPort, err := freePort()
@@ -34,6 +35,7 @@ func (n *realNode) installAgent(t *testing.T) {
 		t.Fatalf("installing the DaemonSet: %v", err)
 	}
 	n.waitAgents(ctx, 1, 3*time.Minute)
+	return metricsPort
 }
 
 // startLinkLocalCoreDNS runs the bench's CoreDNS as the cluster DNS

@@ -77,18 +77,28 @@ func TestConformance(t *testing.T) {
 	stage("real node up")
 	n.importConformanceImages(t, ctx, agnhost, coredns)
 	stage("images " + conformanceAgnhost + " and " + conformanceJessie + " imported")
+	// requests is the cluster DNS's own count of the queries it answered.
+	var requests func() float64
 	switch provider {
 	case "nodecache":
-		n.installAgent(t)
+		port := n.installAgent(t)
+		requests = func() float64 { return n.agentRequests(port) }
 	case "coredns":
 		n.startLinkLocalCoreDNS(t, coredns)
+		requests = func() float64 { return n.corednsRequests(t) }
 	}
 	stage(provider + " serving " + linkLocalIP + " as the cluster DNS")
 	n.conformancePreflight(t)
 	stage("preflight pod: both images run their tools and resolve through " + provider)
 
+	before := requests()
 	junit := n.runE2ETest(t, e2eTest, reportDir)
 	stage("e2e.test done")
+	if after := requests(); after <= before {
+		t.Errorf("%s counted %v requests before e2e.test and %v after: the suite's queries did not reach it", provider, before, after)
+	} else {
+		t.Logf("%s answered %v requests during e2e.test", provider, after-before)
+	}
 	res, err := readJUnit(junit)
 	if err != nil {
 		t.Fatal(err)
