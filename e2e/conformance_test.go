@@ -255,3 +255,32 @@ func fileTail(path string, max int) string {
 	}
 	return string(b)
 }
+
+// TestStuckContainer: the states that end a conformance run, and ones that
+// do not (a container still being created, or one that exited with its
+// own error).
+func TestStuckContainer(t *testing.T) {
+	waiting := func(reason string) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: "c", Image: "img", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason}}}
+	}
+	exited := func(code int32) corev1.ContainerStatus {
+		return corev1.ContainerStatus{Name: "c", Image: "img", LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: code}}}
+	}
+	for _, tc := range []struct {
+		status corev1.ContainerStatus
+		stuck  bool
+	}{
+		{waiting("ErrImageNeverPull"), true},
+		{waiting("ImagePullBackOff"), true},
+		{waiting("CrashLoopBackOff"), true},
+		{waiting("ContainerCreating"), false},
+		{exited(127), true},
+		{exited(1), false},
+		{corev1.ContainerStatus{Name: "c"}, false},
+	} {
+		p := &corev1.Pod{Status: corev1.PodStatus{ContainerStatuses: []corev1.ContainerStatus{tc.status}}}
+		if got := stuckContainer(p); (got != "") != tc.stuck {
+			t.Errorf("%+v: got %q, want stuck %v", tc.status, got, tc.stuck)
+		}
+	}
+}
