@@ -147,9 +147,15 @@ func TestBadValues(t *testing.T) {
 		{"no upstream", map[string]any{"upstreams": []any{}}, "upstreams: give at least one"},
 		{"both monitors", map[string]any{"podMonitor": map[string]any{"enabled": true}, "serviceMonitor": map[string]any{"enabled": true}}, "choose one"},
 		{"intercept without a cluster", map[string]any{"interceptKubeDNS": map[string]any{"enabled": true}}, "set interceptKubeDNS.clusterIP"},
+		// values.schema.json
+		{"a misspelt value", map[string]any{"nodeselector": map[string]any{"pool": "dns"}}, "nodeselector"},
+		{"a bad pull policy", map[string]any{"image": map[string]any{"pullPolicy": "Sometimes"}}, "pullPolicy"},
+		{"a port that is not a number", map[string]any{"metrics": map[string]any{"port": "metrics"}}, "port"},
+		{"maxSurge 0", map[string]any{"maxSurge": 0}, "maxSurge"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := render(t, c.values)
+			t.Logf("%v", err)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("rendering with %v: got %v, want an error with %q", c.values, err, c.want)
 			}
