@@ -185,7 +185,9 @@ func (s *apiServer) startKubeAPIServer(ctx context.Context, binDir string) error
 		"--profiling=false", "--v=1",
 	}
 	if s.cfg.Kubelets {
-		args = append(args, "--kubelet-preferred-address-types=InternalIP",
+		// Privileged pods allowed, as kubeadm's API server does:
+		// `kubectl debug node --profile=sysadmin` makes one.
+		args = append(args, "--allow-privileged=true", "--kubelet-preferred-address-types=InternalIP",
 			"--kubelet-client-certificate="+s.PKI.kubeletClientCert, "--kubelet-client-key="+s.PKI.kubeletClientKey)
 	}
 	if !s.cfg.ServiceAccounts {

@@ -395,6 +395,12 @@ func (n *realNode) checkPodResolves(ctx context.Context, client *corev1.Pod, met
 // agent's metrics listener (the node's loopback) through `kubectl
 // port-forward`.
 func (n *realNode) agentRequests(port int) float64 {
+	return metricSum(n.t, n.agentMetrics(port), "nodecache_server_requests_total")
+}
+
+// agentMetrics reads the serving agent's /metrics through `kubectl
+// port-forward`.
+func (n *realNode) agentMetrics(port int) string {
 	t := n.t
 	pods := n.agentPods(t.Context())
 	if len(pods) == 0 {
@@ -414,7 +420,7 @@ func (n *realNode) agentRequests(port int) float64 {
 	if err != nil {
 		t.Fatalf("agent metrics: %v", err)
 	}
-	return metricSum(t, string(b), "nodecache_server_requests_total")
+	return string(b)
 }
 
 // surgeSample is what the sampler saw of the agent pods at one moment.
@@ -423,9 +429,41 @@ type surgeSample struct {
 	pods []corev1.Pod
 }
 
+// rolloutStep is one change that rolls the DaemonSet: a name for the log
+// and what makes it.
+type rolloutStep struct {
+	name string
+	run  func(ctx context.Context) error
+}
+
+// kubectlRollouts are five rollouts made with kubectl: rollout restart and
+// set image, alternately.
+func (n *realNode) kubectlRollouts() []rolloutStep {
+	var steps []rolloutStep
+	for _, step := range [][]string{
+		{"rollout", "restart", "daemonset/nodecache"},
+		{"set", "image", "daemonset/nodecache", "nodecache=" + agentImage(agentImageTags[1])},
+		{"rollout", "restart", "daemonset/nodecache"},
+		{"set", "image", "daemonset/nodecache", "nodecache=" + agentImage(agentImageTags[0])},
+		{"rollout", "restart", "daemonset/nodecache"},
+	} {
+		steps = append(steps, rolloutStep{"kubectl " + strings.Join(step, " "), func(ctx context.Context) error {
+			_, err := n.kubectl(ctx, append([]string{"-n", agentNS}, step...)...)
+			return err
+		}})
+	}
+	return steps
+}
+
 // checkRollouts runs five rollouts (restart and image change, alternately)
 // while the client pod's load runs, and checks what each must keep.
 func (n *realNode) checkRollouts(ctx context.Context, client *corev1.Pod) {
+	n.checkRolloutsWith(ctx, client, n.kubectlRollouts())
+}
+
+// checkRolloutsWith runs the rollouts of steps, one after another, while
+// the client pod's load runs, and checks what each must keep.
+func (n *realNode) checkRolloutsWith(ctx context.Context, client *corev1.Pod, steps []rolloutStep) {
 	t := n.t
 	steadyFrom := time.Now()
 	time.Sleep(10 * time.Second) // a steady-state window to compare against
@@ -470,22 +508,15 @@ func (n *realNode) checkRollouts(ctx context.Context, client *corev1.Pod) {
 	}()
 
 	rolloutFrom := time.Now()
-	steps := [][]string{
-		{"rollout", "restart", "daemonset/nodecache"},
-		{"set", "image", "daemonset/nodecache", "nodecache=" + agentImage(agentImageTags[1])},
-		{"rollout", "restart", "daemonset/nodecache"},
-		{"set", "image", "daemonset/nodecache", "nodecache=" + agentImage(agentImageTags[0])},
-		{"rollout", "restart", "daemonset/nodecache"},
-	}
 	var perRollout []time.Duration
 	for i, step := range steps {
 		t0 := time.Now()
-		if _, err := n.kubectl(ctx, append([]string{"-n", agentNS}, step...)...); err != nil {
-			t.Fatalf("rollout %d: %v", i+1, err)
+		if err := step.run(ctx); err != nil {
+			t.Fatalf("rollout %d (%s): %v", i+1, step.name, err)
 		}
 		if _, err := n.kubectl(ctx, "-n", agentNS, "rollout", "status", "daemonset/nodecache", "--timeout=3m"); err != nil {
 			n.logAgents(ctx)
-			t.Fatalf("rollout %d (%s): %v", i+1, strings.Join(step, " "), err)
+			t.Fatalf("rollout %d (%s): %v", i+1, step.name, err)
 		}
 		n.waitAgents(ctx, 1, 2*time.Minute)
 		perRollout = append(perRollout, time.Since(t0))
