@@ -4,6 +4,7 @@ package e2e
 
 import (
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -98,9 +99,21 @@ func answerGaps(results []loadResult, in window) (longest time.Duration, first t
 // read (one per socket at most); the longest gap between answers, the first
 // answer after the kill and the hit ratio in the second before and after
 // are logged. The supervisor stays, the node keeps one copy of each rule.
+//
+// The new process answers once its zone does: without --zone-snapshot that
+// is after its first list from the API server; with it (the DaemonSet's
+// config) at once, from the snapshot. Both are run, and the first answer
+// after the kill is logged for each.
 func TestServingProcessKilled(t *testing.T) {
 	requireSuite(t)
-	r := newAgentRig(t, agentOpts{})
+	t.Run("zone from the API server", func(t *testing.T) { servingProcessKilled(t, agentOpts{}) })
+	t.Run("zone snapshot", func(t *testing.T) {
+		servingProcessKilled(t, agentOpts{Flags: []string{"--zone-snapshot=" + filepath.Join(t.TempDir(), "zone.snap")}})
+	})
+}
+
+func servingProcessKilled(t *testing.T, opts agentOpts) {
+	r := newAgentRig(t, opts)
 	ns := newNamespace(t, "killed")
 	fqdn, ips := webService(t, r, ns)
 	const qps, workers, tcpWorkers = 2000, 16, 4

@@ -79,8 +79,9 @@
 // waits a random delay below Config.RelistSpread (relist.go), so that the
 // agents of a cluster do not all relist when the API server restarts.
 //
-// With Config.SnapshotPath set, the zone's source objects are written at
-// most once per Config.SnapshotInterval (atomically, checksummed, tagged
+// With Config.SnapshotPath set, the zone's source objects are written once
+// the first sync is applied, then at most once per Config.SnapshotInterval
+// after a change (atomically, checksummed, tagged
 // with the domain); LoadSnapshot serves them at start until the watches
 // sync. A corrupt or foreign snapshot, one holding a model the informers
 // could not have built, or one larger than 64 MiB is refused whole. A

@@ -116,13 +116,15 @@ func (z *Zone) Run(ctx context.Context, c Clients) error {
 	if sw != nil {
 		wg.Go(func() { sw.run(ctx) })
 	}
+	synced := make(chan struct{})
 	if z.cfg.SnapshotPath != "" {
-		wg.Go(func() { z.snapshotLoop(ctx) })
+		wg.Go(func() { z.snapshotLoop(ctx, synced) })
 	}
 	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
 		return nil // ctx done before the first sync
 	}
 	z.finishSync()
+	close(synced)
 	z.log.Info("zone synced from the API server", logkey.Generation, z.Generation(), "names", z.Stats().Names)
 	<-ctx.Done()
 	return nil

@@ -297,14 +297,19 @@ func (z *Zone) writeSnapshot(failing *bool) {
 	}
 }
 
-// snapshotLoop writes the snapshot at most once per SnapshotInterval, and
+// snapshotLoop writes the snapshot as soon as the first sync is applied
+// (synced closed), so that a process that crashes in its first interval
+// leaves one for the next, then at most once per SnapshotInterval, and
 // once more on shutdown.
-func (z *Zone) snapshotLoop(ctx context.Context) {
+func (z *Zone) snapshotLoop(ctx context.Context, synced <-chan struct{}) {
 	t := time.NewTicker(z.cfg.SnapshotInterval)
 	defer t.Stop()
 	failing := false
 	for {
 		select {
+		case <-synced:
+			synced = nil
+			z.writeSnapshot(&failing)
 		case <-ctx.Done():
 			z.writeSnapshot(&failing)
 			return

@@ -203,3 +203,28 @@ func TestSnapshotWithDeadAPIServer(t *testing.T) {
 		}
 	})
 }
+
+// TestSnapshotWrittenAtFirstSync: the first snapshot is written as soon as
+// the zone syncs, not an interval later, so that a process that crashes
+// early leaves one for the next to serve from.
+func TestSnapshotWrittenAtFirstSync(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := fixtureConfig()
+		cfg.SnapshotPath = filepath.Join(t.TempDir(), "zone.snap")
+		cfg.SnapshotInterval = time.Hour
+		client, err := LoadFixture(fixturePath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z, _ := newZone(t, cfg)
+		runZone(t, z, client)
+		synctest.Wait()
+		if got := testutil.ToFloat64(z.met.snapWrites.WithLabelValues("ok")); got != 1 {
+			t.Errorf("snapshot writes right after the first sync: got %v, want 1", got)
+		}
+		next, _ := newZone(t, cfg)
+		if err := next.LoadSnapshot(); err != nil || next.Source() != SourceSnapshot {
+			t.Errorf("LoadSnapshot of it: err %v, source %q; want the snapshot loaded", err, next.Source())
+		}
+	})
+}
