@@ -57,17 +57,35 @@ func (a *Agent) kubeClients() (kubezone.Clients, error) {
 	return kubezone.NewClients(rc)
 }
 
-// waitZoneSynced waits until the zone answers (synced, or from a snapshot),
-// at most d.
+// snapshotFallback is how long a process taking over sockets in which
+// queries wait (after a crash or an upgrade) waits for the API server's
+// list before it answers from the zone snapshot instead.
+const snapshotFallback = time.Second
+
+// waitZoneSynced waits until the zone has synced from the API server, at
+// most d. A snapshot stands in for an API server that does not answer,
+// not for one that is about to: it may be up to an interval older than the
+// last change, so answering from it while the list is a few milliseconds
+// from done could answer NXDOMAIN for a Service created since. It is used
+// after snapshotFallback without a sync.
 func (a *Agent) waitZoneSynced(ctx context.Context, d time.Duration) {
 	if a.zone == nil {
 		return
 	}
-	deadline := time.Now().Add(d)
-	for !a.zoneAnswers() && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(10 * time.Millisecond)
+	start := time.Now()
+	for ctx.Err() == nil && !a.zone.Synced() {
+		waited := time.Since(start)
+		if waited >= d || waited >= snapshotFallback && a.zoneAnswers() {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
-	if !a.zoneAnswers() {
-		a.log.Warn("taking over before the zone synced", "waited", d)
+	waited := time.Since(start).Round(time.Millisecond)
+	switch {
+	case a.zone.Synced():
+	case a.zoneAnswers():
+		a.log.Warn("the API server has not answered; serving the cluster zone from its snapshot", "waited", waited)
+	default:
+		a.log.Warn("taking over before the zone synced", "waited", waited)
 	}
 }

@@ -120,7 +120,7 @@ func (z *Zone) Run(ctx context.Context, c Clients) error {
 	if z.cfg.SnapshotPath != "" {
 		wg.Go(func() { z.snapshotLoop(ctx, synced) })
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), syncs...) {
+	if !waitSynced(ctx, syncs) {
 		return nil // ctx done before the first sync
 	}
 	z.finishSync()
@@ -128,6 +128,33 @@ func (z *Zone) Run(ctx context.Context, c Clients) error {
 	z.log.Info("zone synced from the API server", logkey.Generation, z.Generation(), "names", z.Stats().Names)
 	<-ctx.Done()
 	return nil
+}
+
+// syncPoll is how often the first sync is looked for. client-go's
+// WaitForCacheSync looks every 100 ms, and a serving process restarted
+// after a crash, whose queries wait in the kept sockets until its zone has
+// synced, paid that in full.
+const syncPoll = 5 * time.Millisecond
+
+// waitSynced waits until every one of syncs has synced (true) or ctx is
+// done (false).
+func waitSynced(ctx context.Context, syncs []cache.InformerSynced) bool {
+	t := time.NewTicker(syncPoll)
+	defer t.Stop()
+	for {
+		done := true
+		for _, s := range syncs {
+			done = done && s()
+		}
+		if done {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // applyLoop applies queued events as they come.
