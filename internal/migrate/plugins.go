@@ -164,6 +164,8 @@ func (t *translator) kubernetes(b *blockCtx, d *corefile.Directive) error {
 			t.m.note(ow, "names under the reverse zones that the cluster zone does not own go to the upstreams")
 		case "upstream":
 			t.m.note(ow, "no effect (CoreDNS ignores it too)")
+		case "kubeconfig", "endpoint", "tls":
+			t.m.note(ow, "nodecache reaches the API server with its own --kubeconfig, or in a pod its ServiceAccount (the DaemonSet's)")
 		default:
 			t.m.unsupport(ow, fmt.Sprintf("kubernetes option %s is not reproduced: the cluster zone is answered without it", o.Name))
 		}

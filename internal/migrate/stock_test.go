@@ -126,6 +126,11 @@ func TestStockMistranslations(t *testing.T) {
 				has(t, got.text, "names under my.cluster.local go to this stub domain's servers, not to the cluster zone")
 				noLoss(t, got)
 			}},
+		{"kubernetes kubeconfig and endpoint are the agent's own", ".:53 {\n kubernetes cluster.local {\n  kubeconfig /etc/kube.conf\n  endpoint https://10.0.0.1:6443\n }\n forward . 192.0.2.1\n}\n",
+			func(t *testing.T, got translated) {
+				noLoss(t, got)
+				has(t, got.text, "nodecache reaches the API server with its own --kubeconfig")
+			}},
 		{"pprof keeps CoreDNS's loopback", ".:53 {\n pprof 127.0.0.1:6060\n forward . 192.0.2.1\n}\n",
 			func(t *testing.T, got translated) {
 				wantKey(t, got, "pprof", true)
