@@ -17,10 +17,10 @@ func fakeCgroupRoot(t *testing.T, files map[string]string) string {
 	root := t.TempDir()
 	for p, content := range files {
 		full := filepath.Join(root, p)
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(full), 0o750); err != nil {
 			t.Fatal(err)
 		}
-		if err := os.WriteFile(full, []byte(content), 0o644); err != nil {
+		if err := os.WriteFile(full, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}

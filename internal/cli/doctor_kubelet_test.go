@@ -15,7 +15,7 @@ func TestKubeletConfigPath(t *testing.T) {
 	pod := filepath.Join(dir, "kubelet-config", "kubelet")
 	missing := filepath.Join(dir, "missing")
 	for _, p := range []string{node, pod} {
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile(p, []byte("clusterDNS: [169.254.20.10]\n"), 0o600); err != nil {

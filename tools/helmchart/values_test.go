@@ -193,7 +193,7 @@ func TestConfigIsValid(t *testing.T) {
 			// The kube-dns ConfigMap is a directory the pod mounts; an
 			// empty one here.
 			kubeDNS := filepath.Join(dir, "kube-dns")
-			if err := os.Mkdir(kubeDNS, 0o755); err != nil {
+			if err := os.Mkdir(kubeDNS, 0o750); err != nil {
 				t.Fatal(err)
 			}
 			cmd := exec.Command(bin, "check-config", "--config", path, "--metrics-addr=10.0.0.5:9253",
