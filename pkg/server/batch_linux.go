@@ -219,6 +219,7 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 		return false
 	}
 	var q wire.Query
+	var t tally
 	for {
 		n, err := b.read()
 		if err != nil {
@@ -240,7 +241,12 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 				s.metrics.dropped("oversized_or_unknown_sender")
 				continue
 			}
-			s.serveDatagram(c, pkt, client, &q, start, b)
+			s.serveDatagram(c, pkt, client, &q, start, b, &t)
+		}
+		// Accounted before the send, as one query at a time is: a client
+		// that has its reply sees it counted.
+		if len(t.groups) > 0 {
+			t.flush(s.metrics, time.Since(start).Seconds())
 		}
 		if err := b.flush(); err != nil {
 			s.metrics.dropped("write_error")

@@ -66,12 +66,12 @@ type corednsMetrics struct {
 	zones     []string // zones[0] is "."; then the cluster domain, then stubs
 	zoneWires [][]byte // wire forms of zones[1:], longest first wins
 
-	requests  *lazy[prometheus.Counter]  // server, zone, proto, family, type
-	do        *lazy[prometheus.Counter]  // server, zone
-	duration  *lazy[prometheus.Observer] // server, zone
-	reqSize   *lazy[prometheus.Observer] // server, zone, proto
-	respSize  *lazy[prometheus.Observer] // server, zone, proto
-	responses *lazy[prometheus.Counter]  // server, zone, rcode, source
+	requests  *lazy[prometheus.Counter] // server, zone, proto, family, type
+	do        *lazy[prometheus.Counter] // server, zone
+	duration  *histVec                  // server, zone
+	reqSize   *histVec                  // server, zone, proto
+	respSize  *histVec                  // server, zone, proto
+	responses *lazy[prometheus.Counter] // server, zone, rcode, source
 
 	cacheRequests *lazy[prometheus.Counter] // server, zone
 	cacheHits     *lazy[prometheus.Counter] // server, zone, success|denial
@@ -108,12 +108,23 @@ func newCorednsMetrics(reg prometheus.Registerer, addrs []netip.AddrPort, domain
 	reqSize, respSize, resps := corednsmetrics.DNSRequestSize(), corednsmetrics.DNSResponseSize(), corednsmetrics.DNSResponses()
 	cacheReqs, cacheHits := corednsmetrics.CacheRequests(), corednsmetrics.CacheHits()
 	cacheMisses, cacheStale := corednsmetrics.CacheMisses(), corednsmetrics.CacheServedStale()
-	for _, c := range []prometheus.Collector{reqs, do, dur, reqSize, respSize, resps, cacheReqs, cacheHits, cacheMisses, cacheStale} {
+	sz := func(i int) (string, string) { return m.servers[i/nz], m.zones[i%nz] }
+	var err error
+	if m.duration, err = newHistVec(dur, ns*nz, func(i int) []string { s, z := sz(i); return []string{s, z, view} }); err != nil {
+		return nil, err
+	}
+	szp := func(i int) []string { s, z := sz(i / 2); return []string{s, z, view, protoNames[i%2]} }
+	if m.reqSize, err = newHistVec(reqSize, ns*nz*2, szp); err != nil {
+		return nil, err
+	}
+	if m.respSize, err = newHistVec(respSize, ns*nz*2, szp); err != nil {
+		return nil, err
+	}
+	for _, c := range []prometheus.Collector{reqs, do, m.duration, m.reqSize, m.respSize, resps, cacheReqs, cacheHits, cacheMisses, cacheStale} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering coredns-compatible metrics: %w", err)
 		}
 	}
-	sz := func(i int) (string, string) { return m.servers[i/nz], m.zones[i%nz] }
 	m.requests = newLazy(ns*nz*2*2*nt, func(i int) prometheus.Counter {
 		t := i % nt
 		i /= nt
@@ -128,15 +139,6 @@ func newCorednsMetrics(reg prometheus.Registerer, addrs []netip.AddrPort, domain
 		return reqs.WithLabelValues(srv, zone, view, proto, fam, typ)
 	})
 	m.do = newLazy(ns*nz, func(i int) prometheus.Counter { s, z := sz(i); return do.WithLabelValues(s, z, view) })
-	m.duration = newLazy(ns*nz, func(i int) prometheus.Observer { s, z := sz(i); return dur.WithLabelValues(s, z, view) })
-	m.reqSize = newLazy(ns*nz*2, func(i int) prometheus.Observer {
-		s, z := sz(i / 2)
-		return reqSize.WithLabelValues(s, z, view, protoNames[i%2])
-	})
-	m.respSize = newLazy(ns*nz*2, func(i int) prometheus.Observer {
-		s, z := sz(i / 2)
-		return respSize.WithLabelValues(s, z, view, protoNames[i%2])
-	})
 	m.responses = newLazy(ns*nz*numRcodes*int(wire.NumSources), func(i int) prometheus.Counter {
 		src := wire.Source(i % int(wire.NumSources))
 		i /= int(wire.NumSources)
@@ -218,41 +220,71 @@ func typeIndex(t uint16) int {
 	return len(corednsTypes)
 }
 
-// observe accounts one answered query: reqLen is the query's size, reply
-// the reply sent.
-func (m *corednsMetrics) observe(ep edge, client netip.Addr, q *wire.Query, res Result, seconds float64, reqLen int, reply []byte) {
-	respLen := len(reply)
-	nz := len(m.zones)
-	sz := int(ep.server)*nz + m.zoneIndex(q.LowerName())
+// key says which cells one answered query adds to: reqLen is the query's
+// size, reply the reply sent.
+func (m *corednsMetrics) key(ep edge, client netip.Addr, q *wire.Query, res Result, reqLen int, reply []byte) corednsKey {
+	sz := int(ep.server)*len(m.zones) + m.zoneIndex(q.LowerName())
 	fam := 0
 	if client.Is6() && !client.Is4In6() {
 		fam = 1
 	}
 	proto := int(ep.proto)
-	m.requests.at(((sz*2+proto)*2+fam)*(len(corednsTypes)+1) + typeIndex(q.Type)).Inc()
-	if q.DO {
-		m.do.at(sz).Inc()
-	}
-	m.duration.at(sz).Observe(seconds)
-	m.reqSize.at(sz*2 + proto).Observe(float64(reqLen))
-	m.respSize.at(sz*2 + proto).Observe(float64(respLen))
 	src := res.Source
 	if src >= wire.NumSources {
 		src = wire.SourceLocal
 	}
-	m.responses.at((sz*numRcodes+min(max(res.Rcode, 0), numRcodes-1))*int(wire.NumSources) + int(src)).Inc()
-	switch src {
+	k := corednsKey{
+		sz: int32(sz), proto: uint8(proto), do: q.DO, src: src,
+		requests:  int32(((sz*2+proto)*2+fam)*(len(corednsTypes)+1) + typeIndex(q.Type)),
+		responses: int32((sz*numRcodes+min(max(res.Rcode, 0), numRcodes-1))*int(wire.NumSources) + int(src)),
+		reqLen:    uint32(reqLen), respLen: uint32(len(reply)),
+	}
+	if src == wire.SourceCache || src == wire.SourceStale {
+		k.denial = uint8(denial(res.Rcode, reply))
+	}
+	return k
+}
+
+// corednsKey is what one answered query adds to the CoreDNS-compatible
+// series, as cell indexes: equal keys in a batch are added once, n times.
+type corednsKey struct {
+	sz, requests, responses int32
+	reqLen, respLen         uint32
+	proto, denial           uint8
+	do                      bool
+	src                     wire.Source
+}
+
+// add accounts n answered queries of key k that each took seconds.
+func (m *corednsMetrics) add(k corednsKey, n uint64, seconds float64) {
+	sz := int(k.sz)
+	f := float64(n)
+	m.requests.at(int(k.requests)).Add(f)
+	if k.do {
+		m.do.at(sz).Add(f)
+	}
+	m.duration.observeN(sz, seconds, n)
+	m.reqSize.observeN(sz*2+int(k.proto), float64(k.reqLen), n)
+	m.respSize.observeN(sz*2+int(k.proto), float64(k.respLen), n)
+	m.responses.at(int(k.responses)).Add(f)
+	switch k.src {
 	case wire.SourceCache, wire.SourceStale, wire.SourceUpstream:
-		m.cacheRequests.at(sz).Inc()
+		m.cacheRequests.at(sz).Add(f)
 	default:
 		return
 	}
-	if src == wire.SourceUpstream {
-		m.cacheMisses.at(sz).Inc()
+	if k.src == wire.SourceUpstream {
+		m.cacheMisses.at(sz).Add(f)
 		return
 	}
-	if src == wire.SourceStale {
-		m.cacheStale.at(sz).Inc()
+	if k.src == wire.SourceStale {
+		m.cacheStale.at(sz).Add(f)
 	}
-	m.cacheHits.at(sz*2 + denial(res.Rcode, reply)).Inc()
+	m.cacheHits.at(sz*2 + int(k.denial)).Add(f)
+}
+
+// observe accounts one answered query: reqLen is the query's size, reply
+// the reply sent.
+func (m *corednsMetrics) observe(ep edge, client netip.Addr, q *wire.Query, res Result, seconds float64, reqLen int, reply []byte) {
+	m.add(m.key(ep, client, q, res, reqLen, reply), 1, seconds)
 }

@@ -20,7 +20,7 @@ const numRcodes = 24 // rcodes 0..23 get their own label; beyond counts as 23
 type metrics struct {
 	requests  [2][]prometheus.Counter // [proto][qtype index]
 	responses [wire.NumSources][numRcodes]prometheus.Counter
-	duration  [wire.NumSources]prometheus.Observer
+	duration  *histVec // by source
 	drops     *prometheus.CounterVec
 	tcpConns  prometheus.Gauge
 	panics    prometheus.Counter
@@ -57,12 +57,15 @@ func newMetrics(reg prometheus.Registerer, cfg *Config) (*metrics, error) {
 			Help: "Search-path queries pods did not send because autopath answered the first expansion for the whole path.",
 		}),
 	}
-	for _, c := range []prometheus.Collector{reqs, resps, dur, m.drops, m.tcpConns, m.panics, m.autopathSaved} {
+	var err error
+	if m.duration, err = newHistVec(dur, int(wire.NumSources), func(i int) []string { return []string{wire.Source(i).String()} }); err != nil {
+		return nil, err
+	}
+	for _, c := range []prometheus.Collector{reqs, resps, m.duration, m.drops, m.tcpConns, m.panics, m.autopathSaved} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("registering server metrics: %w", err)
 		}
 	}
-	var err error
 	if m.coredns, err = newCorednsMetrics(reg, cfg.Addrs, cfg.Domain, cfg.StubDomains); err != nil {
 		return nil, err
 	}
@@ -80,7 +83,6 @@ func newMetrics(reg prometheus.Registerer, cfg *Config) (*metrics, error) {
 			}
 			m.responses[s][r] = resps.WithLabelValues(s.String(), name)
 		}
-		m.duration[s] = dur.WithLabelValues(s.String())
 	}
 	return m, nil
 }
@@ -102,15 +104,30 @@ func metricQtypeIndex(t uint16) int {
 	return len(metricQtypes)
 }
 
-// observe accounts one answered query that took seconds.
-func (m *metrics) observe(proto int, qtype uint16, res Result, seconds float64) {
-	m.requests[proto][metricQtypeIndex(qtype)].Inc()
+// serverKey is what one answered query adds to nodecache's own series.
+type serverKey struct {
+	proto, qtype, rcode uint8
+	src                 wire.Source
+}
+
+func (m *metrics) key(proto int, qtype uint16, res Result) serverKey {
 	src := res.Source
 	if src >= wire.NumSources {
 		src = wire.SourceLocal
 	}
-	m.responses[src][min(max(res.Rcode, 0), numRcodes-1)].Inc()
-	m.duration[src].Observe(seconds)
+	return serverKey{proto: uint8(proto), qtype: uint8(metricQtypeIndex(qtype)), rcode: uint8(min(max(res.Rcode, 0), numRcodes-1)), src: src}
+}
+
+// add accounts n answered queries of key k that each took seconds.
+func (m *metrics) add(k serverKey, n uint64, seconds float64) {
+	m.requests[k.proto][k.qtype].Add(float64(n))
+	m.responses[k.src][k.rcode].Add(float64(n))
+	m.duration.observeN(int(k.src), seconds, n)
+}
+
+// observe accounts one answered query that took seconds.
+func (m *metrics) observe(proto int, qtype uint16, res Result, seconds float64) {
+	m.add(m.key(proto, qtype, res), 1, seconds)
 }
 
 func (m *metrics) dropped(reason string) { m.drops.WithLabelValues(reason).Inc() }

@@ -274,14 +274,25 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 }
 
 // record accounts one answered query pkt from client that came in at ep,
-// answered with reply.
-func (s *Server) record(ep edge, client netip.AddrPort, q *wire.Query, res Result, start time.Time, pkt, reply []byte) {
-	// time.Since reads the monotonic clock alone, where time.Now reads the
-	// wall clock too: this runs once per query.
-	took := time.Since(start)
-	seconds := took.Seconds()
-	s.metrics.observe(int(ep.proto), q.Type, res, seconds)
-	s.metrics.coredns.observe(ep, client.Addr(), q, res, seconds, len(pkt), reply)
+// answered with reply: at once, or, with a tally t, in t until its batch
+// is flushed.
+func (s *Server) record(t *tally, ep edge, client netip.AddrPort, q *wire.Query, res Result, start time.Time, pkt, reply []byte) {
+	var took time.Duration
+	if t == nil || s.observer != nil || s.tap != nil {
+		// time.Since reads the monotonic clock alone, where time.Now
+		// reads the wall clock too.
+		took = time.Since(start)
+	}
+	if t != nil {
+		t.add(recordKey{
+			server:  s.metrics.key(int(ep.proto), q.Type, res),
+			coredns: s.metrics.coredns.key(ep, client.Addr(), q, res, len(pkt), reply),
+		})
+	} else {
+		seconds := took.Seconds()
+		s.metrics.observe(int(ep.proto), q.Type, res, seconds)
+		s.metrics.coredns.observe(ep, client.Addr(), q, res, seconds, len(pkt), reply)
+	}
 	if s.observer != nil {
 		s.observer.Observe(client.Addr(), q, res, took)
 	}

@@ -445,7 +445,7 @@ func benchFastCfg(b *testing.B, cfg Config, f *fakeResolver, z Zone, name string
 		if !ok || len(reply) == 0 {
 			b.Fatal("not answered on the fast path")
 		}
-		s.record(edge{proto: protoUDP}, clientAP, &q, res, time.Now(), pkt, reply)
+		s.record(nil, edge{proto: protoUDP}, clientAP, &q, res, time.Now(), pkt, reply)
 	}
 }
 
@@ -537,7 +537,7 @@ func BenchmarkServeDatagramHit(b *testing.B) {
 	rq := &discardQueue{out: make([]byte, 0, 4096)}
 	b.ReportAllocs()
 	for b.Loop() {
-		s.serveDatagram(nil, pkt, client, &q, time.Now(), rq)
+		s.serveDatagram(nil, pkt, client, &q, time.Now(), rq, nil)
 	}
 	if len(rq.out) == 0 {
 		b.Fatal("not answered")

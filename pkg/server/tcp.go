@@ -186,7 +186,7 @@ func (t *tcpConn) answerFast(pkt []byte, q *wire.Query, out []byte, start time.T
 		return false, false
 	}
 	t.write(reply)
-	s.record(t.ep, t.peer, q, res, start, pkt, reply)
+	s.record(nil, t.ep, t.peer, q, res, start, pkt, reply)
 	return false, true
 }
 
@@ -207,7 +207,7 @@ func (t *tcpConn) slow(b *slowBuf, start time.Time) {
 	reply, res := s.slow(s.ctx, by, b.pkt, q, t.client, b.out[:0], 65535)
 	t.write(reply)
 	b.out = reply
-	s.record(t.ep, t.peer, q, res, start, b.pkt, reply)
+	s.record(nil, t.ep, t.peer, q, res, start, b.pkt, reply)
 }
 
 // tcpDrain is how long a connection may still deliver queries that are

@@ -38,7 +38,7 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 			}
 			continue
 		}
-		s.serveDatagram(c, buf[:n], client, &q, time.Now(), w)
+		s.serveDatagram(c, buf[:n], client, &q, time.Now(), w, nil)
 	}
 }
 
@@ -62,9 +62,9 @@ func (w *singleWriter) queue(reply []byte, to netip.AddrPort) error {
 	return err
 }
 
-// serveDatagram answers one query: inline on the fast path (into rq), or
-// on a slow-path worker.
-func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *wire.Query, start time.Time, rq replyQueue) {
+// serveDatagram answers one query: inline on the fast path (into rq,
+// accounted in t, or at once when t is nil), or on a slow-path worker.
+func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *wire.Query, start time.Time, rq replyQueue, t *tally) {
 	defer s.recoverDatagram(pkt, client, rq)
 	perr := wire.Parse(pkt, q)
 	maxSize := s.udpSize(q)
@@ -79,7 +79,7 @@ func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort
 				s.metrics.dropped("write_error")
 				s.logRated("udp-write", "writing udp reply", "client", client, logkey.Err, err)
 			}
-			s.record(s.udpEdge(c), client, q, res, start, pkt, reply)
+			s.record(t, s.udpEdge(c), client, q, res, start, pkt, reply)
 		}
 		return
 	}
@@ -108,7 +108,7 @@ func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, star
 	reply, res := s.slow(s.ctx, by, b.pkt, q, client.Addr(), b.out[:0], s.udpSize(q))
 	s.writeUDP(c, reply, client)
 	b.out = reply
-	s.record(s.udpEdge(c), client, q, res, start, b.pkt, reply)
+	s.record(nil, s.udpEdge(c), client, q, res, start, b.pkt, reply)
 }
 
 // slowBuf holds what the slow path needs for one query: its copy of the

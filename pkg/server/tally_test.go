@@ -1,0 +1,224 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/miekg/dns"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+
+	"github.com/nodecache/nodecache/pkg/wire"
+)
+
+// TestTallySameTotals accounts one mixed batch of answered queries twice:
+// one at a time, as TCP and the slow path do, and through a tally, as the
+// batched UDP loop does. Every series of both registries must read the
+// same, histograms' buckets, counts and sums included.
+func TestTallySameTotals(t *testing.T) {
+	cfg := Config{Addrs: []netip.AddrPort{netip.MustParseAddrPort("169.254.20.10:53"), netip.MustParseAddrPort("10.0.0.10:53")},
+		Domain: "cluster.local.", StubDomains: []string{"corp.example."}}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	one, tallied := prometheus.NewRegistry(), prometheus.NewRegistry()
+	m1, err := newMetrics(one, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m2, err := newMetrics(tallied, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v4, v6 := netip.MustParseAddr("10.1.0.7"), netip.MustParseAddr("fd00::7")
+	a := parseName(t, "www.example.org.")
+	zone := parseName(t, "web.default.svc.cluster.local.")
+	stub := parseName(t, "db.corp.example.")
+	do := parseName(t, "www.example.org.")
+	do.DO = true
+	aaaa := parseName(t, "www.example.org.")
+	aaaa.Type = dns.TypeAAAA
+	positive := make([]byte, 60)
+	positive[7] = 1
+	empty := make([]byte, 40)
+	type query struct {
+		ep     edge
+		client netip.Addr
+		q      *wire.Query
+		res    Result
+		reqLen int
+		reply  []byte
+	}
+	batch := []query{
+		{edge{}, v4, a, Result{Source: wire.SourceCache}, 40, positive},
+		{edge{}, v4, a, Result{Source: wire.SourceCache}, 40, positive},
+		{edge{}, v6, a, Result{Source: wire.SourceCache}, 40, positive},
+		{edge{server: 1}, v4, a, Result{Source: wire.SourceCache}, 40, positive},
+		{edge{}, v4, zone, Result{Source: wire.SourceZone}, 60, positive},
+		{edge{}, v4, zone, Result{Rcode: dns.RcodeNameError, Source: wire.SourceZone}, 60, empty},
+		{edge{}, v4, stub, Result{Source: wire.SourceUpstream}, 50, positive},
+		{edge{}, v4, do, Result{Source: wire.SourceStale}, 51, positive},
+		{edge{}, v4, aaaa, Result{Source: wire.SourceCache}, 40, empty},
+		{edge{}, v4, a, Result{Rcode: dns.RcodeRefused, Source: wire.SourceLocal}, 40, empty},
+		{edge{}, v4, a, Result{Rcode: 99, Source: wire.NumSources + 3}, 4000, positive},
+		{edge{}, v4, a, Result{Source: wire.SourceCache}, 40, positive},
+	}
+	const seconds = 1.0 / 1024 // a power of two: sums of n at once and n one by one agree exactly
+	var tl tally
+	for round := 0; round < 3; round++ {
+		for _, x := range batch {
+			m1.observe(int(x.ep.proto), x.q.Type, x.res, seconds)
+			m1.coredns.observe(x.ep, x.client, x.q, x.res, seconds, x.reqLen, x.reply)
+			tl.add(recordKey{server: m2.key(int(x.ep.proto), x.q.Type, x.res),
+				coredns: m2.coredns.key(x.ep, x.client, x.q, x.res, x.reqLen, x.reply)})
+		}
+		if len(tl.groups) >= len(batch) {
+			t.Fatalf("%d groups for %d queries: alike queries were not grouped", len(tl.groups), len(batch))
+		}
+		tl.flush(m2, seconds)
+		if got, want := exposition(t, tallied), exposition(t, one); got != want {
+			t.Fatalf("round %d: tallied series differ from one-at-a-time ones:\n%s\nwant:\n%s", round, got, want)
+		}
+	}
+}
+
+// TestHistVecMatchesPrometheus: n observations of a value added at once
+// read as prometheus' own histogram does after n Observe calls.
+func TestHistVecMatchesPrometheus(t *testing.T) {
+	opts := prometheus.HistogramOpts{Name: "h_seconds", Help: "h.", Buckets: []float64{0.001, 0.01, 0.1}}
+	want, got := prometheus.NewRegistry(), prometheus.NewRegistry()
+	ref := prometheus.NewHistogramVec(opts, []string{"k"})
+	want.MustRegister(ref)
+	h, err := newHistVec(prometheus.NewHistogramVec(opts, []string{"k"}), 3, func(i int) []string { return []string{string(rune('a' + i))} })
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.MustRegister(h)
+	for _, o := range []struct {
+		cell int
+		v    float64
+		n    uint64
+	}{{0, 0.0005, 3}, {0, 0.001, 1}, {0, 0.05, 2}, {2, 7, 4}, {2, 0.01, 1}} {
+		h.observeN(o.cell, o.v, o.n)
+		for range o.n {
+			ref.WithLabelValues(string(rune('a' + o.cell))).Observe(o.v)
+		}
+	}
+	if g, w := exposition(t, got), exposition(t, want); g != w {
+		t.Errorf("histVec:\n%s\nwant:\n%s", g, w)
+	}
+}
+
+func exposition(t *testing.T, g prometheus.Gatherer) string {
+	t.Helper()
+	mfs, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for _, mf := range mfs {
+		b := new(bytesBuffer)
+		if _, err := expfmt.MetricFamilyToText(b, mf); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, b.b...)
+	}
+	return string(out)
+}
+
+type bytesBuffer struct{ b []byte }
+
+func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
+
+// TestBatchedLoopCountsEveryQuery sends bursts of queries over a real UDP
+// socket, so that the read loop serves them in batches (recvmmsg), and
+// checks that every answered query is counted once in the request,
+// response and histogram series.
+func TestBatchedLoopCountsEveryQuery(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	_, addr := startServerReg(t, netip.MustParseAddr("127.0.0.1"), 1, Config{}, Deps{Resolver: &fakeResolver{}}, reg, nil)
+	c, err := net.Dial("udp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const bursts, per = 20, 25
+	buf := make([]byte, 4096)
+	answered := 0
+	for i := 0; i < bursts; i++ {
+		for j := 0; j < per; j++ {
+			m := new(dns.Msg)
+			m.SetQuestion(fmt.Sprintf("n%d.example.org.", j%3), dns.TypeA)
+			m.Id = uint16(i*per + j)
+			pkt, _ := m.Pack()
+			if _, err := c.Write(pkt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := 0; j < per; j++ {
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Read(buf); err != nil {
+				t.Fatalf("burst %d: %d of %d replies: %v", i, j, per, err)
+			}
+			answered++
+		}
+	}
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			v := m.GetCounter().GetValue() + float64(m.GetHistogram().GetSampleCount())
+			sums[mf.GetName()] += v
+		}
+	}
+	for _, name := range []string{"nodecache_server_requests_total", "nodecache_server_responses_total",
+		"nodecache_server_request_duration_seconds", "coredns_dns_requests_total", "coredns_dns_responses_total",
+		"coredns_dns_request_duration_seconds", "coredns_dns_request_size_bytes", "coredns_dns_response_size_bytes",
+		"coredns_cache_requests_total"} {
+		if got := sums[name]; got != float64(answered) {
+			t.Errorf("%s: %v, want %d (every answered query once)", name, got, answered)
+		}
+	}
+}
+
+// BenchmarkServeDatagramHitBatch is BenchmarkServeDatagramHit as the
+// batched loop serves it: the accounting tallied and added once per batch
+// of batchSize queries.
+func BenchmarkServeDatagramHitBatch(b *testing.B) {
+	f := &fakeResolver{}
+	s, err := New(Config{Addrs: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}}, Deps{Resolver: f},
+		prometheus.NewRegistry(), slog.New(slog.DiscardHandler))
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.org.", dns.TypeA)
+	m.SetEdns0(1232, false)
+	pkt, _ := m.Pack()
+	key, _ := wire.KeyOf(m)
+	if _, err := f.Resolve(context.Background(), key, time.Now().Add(time.Minute)); err != nil {
+		b.Fatal(err)
+	}
+	client := netip.MustParseAddrPort("10.0.0.1:5353")
+	var q wire.Query
+	var t tally
+	rq := &discardQueue{out: make([]byte, 0, 4096)}
+	start := time.Now()
+	i := 0
+	b.ReportAllocs()
+	for b.Loop() {
+		s.serveDatagram(nil, pkt, client, &q, start, rq, &t)
+		if i++; i == 32 {
+			t.flush(s.metrics, time.Since(start).Seconds())
+			i, start = 0, time.Now()
+		}
+	}
+}
