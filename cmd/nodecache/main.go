@@ -13,9 +13,13 @@ import (
 	"github.com/nodecache/nodecache/internal/cli"
 )
 
-// version is set at build time with -ldflags "-X main.version=..." (the
-// Makefile stamps `git describe`); readVersion falls back to Go's build info.
-var version = "dev"
+// version and commit are set at build time with -ldflags "-X main.version=...
+// -X main.commit=..." (the Makefile and the image build stamp `git describe`
+// and the commit); readVersion falls back to Go's build info for both.
+var (
+	version = "dev"
+	commit  = ""
+)
 
 func main() {
 	err := dispatch(os.Args[1:])

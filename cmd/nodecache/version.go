@@ -16,14 +16,16 @@ type buildVersion struct {
 	Platform string // GOOS/GOARCH the binary was built for
 }
 
-// readVersion combines the version stamped with -ldflags (stamped; "dev"
-// when none was) with the build info Go embeds in every binary (bi may be
-// nil). A release build (make build, make release, make image) stamps the
+// readVersion combines the version and commit stamped with -ldflags
+// (stamped is "dev" and stampedCommit "" when none was) with the build info
+// Go embeds in every binary (bi may be nil): its vcs.revision wins over a
+// stamped commit, which serves builds without a VCS stamp (-buildvcs=false,
+// a git worktree). A release build (make build, make release, make image) stamps the
 // tag; a plain `go build` inside a git checkout still names its commit, and
 // Go 1.24+ derives a module version from the tag or a pseudo-version from
 // the commit. (Go stamps a clone, not a git worktree, whose .git is a file.)
-func readVersion(stamped string, bi *debug.BuildInfo) buildVersion {
-	v := buildVersion{Version: stamped, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
+func readVersion(stamped, stampedCommit string, bi *debug.BuildInfo) buildVersion {
+	v := buildVersion{Version: stamped, Commit: stampedCommit, Go: runtime.Version(), Platform: runtime.GOOS + "/" + runtime.GOARCH}
 	if v.Version == "" {
 		v.Version = "dev"
 	}
@@ -52,8 +54,8 @@ func readVersion(stamped string, bi *debug.BuildInfo) buildVersion {
 //	nodecache v0.1.0 commit 3f1c0de9a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0 go1.26.8 linux/amd64
 //
 // with "-modified" after a commit whose work tree had changes, and commit
-// "unknown" for a build without a VCS stamp (go build -buildvcs=false, or
-// outside a git checkout).
+// "unknown" for a build with neither a VCS stamp nor -X main.commit (go
+// build -buildvcs=false, or outside a git checkout).
 func (v buildVersion) String() string {
 	commit := "unknown"
 	if v.Commit != "" {
@@ -68,5 +70,5 @@ func (v buildVersion) String() string {
 // currentVersion reads this binary's own build.
 func currentVersion() buildVersion {
 	bi, _ := debug.ReadBuildInfo()
-	return readVersion(version, bi)
+	return readVersion(version, commit, bi)
 }

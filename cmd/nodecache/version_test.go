@@ -17,26 +17,33 @@ func TestReadVersion(t *testing.T) {
 	}
 	const rev = "3f1c0de9a2b4c6d8e0f1a3b5c7d9e1f2a4b6c8d0"
 	for _, tc := range []struct {
-		name    string
-		stamped string
-		bi      *debug.BuildInfo
-		want    string
+		name          string
+		stamped       string
+		stampedCommit string
+		bi            *debug.BuildInfo
+		want          string
 	}{
-		{"release: the tag wins over the module version", "v0.2.0",
+		{"release: the tag wins over the module version", "v0.2.0", "",
 			&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.2.1-0.20261202170000-3f1c0de9a2b4"}, Settings: vcs(rev, "false")},
 			"nodecache v0.2.0 commit " + rev + " go1.26.8 " + platform},
-		{"plain go build: module pseudo-version and commit", "dev",
+		{"plain go build: module pseudo-version and commit", "dev", "",
 			&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261202170000-3f1c0de9a2b4+dirty"}, Settings: vcs(rev, "true")},
 			"nodecache v0.0.0-20261202170000-3f1c0de9a2b4+dirty commit " + rev + "-modified go1.26.8 " + platform},
-		{"go build -buildvcs=false", "dev",
+		{"go build -buildvcs=false", "dev", "",
 			&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
 			"nodecache dev commit unknown go1.26.8 " + platform},
-		{"no build info", "",
+		{"make image: -buildvcs=false with -X main.commit", "v0.2.0", rev,
+			&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}},
+			"nodecache v0.2.0 commit " + rev + " go1.26.8 " + platform},
+		{"the build info's commit wins over a stamped one", "v0.2.0", "0000000000000000000000000000000000000000",
+			&debug.BuildInfo{GoVersion: "go1.26.8", Settings: vcs(rev, "false")},
+			"nodecache v0.2.0 commit " + rev + " go1.26.8 " + platform},
+		{"no build info", "", "",
 			nil,
 			"nodecache dev commit unknown " + runtime.Version() + " " + platform},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := readVersion(tc.stamped, tc.bi).String(); got != tc.want {
+			if got := readVersion(tc.stamped, tc.stampedCommit, tc.bi).String(); got != tc.want {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
