@@ -9,9 +9,14 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 BIN     := bin/nodecache
+# make image writes the OCI image layout here; make image-push REGISTRY=...
+# publishes it as $(REGISTRY)/nodecache:$(VERSION).
+IMAGE_OUT ?= _output/image
+REGISTRY  ?=
+IMAGE_NAME = $(if $(REGISTRY),$(REGISTRY)/nodecache,nodecache)
 UPSTREAM ?= /etc/resolv.conf
 
-.PHONY: all build run deps test unit e2e conformance bench bench-churn bench-go fuzz lint docs clean
+.PHONY: all build run deps test unit e2e conformance image image-push image-pins release bench bench-churn bench-go fuzz lint docs clean
 
 all: build
 
@@ -40,8 +45,9 @@ test: deps
 deps:
 	hack/install-deps.sh
 
-# The tools/ modules (own go.mod, so not in ./...): the Helm chart's tests.
-TOOL_MODULES := tools/helmchart
+# The tools/ modules (own go.mod, so not in ./...): the Helm chart's tests
+# and the image builder's (two builds compared byte for byte).
+TOOL_MODULES := tools/helmchart tools/image
 
 unit:
 	$(GO) vet ./...
@@ -68,6 +74,38 @@ conformance:
 	NODECACHE_E2E_BIN=$${NODECACHE_E2E_BIN:-$$(e2e/tools/build-k8s.sh)} \
 	NODECACHE_COREDNS=$${NODECACHE_COREDNS:-$$(bench/build-coredns.sh)} \
 		$(GO) test -tags e2e -count=1 -timeout 30m -v -run '^TestConformance$$' ./e2e/
+
+# The agent image for linux/amd64 and linux/arm64 as an OCI image layout,
+# built without a container daemon by tools/image (docs/image.md): the static
+# agent on the Debian packages tools/image/debian-pins.txt pins, downloaded
+# once into ~/.cache/nodecache-image. The same commit and pins give the same
+# digests; the real-node e2e test runs this image.
+image:
+	cd tools/image && $(GO) run . build -src $(CURDIR) -out $(abspath $(IMAGE_OUT)) \
+		-version $(VERSION) -commit $(COMMIT) -repository $(IMAGE_NAME)
+	cd tools/image && $(GO) run . digest -layout $(abspath $(IMAGE_OUT))
+
+# Not run by the tests: needs a registry and credentials (docker login or a
+# credential helper in ~/.docker/config.json).
+image-push: image
+	@test -n "$(REGISTRY)" || { echo "usage: make image-push REGISTRY=registry.example.com/team (pushes REGISTRY/nodecache:$(VERSION))" >&2; exit 2; }
+	cd tools/image && $(GO) run . push -layout $(abspath $(IMAGE_OUT)) -ref $(IMAGE_NAME):$(VERSION)
+
+# Re-resolve the Debian pins (gpgv-checked), then review and commit the diff.
+image-pins:
+	tools/image/update-pins.sh
+
+# A release from a clean checkout (tag it first: VERSION is git describe):
+# the image layout, the agent for both arches (the very binaries in the
+# image) and SHA256SUMS over all of it, in _output/release.
+RELEASE_OUT := _output/release
+release:
+	@case "$(VERSION)" in *-dirty) echo "release: the work tree has changes; commit them first ($(VERSION))" >&2; exit 1;; esac
+	rm -rf $(RELEASE_OUT) && mkdir -p $(RELEASE_OUT)
+	cd tools/image && $(GO) run . build -src $(CURDIR) -out $(abspath $(RELEASE_OUT))/image \
+		-binaries $(abspath $(RELEASE_OUT)) -version $(VERSION) -commit $(COMMIT) -repository $(IMAGE_NAME)
+	cd $(RELEASE_OUT) && find nodecache-* image -type f | LC_ALL=C sort | xargs sha256sum > SHA256SUMS
+	cd tools/image && $(GO) run . digest -layout $(abspath $(RELEASE_OUT))/image | tee $(abspath $(RELEASE_OUT))/DIGESTS
 
 bench-go:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
@@ -110,4 +148,4 @@ docs:
 	$(GO) test -count=1 ./cmd/nodecache ./internal/agent -run '^Test(Flags|Metrics)Doc$$' -update-docs
 
 clean:
-	rm -rf bin
+	rm -rf bin _output

@@ -30,6 +30,7 @@ type buildOptions struct {
 	Repository      string // the name in index.json's ref.name annotation
 	Epoch           int64  // SOURCE_DATE_EPOCH
 	Platforms       string // comma-separated os/arch
+	Binaries        string // if set, the agents are also written here as nodecache-linux-ARCH
 }
 
 // agentPath is where the image has the agent; the entrypoint.
@@ -39,7 +40,10 @@ const agentPath = "usr/local/bin/nodecache"
 // each a Debian layer and an agent layer.
 func build(ctx context.Context, o buildOptions, log *slog.Logger) error {
 	start := time.Now()
-	for _, p := range []*string{&o.Src, &o.Out, &o.Cache} {
+	for _, p := range []*string{&o.Src, &o.Out, &o.Cache, &o.Binaries} {
+		if *p == "" {
+			continue
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -119,6 +123,11 @@ func platformImage(ctx context.Context, f *fetcher, o buildOptions, pf *pinFile,
 	agentBin, err := os.ReadFile(bin)
 	if err != nil {
 		return nil, err
+	}
+	if o.Binaries != "" {
+		if err := os.WriteFile(filepath.Join(o.Binaries, "nodecache-linux-"+arch), agentBin, 0o755); err != nil {
+			return nil, err
+		}
 	}
 	agent := rootfs{}
 	if err := agent.add(agentPath, &fsEntry{Type: tar.TypeReg, Mode: 0o755, Data: agentBin, From: "agent"}); err != nil {

@@ -21,6 +21,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 )
@@ -56,10 +57,18 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		fs.StringVar(&o.Cache, "cache", defaultCache(), "where downloaded .debs are kept")
 		fs.StringVar(&o.Mirror, "mirror", "https://deb.debian.org/", "the Debian mirror")
 		fs.StringVar(&o.Repository, "repository", "ghcr.io/nodecache/nodecache", "the image name the layout's index names (with the version as tag)")
-		fs.Int64Var(&o.Epoch, "source-date-epoch", envEpoch(), "the time of every file and of the image, in seconds since 1970 (SOURCE_DATE_EPOCH)")
+		epoch := fs.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "the time of every file and of the image, in seconds since 1970 (default $SOURCE_DATE_EPOCH, else 0)")
 		fs.StringVar(&o.Platforms, "platforms", "linux/amd64,linux/arm64", "the platforms of the index")
+		fs.StringVar(&o.Binaries, "binaries", "", "also write each agent binary here, as nodecache-linux-ARCH (make release)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
+		}
+		if *epoch != "" {
+			n, err := strconv.ParseInt(strings.TrimSpace(*epoch), 10, 64)
+			if err != nil || n < 0 {
+				return fmt.Errorf("source date epoch %q: want whole seconds since 1970", *epoch)
+			}
+			o.Epoch = n
 		}
 		return build(ctx, o, log)
 	case "push":
@@ -119,14 +128,4 @@ func defaultCache() string {
 		return filepath.Join(os.TempDir(), "nodecache-image")
 	}
 	return filepath.Join(d, "nodecache-image")
-}
-
-func envEpoch() int64 {
-	var n int64
-	if s := strings.TrimSpace(os.Getenv("SOURCE_DATE_EPOCH")); s != "" {
-		if _, err := fmt.Sscan(s, &n); err != nil {
-			return 0
-		}
-	}
-	return n
 }
