@@ -57,10 +57,11 @@ unit:
 	done
 
 # Needs root. Builds etcd and the Kubernetes binaries once into
-# ~/.cache/nodecache-e2e and CoreDNS into ~/.cache/nodecache-bench. CI=true
-# unless set: a missing prerequisite fails the suite instead of skipping it.
-e2e:
-	CI=$${CI:-true} \
+# ~/.cache/nodecache-e2e and CoreDNS into ~/.cache/nodecache-bench; the real
+# node runs the image make image built. CI=true unless set: a missing
+# prerequisite fails the suite instead of skipping it.
+e2e: image
+	CI=$${CI:-true} NODECACHE_IMAGE=$(abspath $(IMAGE_OUT)) \
 	NODECACHE_E2E_BIN=$${NODECACHE_E2E_BIN:-$$(e2e/tools/build-k8s.sh)} \
 	NODECACHE_COREDNS=$${NODECACHE_COREDNS:-$$(bench/build-coredns.sh)} \
 		$(GO) test -tags e2e -count=1 -timeout 45m -v ./e2e/...

@@ -18,12 +18,11 @@ import (
 	"strings"
 )
 
-// The rig's images. No registry is reachable, so each image is a
+// The rig's test images. No registry is reachable, so each is a
 // docker-archive tarball of one layer built here and imported into
-// containerd: the agent (its static binary plus the host's iptables and
-// their libraries, as deploy/Dockerfile's Debian image has them), the pod
-// sandbox (e2e/tools/pause) and the client (dnsload, and the host's glibc
-// getent and dig with their libraries).
+// containerd: the pod sandbox (e2e/tools/pause) and the client (dnsload,
+// and the host's glibc getent and dig with their libraries). The agent's
+// image is the one make image builds (realnode_ociimage_test.go).
 
 // imageFile is one file of an image: Src on the host copied to Dst, or a
 // symlink to Link.
@@ -38,15 +37,16 @@ type imageSpec struct {
 	Cmd        []string
 }
 
-// agentImageTags are the agent images the rollout test switches between:
-// the same code built with two version strings, so that the DaemonSet's
-// image really changes.
+// agentImageTags are the agent image references the rollout test switches
+// between: two names of the one image make image built, so that the
+// DaemonSet's pod template really changes (and the pods are replaced) while
+// the image that runs stays the one that ships.
 var agentImageTags = []string{"a", "b"}
 
 func agentImage(tag string) string { return agentRepo + ":" + tag }
 
-// buildNodeImages builds every image's binaries and writes one tarball each
-// into dir.
+// buildNodeImages builds the test images' binaries and writes one tarball
+// each into dir.
 func buildNodeImages(ctx context.Context, dir string) ([]string, error) {
 	root, err := filepath.Abs("..")
 	if err != nil {
@@ -66,35 +66,6 @@ func buildNodeImages(ctx context.Context, dir string) ([]string, error) {
 		{Src: "/etc/nsswitch.conf", Dst: "/etc/nsswitch.conf"},
 		{Src: "/etc/protocols", Dst: "/etc/protocols"},
 		{Src: "/etc/services", Dst: "/etc/services"},
-	}
-	iptables, err := hostFilesWithLibs("iptables-nft", "iptables-legacy", "xtables-nft-multi", "xtables-legacy-multi")
-	if err != nil {
-		return nil, err
-	}
-	// The agent and doctor call these names; on Debian they are all links
-	// to the two multi-call binaries.
-	for _, name := range []string{"iptables", "ip6tables"} {
-		for _, be := range []string{"nft", "legacy"} {
-			for _, sfx := range []string{"", "-save", "-restore"} {
-				iptables = append(iptables, imageFile{Dst: "/usr/sbin/" + name + "-" + be + sfx, Link: "xtables-" + be + "-multi"})
-			}
-		}
-	}
-	xt, err := filepath.Glob("/usr/lib/x86_64-linux-gnu/xtables/*.so")
-	if err != nil || len(xt) == 0 {
-		return nil, fmt.Errorf("no iptables extensions under /usr/lib/x86_64-linux-gnu/xtables (is iptables installed?)")
-	}
-	for _, so := range xt {
-		iptables = append(iptables, imageFile{Src: so, Dst: so})
-	}
-	for _, tag := range agentImageTags {
-		bin := filepath.Join(dir, "nodecache-"+tag)
-		if err := build(bin, "./cmd/nodecache", "e2e-"+tag); err != nil {
-			return nil, err
-		}
-		files := append([]imageFile{{Src: bin, Dst: "/usr/local/bin/nodecache"}}, iptables...)
-		specs = append(specs, imageSpec{Ref: agentImage(tag), Files: append(files, etc...),
-			Entrypoint: []string{"/usr/local/bin/nodecache"}})
 	}
 	pause := filepath.Join(dir, "pause")
 	if err := build(pause, "./e2e/tools/pause", "e2e"); err != nil {

@@ -302,9 +302,60 @@ func (n *realNode) importImages(ctx context.Context) {
 		t.Fatalf("building images: %v", err)
 	}
 	n.importTars(ctx, tars)
+	n.importAgentImage(ctx, imgDir)
 }
 
-// importTars imports docker-archive tarballs into the node's containerd.
+// importAgentImage imports the amd64 variant of the image make image built
+// under every agent tag, after checking that both variants hold binaries of
+// their architecture and that the agent names this checkout's commit; the
+// node's containerd must then hold it at the layout's digest.
+func (n *realNode) importAgentImage(ctx context.Context, dir string) {
+	t := n.t
+	layout, err := agentImageLayout(ctx, dir)
+	if err != nil {
+		t.Fatalf("the agent image: %v", err)
+	}
+	tarPath, digest, agent, err := agentImageTar(layout, dir)
+	if err != nil {
+		t.Fatalf("the agent image in %s: %v", layout, err)
+	}
+	t.Logf("agent image: %s, linux/amd64 %s; linux/arm64's agent and iptables are arm64 ELF files", layout, digest)
+	bin := filepath.Join(dir, "nodecache-from-image")
+	if err := os.WriteFile(bin, agent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.CommandContext(ctx, bin, "version").CombinedOutput()
+	head, herr := exec.CommandContext(ctx, "git", "-C", "..", "rev-parse", "HEAD").Output()
+	if err != nil || herr != nil || !strings.Contains(string(out), " commit "+strings.TrimSpace(string(head))+" ") {
+		t.Fatalf("the image's agent says %q (%v), want the commit of this checkout %s (%v)", strings.TrimSpace(string(out)), err, strings.TrimSpace(string(head)), herr)
+	}
+	t.Logf("the image's agent: %s", strings.TrimSpace(string(out)))
+	n.importTars(ctx, []string{tarPath})
+	list, err := n.ctr(ctx, "images", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tag := range agentImageTags {
+		ref := "docker.io/" + agentImage(tag)
+		if !imageListed(list, ref, digest) {
+			t.Fatalf("containerd does not list %s at %s after the import:\n%s", ref, digest, list)
+		}
+	}
+}
+
+// imageListed says whether `ctr images ls` lists ref at digest.
+func imageListed(list, ref, digest string) bool {
+	for _, line := range strings.Split(list, "\n") {
+		f := strings.Fields(line)
+		if len(f) > 2 && f[0] == ref && strings.Contains(line, digest) {
+			return true
+		}
+	}
+	return false
+}
+
+// importTars imports image tarballs (docker-archive or OCI) into the node's
+// containerd.
 func (n *realNode) importTars(ctx context.Context, tars []string) {
 	t := n.t
 	for _, tar := range tars {
