@@ -70,8 +70,8 @@ e2e: image
 # DaemonSet on the real node; JUnit into $$CONFORMANCE_REPORT_DIR (default
 # _output/conformance). NODECACHE_CONFORMANCE_DNS=coredns runs the same
 # against CoreDNS. See docs/conformance.md. Needs root.
-conformance:
-	CI=$${CI:-true} \
+conformance: image
+	CI=$${CI:-true} NODECACHE_IMAGE=$(abspath $(IMAGE_OUT)) \
 	NODECACHE_E2E_BIN=$${NODECACHE_E2E_BIN:-$$(e2e/tools/build-k8s.sh)} \
 	NODECACHE_COREDNS=$${NODECACHE_COREDNS:-$$(bench/build-coredns.sh)} \
 		$(GO) test -tags e2e -count=1 -timeout 30m -v -run '^TestConformance$$' ./e2e/
