@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -137,3 +138,58 @@ func TestLogKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestPackageMapComplete holds docs/architecture.md's package map to the
+// tree: every directory under cmd/, pkg/, internal/ and tools/ that holds Go
+// files (testdata aside) has a row, and every row naming a path under them
+// names a directory that exists.
+func TestPackageMapComplete(t *testing.T) {
+	root := filepath.Join("..", "..")
+	doc, err := os.ReadFile(filepath.Join(root, "docs", "architecture.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "\n## Package map\n")
+	if !ok {
+		t.Fatal("docs/architecture.md has no \"## Package map\" section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	row := regexp.MustCompile("(?m)^\\| `([^`]+)/` \\|")
+	mapped := map[string]bool{}
+	for _, m := range row.FindAllStringSubmatch(section, -1) {
+		mapped[m[1]] = true
+	}
+	dirs := []string{"cmd", "pkg", "internal", "tools"}
+	found := map[string]bool{}
+	for _, dir := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, dir), func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() && d.Name() == "testdata" {
+				return filepath.SkipDir
+			}
+			if d.IsDir() || !strings.HasSuffix(path, ".go") {
+				return nil
+			}
+			rel, _ := filepath.Rel(root, filepath.Dir(path))
+			found[filepath.ToSlash(rel)] = true
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p := range found {
+		if !mapped[p] {
+			t.Errorf("%s/ holds Go files but has no row in docs/architecture.md's package map", p)
+		}
+	}
+	for p := range mapped {
+		top, _, _ := strings.Cut(p, "/")
+		if slices.Contains(dirs, top) && !found[p] {
+			t.Errorf("docs/architecture.md's package map names %s/, which holds no Go package", p)
+		}
+	}
+}
+
