@@ -136,3 +136,28 @@ var (
 		t.Errorf("FillTypes: got %+v, want the missing type filled and the others kept", ms)
 	}
 }
+
+func TestSourceNames(t *testing.T) {
+	dir := t.TempDir()
+	src := `package x
+
+import "github.com/prometheus/client_golang/prometheus"
+
+var (
+	a = prometheus.NewGauge(prometheus.GaugeOpts{Help: "h", Name: "x_bytes"})
+	b = prometheus.NewDesc("x_entries", "h", nil, nil)
+	c = prometheus.NewDesc("x_"+name, "h", nil, nil)
+)
+`
+	if err := os.WriteFile(filepath.Join(dir, "m.go"), []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := SourceNames(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{"x_bytes": true, "x_entries": true}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+}

@@ -22,6 +22,55 @@ var optsTypes = map[string]string{
 // registry cannot tell.
 func SourceTypes(dirs ...string) (map[string]string, error) {
 	out := map[string]string{}
+	err := inspectSource(dirs, func(n ast.Node) {
+		lit, ok := n.(*ast.CompositeLit)
+		if !ok {
+			return
+		}
+		sel, ok := lit.Type.(*ast.SelectorExpr)
+		if !ok || optsTypes[sel.Sel.Name] == "" {
+			return
+		}
+		if name := literalName(lit); name != "" {
+			out[name] = optsTypes[sel.Sel.Name]
+		}
+	})
+	return out, err
+}
+
+// SourceNames returns every metric name declared under dirs as a literal:
+// SourceTypes' names and the first argument of each prometheus.NewDesc
+// call that is a string literal (a collector's series). A name built at run
+// time ("nodecache_cache_"+name) is not among them.
+func SourceNames(dirs ...string) (map[string]bool, error) {
+	types, err := SourceTypes(dirs...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for name := range types {
+		out[name] = true
+	}
+	err = inspectSource(dirs, func(n ast.Node) {
+		call, ok := n.(*ast.CallExpr)
+		if !ok || len(call.Args) == 0 {
+			return
+		}
+		if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "NewDesc" {
+			return
+		}
+		if b, ok := call.Args[0].(*ast.BasicLit); ok && b.Kind == token.STRING {
+			if s, err := strconv.Unquote(b.Value); err == nil {
+				out[s] = true
+			}
+		}
+	})
+	return out, err
+}
+
+// inspectSource calls visit on every node of the Go files under dirs,
+// tests and testdata skipped.
+func inspectSource(dirs []string, visit func(ast.Node)) error {
 	fset := token.NewFileSet()
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -39,26 +88,16 @@ func SourceTypes(dirs ...string) (map[string]string, error) {
 				return err
 			}
 			ast.Inspect(f, func(n ast.Node) bool {
-				lit, ok := n.(*ast.CompositeLit)
-				if !ok {
-					return true
-				}
-				sel, ok := lit.Type.(*ast.SelectorExpr)
-				if !ok || optsTypes[sel.Sel.Name] == "" {
-					return true
-				}
-				if name := literalName(lit); name != "" {
-					out[name] = optsTypes[sel.Sel.Name]
-				}
+				visit(n)
 				return true
 			})
 			return nil
 		})
 		if err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // literalName is the Name field of an options literal when it is a string
