@@ -131,7 +131,7 @@ func (c *Cache) wantPrefetchLocked(e *entry, now time.Time) bool {
 	if c.cfg.PrefetchPercent < 0 || e.prefetching || int(e.hits) < c.cfg.PrefetchMinHits {
 		return false
 	}
-	if e.expire().Sub(now)*100 >= e.lifetime()*time.Duration(c.cfg.PrefetchPercent) {
+	if e.remaining(now)*100 >= e.lifetime()*time.Duration(c.cfg.PrefetchPercent) {
 		return false
 	}
 	e.prefetching = true

@@ -88,6 +88,13 @@ func (e *entry) lifetime() time.Duration { return time.Duration(e.ttl) * time.Se
 // expire is when e stops being fresh.
 func (e *entry) expire() time.Time { return time.Unix(0, e.stored+int64(e.lifetime())) }
 
+// remaining is how long e stays fresh after now (negative once stale):
+// integer nanoseconds, as e.stored is, rather than time.Time arithmetic,
+// for it is read on every hit.
+func (e *entry) remaining(now time.Time) time.Duration {
+	return time.Duration(e.stored + int64(e.lifetime()) - now.UnixNano())
+}
+
 func (e *entry) fresh(now time.Time) bool { return now.UnixNano() < e.stored+int64(e.lifetime()) }
 
 // elapsed is the whole seconds since e was stored, rounded up, so that a

@@ -32,22 +32,30 @@ func (q *Query) Matches(k *Key) bool {
 
 // Hash returns q's key hash under seed, without allocating; equal to
 // q.Key().Hash(seed).
+// It hashes the name where Parse lowercased it, with the rest of the key
+// written after it.
 func (q *Query) Hash(seed maphash.Seed) uint64 {
-	return hashKey(seed, q.LowerName(), q.Type, q.Class, q.DO, q.CD())
+	n := q.lowerLen
+	b := q.lower[:n+keyTrailerLen]
+	putKeyTrailer(b[n:], q.Type, q.Class, q.DO, q.CD())
+	return maphash.Bytes(seed, b)
 }
 
 // Hash returns k's hash under seed.
 func (k *Key) Hash(seed maphash.Seed) uint64 {
-	var b [MaxNameLen]byte
-	n := copy(b[:], k.Name)
-	return hashKey(seed, b[:n], k.Type, k.Class, k.DO, k.CD)
+	var b [MaxNameLen + keyTrailerLen]byte
+	n := copy(b[:MaxNameLen], k.Name)
+	putKeyTrailer(b[n:], k.Type, k.Class, k.DO, k.CD)
+	return maphash.Bytes(seed, b[:n+keyTrailerLen])
 }
 
-func hashKey(seed maphash.Seed, name []byte, typ, class uint16, do, cd bool) uint64 {
-	var b [MaxNameLen + 5]byte
-	n := copy(b[:], name)
-	binary.BigEndian.PutUint16(b[n:], typ)
-	binary.BigEndian.PutUint16(b[n+2:], class)
+// keyTrailerLen is the size of what follows the name in the bytes a key
+// hash is computed over: type, class, and a byte of DO and CD.
+const keyTrailerLen = 5
+
+func putKeyTrailer(b []byte, typ, class uint16, do, cd bool) {
+	binary.BigEndian.PutUint16(b, typ)
+	binary.BigEndian.PutUint16(b[2:], class)
 	var bits byte
 	if do {
 		bits |= 1
@@ -55,8 +63,7 @@ func hashKey(seed maphash.Seed, name []byte, typ, class uint16, do, cd bool) uin
 	if cd {
 		bits |= 2
 	}
-	b[n+4] = bits
-	return maphash.Bytes(seed, b[:n+5])
+	b[4] = bits
 }
 
 // NewKey builds a key from a presentation-form name.

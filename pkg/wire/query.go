@@ -62,8 +62,10 @@ type Query struct {
 	// question could not be parsed.
 	QuestionEnd int
 
-	lower    [MaxNameLen]byte
 	lowerLen int
+	// lower is the lowercased name, then room for the key's type, class
+	// and flag bytes that Hash appends to it: hashed in place, not copied.
+	lower [MaxNameLen + keyTrailerLen]byte
 }
 
 // Opcode returns the query's opcode.
@@ -92,12 +94,22 @@ func (q *Query) CopyTo(dst *Query, pkt []byte) {
 	}
 }
 
+// reset clears every field but ID (Parse overwrites it once the header
+// is there) and the lower buffer, of which only the first lowerLen bytes
+// are read: clearing its 260 bytes for every query is what *q = Query{}
+// would cost. TestResetClearsEveryField keeps it complete.
+func (q *Query) reset() {
+	q.Flags, q.Name, q.Type, q.Class = 0, nil, 0, 0
+	q.EDNS, q.UDPSize, q.Version, q.DO = false, 0, 0, false
+	q.QuestionEnd, q.lowerLen = 0, 0
+}
+
 // Parse reads the header, the question and any OPT record of pkt into q. It
 // does not allocate. On ErrFormat, ErrNotImp and ErrBadVers, q holds what was
 // read (ID, Flags, and the question and EDNS fields when they parsed), enough
 // for the server to build its error reply.
 func Parse(pkt []byte, q *Query) error {
-	*q = Query{ID: q.ID} // keeps no stale state; the ID is overwritten below
+	q.reset()
 	if len(pkt) < HeaderLen {
 		return ErrNoReply
 	}
@@ -150,7 +162,7 @@ func Parse(pkt []byte, q *Query) error {
 func (q *Query) parseQuestion(pkt []byte) (int, error) {
 	off := HeaderLen
 	start := off
-	for {
+	for { // the labels' lengths first; the name is lowercased in one go below
 		if off >= len(pkt) {
 			return 0, ErrFormat
 		}
@@ -158,14 +170,10 @@ func (q *Query) parseQuestion(pkt []byte) (int, error) {
 		if l&0xC0 != 0 { // no compression in a question: nothing precedes it
 			return 0, ErrFormat
 		}
-		if off+1+l > len(pkt) || off+1+l-start > MaxNameLen {
+		off += 1 + l
+		if off > len(pkt) || off-start > MaxNameLen {
 			return 0, ErrFormat
 		}
-		q.lower[off-start] = pkt[off]
-		for i := off + 1; i <= off+l; i++ {
-			q.lower[i-start] = lower(pkt[i])
-		}
-		off += 1 + l
 		if l == 0 {
 			break
 		}
@@ -174,12 +182,40 @@ func (q *Query) parseQuestion(pkt []byte) (int, error) {
 		return 0, ErrFormat
 	}
 	q.Name = pkt[start:off]
-	q.lowerLen = off - start
+	q.lowerLen = lowerInto(q.lower[:], q.Name)
 	q.Type = binary.BigEndian.Uint16(pkt[off:])
 	q.Class = binary.BigEndian.Uint16(pkt[off+2:])
 	off += 4
 	q.QuestionEnd = off
 	return off, nil
+}
+
+// lowerInto writes name with ASCII letters lowercased to dst, which is at
+// least as long, and returns len(name). Label length bytes (below 64) are
+// not letters and pass unchanged, so a wire-form name is lowercased whole,
+// eight bytes at a time.
+func lowerInto(dst, name []byte) int {
+	n := len(name)
+	dst = dst[:n]
+	i := 0
+	for ; i+8 <= n; i += 8 {
+		binary.LittleEndian.PutUint64(dst[i:], lower8(binary.LittleEndian.Uint64(name[i:])))
+	}
+	for ; i < n; i++ {
+		dst[i] = lowerTable[name[i]]
+	}
+	return n
+}
+
+// lower8 lowercases the ASCII letters among the eight bytes of x: for each
+// byte, bit 7 of (b&0x7f)+(0x80-'A') says b&0x7f >= 'A', of
+// (b&0x7f)+(0x80-'Z'-1) that it is above 'Z'; a byte with bit 7 set is no
+// ASCII letter. No carry crosses bytes, as each sum stays below 0x100.
+func lower8(x uint64) uint64 {
+	const ones = 0x0101010101010101
+	h := x & (0x7f * ones)
+	upper := (h + (0x80-'A')*ones) &^ (h + (0x80-'Z'-1)*ones) &^ x & (0x80 * ones)
+	return x | upper>>2
 }
 
 func (q *Query) parseAdditional(pkt []byte, off int) (int, error) {

@@ -274,6 +274,15 @@ func equalFold(a, b []byte) bool {
 	return true
 }
 
+// lowerTable maps every byte to its ASCII lowercase: a load per byte of a
+// name rather than two compares.
+var lowerTable = func() (t [256]byte) {
+	for i := range t {
+		t[i] = lower(byte(i))
+	}
+	return t
+}()
+
 func lower(c byte) byte {
 	if 'A' <= c && c <= 'Z' {
 		return c + 'a' - 'A'
