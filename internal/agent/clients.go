@@ -33,14 +33,14 @@ type clientCounter struct {
 	Latency  time.Duration // summed
 }
 
-var _ server.Observer = (*clientStats)(nil)
+var _ server.Counter = (*clientStats)(nil)
 
 func newClientStats(limit int) *clientStats {
 	return &clientStats{max: limit, clients: make(map[netip.Addr]*clientCounter)}
 }
 
-// Observe implements server.Observer.
-func (c *clientStats) Observe(client netip.Addr, _ *wire.Query, res server.Result, took time.Duration) {
+// Count implements server.Counter.
+func (c *clientStats) Count(client netip.Addr, res server.Result, n uint64, took time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cc, ok := c.clients[client]
@@ -53,14 +53,14 @@ func (c *clientStats) Observe(client netip.Addr, _ *wire.Query, res server.Resul
 		}
 	}
 	for _, x := range []*clientCounter{cc, &c.total} {
-		x.Queries++
+		x.Queries += n
 		x.Latency += took
 		if res.Rcode == dns.RcodeNameError {
-			x.NXDomain++
+			x.NXDomain += n
 		}
 	}
-	c.rcodes[min(max(res.Rcode, 0), len(c.rcodes)-1)]++
-	c.sources[min(int(res.Source), len(c.sources)-1)]++
+	c.rcodes[min(max(res.Rcode, 0), len(c.rcodes)-1)] += n
+	c.sources[min(int(res.Source), len(c.sources)-1)] += n
 }
 
 // snapshot returns the top n clients by queries, and the totals.

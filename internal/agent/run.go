@@ -271,11 +271,11 @@ func (a *Agent) build() error {
 	if err != nil {
 		return err
 	}
-	obs := observers{a.clients, a.tail}
+	obs := observers{a.tail}
 	if ql != nil {
 		obs = append(obs, ql)
 	}
-	deps := server.Deps{Zone: zone, Resolver: resolver, Observer: obs}
+	deps := server.Deps{Zone: zone, Resolver: resolver, Observer: obs, Counter: a.clients}
 	if a.tap != nil {
 		deps.Tap = a.tap
 	}

@@ -90,13 +90,14 @@ func BenchmarkObserveIdleTail(b *testing.B) {
 		o := newClientStats(4096)
 		b.ReportAllocs()
 		for b.Loop() {
-			o.Observe(client, q, res, time.Microsecond)
+			o.Count(client, res, 1, time.Microsecond)
 		}
 	})
 	b.Run("clients+tail", func(b *testing.B) {
-		o := observers{newClientStats(4096), newTailHub()}
+		c, o := newClientStats(4096), observers{newTailHub()}
 		b.ReportAllocs()
 		for b.Loop() {
+			c.Count(client, res, 1, time.Microsecond)
 			o.Observe(client, q, res, time.Microsecond)
 		}
 	})

@@ -245,8 +245,8 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 		}
 		// Accounted before the send, as one query at a time is: a client
 		// that has its reply sees it counted.
-		if len(t.groups) > 0 {
-			t.flush(s.metrics, time.Since(start).Seconds())
+		if t.pending() {
+			t.flush(s.metrics, s.counter, time.Since(start))
 		}
 		if err := b.flush(); err != nil {
 			s.metrics.dropped("write_error")

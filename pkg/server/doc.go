@@ -28,9 +28,13 @@
 // record is echoed.
 //
 // Every answered query goes to Deps.Observer (client, question, result,
-// latency: the per-client counts, `nodecache tail`, the query log) and,
-// when set, to Deps.Tap with the query and reply bytes (dnstap). Both are
-// called on the serving goroutine and must not block.
+// latency: `nodecache tail`, the query log), to Deps.Counter (client,
+// result, count, latency: the per-client counts of `nodecache top`) and,
+// when set, to Deps.Tap with the query and reply bytes (dnstap). All are
+// called on the serving goroutine and must not block. The batched UDP loop
+// adds a batch's metrics and counts once, alike queries together, just
+// before its replies are sent (tally.go); the totals are those of one
+// query at a time.
 //
 // Metrics: nodecache_server_requests_total{proto,qtype}, nodecache_server_
 // responses_total{source,rcode}, nodecache_server_request_duration_seconds

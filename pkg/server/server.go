@@ -20,10 +20,21 @@ import (
 	"github.com/nodecache/nodecache/pkg/workers"
 )
 
-// Observer sees every answered query; the per-client accounting hangs here.
-// It is called on the hot path and must not block.
+// Observer sees every answered query (the agent's tail and query log hang
+// here; the per-client counts are a Counter). It is called on the hot path
+// and must not block.
 type Observer interface {
 	Observe(client netip.Addr, q *wire.Query, res Result, took time.Duration)
+}
+
+// Counter counts answered queries per client (the agent's top): unlike an
+// Observer it sees no query, so the batched read loop gives it a batch's
+// queries from one client with one result together. It is called on the
+// hot path and must not block.
+type Counter interface {
+	// Count accounts n queries from client answered with res; took is
+	// their time summed.
+	Count(client netip.Addr, res Result, n uint64, took time.Duration)
 }
 
 // Tap sees the wire form of every answered query (dnstap): the client,
@@ -37,7 +48,8 @@ type Tap interface {
 type Deps struct {
 	Zone     Zone     // nil: no cluster zone
 	Resolver Resolver // the cache in front of the upstreams
-	Observer Observer // nil: no per-client accounting
+	Observer Observer // nil: no per-query observer
+	Counter  Counter  // nil: no per-client counts
 	Pods     Pods     // nil: no autopath
 	Tap      Tap      // nil: no dnstap
 }
@@ -49,6 +61,7 @@ type Server struct {
 	zone       Zone // nil: no cluster zone
 	resolver   Resolver
 	observer   Observer       // may be nil
+	counter    Counter        // may be nil
 	tap        Tap            // may be nil
 	pods       Pods           // may be nil
 	limiter    *clientLimiter // nil: no per-client limit
@@ -132,7 +145,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 		pods = nil
 	}
 	s := &Server{
-		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer, tap: deps.Tap,
+		cfg: cfg, log: log, zone: deps.Zone, resolver: deps.Resolver, observer: deps.Observer, counter: deps.Counter, tap: deps.Tap,
 		pods: pods, limiter: limiter,
 		domainWire: dw[:n], noAAAA: noAAAA,
 		memo:         newZoneMemo(100_000),
@@ -288,10 +301,16 @@ func (s *Server) record(t *tally, ep edge, client netip.AddrPort, q *wire.Query,
 			server:  s.metrics.key(int(ep.proto), q.Type, res),
 			coredns: s.metrics.coredns.key(ep, client.Addr(), q, res, len(pkt), reply),
 		})
+		if s.counter != nil {
+			t.count(client.Addr(), res)
+		}
 	} else {
 		seconds := took.Seconds()
 		s.metrics.observe(int(ep.proto), q.Type, res, seconds)
 		s.metrics.coredns.observe(ep, client.Addr(), q, res, seconds, len(pkt), reply)
+		if s.counter != nil {
+			s.counter.Count(client.Addr(), res, 1, took)
+		}
 	}
 	if s.observer != nil {
 		s.observer.Observe(client.Addr(), q, res, took)

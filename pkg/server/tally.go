@@ -1,6 +1,12 @@
 package server
 
-// tally gathers what one batch of replies adds to the server's series, so
+import (
+	"net/netip"
+	"time"
+)
+
+// tally gathers what one batch of replies adds to the server's series and
+// the per-client counts, so
 // that queries alike (same cells: transport, type, source, rcode, zone,
 // sizes) are added once, with their count, when the batch has been sent,
 // rather than with a dozen atomic operations each as they are answered.
@@ -9,7 +15,15 @@ package server
 // (bursts of fewer than a batch are thus counted before their replies
 // leave, as one query at a time is). It is used by one read loop.
 type tally struct {
-	groups []tallyGroup // reused from batch to batch
+	groups  []tallyGroup  // reused from batch to batch
+	clients []clientGroup // the same for the Counter
+}
+
+// clientGroup is a batch's queries from one client with one result.
+type clientGroup struct {
+	client netip.Addr
+	res    Result
+	n      uint64
 }
 
 type tallyGroup struct {
@@ -33,11 +47,30 @@ func (t *tally) add(k recordKey) {
 	t.groups = append(t.groups, tallyGroup{key: k, n: 1})
 }
 
-// flush adds the batch to m, every query of it having taken seconds.
-func (t *tally) flush(m *metrics, seconds float64) {
+func (t *tally) count(client netip.Addr, res Result) {
+	for i := range t.clients {
+		if g := &t.clients[i]; g.client == client && g.res == res {
+			g.n++
+			return
+		}
+	}
+	t.clients = append(t.clients, clientGroup{client: client, res: res, n: 1})
+}
+
+// pending reports whether the batch has queries not yet accounted.
+func (t *tally) pending() bool { return len(t.groups) > 0 || len(t.clients) > 0 }
+
+// flush adds the batch to m and c (nil: none), every query of it having
+// taken took.
+func (t *tally) flush(m *metrics, c Counter, took time.Duration) {
+	seconds := took.Seconds()
 	for _, g := range t.groups {
 		m.add(g.key.server, g.n, seconds)
 		m.coredns.add(g.key.coredns, g.n, seconds)
 	}
 	t.groups = t.groups[:0]
+	for _, g := range t.clients {
+		c.Count(g.client, g.res, g.n, time.Duration(g.n)*took)
+	}
+	t.clients = t.clients[:0]
 }

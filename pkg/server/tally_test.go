@@ -4,8 +4,13 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
+	"math"
 	"net"
 	"net/netip"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -68,23 +73,39 @@ func TestTallySameTotals(t *testing.T) {
 		{edge{}, v4, a, Result{Rcode: 99, Source: wire.NumSources + 3}, 4000, positive},
 		{edge{}, v4, a, Result{Source: wire.SourceCache}, 40, positive},
 	}
-	const seconds = 1.0 / 1024 // a power of two: sums of n at once and n one by one agree exactly
+	const took = 420 * time.Microsecond
+	seconds := took.Seconds()
 	var tl tally
+	c1, c2 := countsByClient{}, countsByClient{}
 	for round := 0; round < 3; round++ {
 		for _, x := range batch {
 			m1.observe(int(x.ep.proto), x.q.Type, x.res, seconds)
 			m1.coredns.observe(x.ep, x.client, x.q, x.res, seconds, x.reqLen, x.reply)
+			c1.Count(x.client, x.res, 1, took)
 			tl.add(recordKey{server: m2.key(int(x.ep.proto), x.q.Type, x.res),
 				coredns: m2.coredns.key(x.ep, x.client, x.q, x.res, x.reqLen, x.reply)})
+			tl.count(x.client, x.res)
 		}
-		if len(tl.groups) >= len(batch) {
-			t.Fatalf("%d groups for %d queries: alike queries were not grouped", len(tl.groups), len(batch))
+		if len(tl.groups) >= len(batch) || len(tl.clients) >= len(batch) {
+			t.Fatalf("%d and %d groups for %d queries: alike queries were not grouped", len(tl.groups), len(tl.clients), len(batch))
 		}
-		tl.flush(m2, seconds)
-		if got, want := exposition(t, tallied), exposition(t, one); got != want {
+		tl.flush(m2, c2, took)
+		if !maps.Equal(c1, c2) {
+			t.Fatalf("round %d: tallied client counts %v, want %v", round, c2, c1)
+		}
+		if got, want := exposition(t, tallied), exposition(t, one); !sameExposition(got, want) {
 			t.Fatalf("round %d: tallied series differ from one-at-a-time ones:\n%s\nwant:\n%s", round, got, want)
 		}
 	}
+}
+
+// countsByClient is a Counter that keeps, by client and result, the time
+// summed (under n 0) and the count (under n 1).
+type countsByClient map[clientGroup]time.Duration
+
+func (c countsByClient) Count(client netip.Addr, res Result, n uint64, took time.Duration) {
+	c[clientGroup{client: client, res: res}] += took
+	c[clientGroup{client: client, res: res, n: 1}] += time.Duration(n)
 }
 
 // TestHistVecMatchesPrometheus: n observations of a value added at once
@@ -109,7 +130,7 @@ func TestHistVecMatchesPrometheus(t *testing.T) {
 			ref.WithLabelValues(string(rune('a' + o.cell))).Observe(o.v)
 		}
 	}
-	if g, w := exposition(t, got), exposition(t, want); g != w {
+	if g, w := exposition(t, got), exposition(t, want); !sameExposition(g, w) {
 		t.Errorf("histVec:\n%s\nwant:\n%s", g, w)
 	}
 }
@@ -131,6 +152,38 @@ func exposition(t *testing.T, g prometheus.Gatherer) string {
 	return string(out)
 }
 
+// sameExposition compares two text expositions line by line: equal, but
+// for histogram sums, which may differ in the last bits (n·v added at once
+// against v added n times) and must agree to 1e-12 relative.
+func sameExposition(a, b string) bool {
+	al, bl := strings.Split(a, "\n"), strings.Split(b, "\n")
+	if len(al) != len(bl) {
+		return false
+	}
+	for i := range al {
+		if al[i] == bl[i] {
+			continue
+		}
+		an, av, aok := strings.Cut(al[i], " ")
+		bn, bv, bok := strings.Cut(bl[i], " ")
+		if !aok || !bok || an != bn || !strings.Contains(an, "_sum") {
+			return false
+		}
+		x, err1 := strconv.ParseFloat(av, 64)
+		y, err2 := strconv.ParseFloat(bv, 64)
+		if err1 != nil || err2 != nil || math.Abs(x-y) > 1e-12*math.Max(math.Abs(x), math.Abs(y)) {
+			return false
+		}
+	}
+	return true
+}
+
+type counterFunc func(client netip.Addr, res Result, n uint64, took time.Duration)
+
+func (f counterFunc) Count(client netip.Addr, res Result, n uint64, took time.Duration) {
+	f(client, res, n, took)
+}
+
 type bytesBuffer struct{ b []byte }
 
 func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); return len(p), nil }
@@ -141,7 +194,14 @@ func (w *bytesBuffer) Write(p []byte) (int, error) { w.b = append(w.b, p...); re
 // response and histogram series.
 func TestBatchedLoopCountsEveryQuery(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	_, addr := startServerReg(t, netip.MustParseAddr("127.0.0.1"), 1, Config{}, Deps{Resolver: &fakeResolver{}}, reg, nil)
+	counts := countsByClient{}
+	var mu sync.Mutex
+	counter := counterFunc(func(client netip.Addr, res Result, n uint64, took time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		counts.Count(client, res, n, took)
+	})
+	_, addr := startServerReg(t, netip.MustParseAddr("127.0.0.1"), 1, Config{}, Deps{Resolver: &fakeResolver{}, Counter: counter}, reg, nil)
 	c, err := net.Dial("udp", addr.String())
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +227,17 @@ func TestBatchedLoopCountsEveryQuery(t *testing.T) {
 			}
 			answered++
 		}
+	}
+	mu.Lock()
+	var n time.Duration
+	for k, v := range counts {
+		if k.n == 1 && k.client == netip.MustParseAddr("127.0.0.1") {
+			n += v
+		}
+	}
+	mu.Unlock()
+	if n != time.Duration(answered) {
+		t.Errorf("the Counter counted %d queries from the client, want %d", n, answered)
 	}
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -217,7 +288,7 @@ func BenchmarkServeDatagramHitBatch(b *testing.B) {
 	for b.Loop() {
 		s.serveDatagram(nil, pkt, client, &q, start, rq, &t)
 		if i++; i == 32 {
-			t.flush(s.metrics, time.Since(start).Seconds())
+			t.flush(s.metrics, nil, time.Since(start))
 			i, start = 0, time.Now()
 		}
 	}
