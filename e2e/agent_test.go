@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -59,6 +60,9 @@ type agentOpts struct {
 	// PodAccess runs the agent with the pod-access grant (env.podAgent)
 	// and --watch-pods; the default is the base grant, which lists no pod.
 	PodAccess bool
+	// MemoryCgroup is a cgroup v1 memory directory to start the agent in
+	// (its supervisor and so its serving process); empty: the test's own.
+	MemoryCgroup string
 }
 
 // localIPs is linkLocalIP and then ExtraLocalIPs.
@@ -114,7 +118,17 @@ func startAgent(t testing.TB, node *netNS, up *dnsUpstream, o agentOpts) *runnin
 		"--handover-socket=" + filepath.Join(sockDir, "handover.sock")}
 	args = append(args, o.Flags...)
 	logPath := filepath.Join(t.TempDir(), "agent.log")
-	p, err := startProc("nodecache", logPath, append([]string{"ip"}, args...)...)
+	argv := append([]string{"ip"}, args...)
+	if o.MemoryCgroup != "" {
+		// ip netns exec mounts a sysfs of the netns over /sys, hiding the
+		// cgroup mounts: mount the memory hierarchy again inside, as a
+		// container runtime does, so the agent sees its limit.
+		const mountCgroup = `mount -t tmpfs cgroup /sys/fs/cgroup && mkdir -p /sys/fs/cgroup/memory && ` +
+			`mount -t cgroup -o memory cgroup /sys/fs/cgroup/memory && exec "$@"`
+		argv = slices.Concat([]string{"sh", "-c", `echo $$ > "$0/cgroup.procs" && exec "$@"`, o.MemoryCgroup, "ip"},
+			args[:3], []string{"sh", "-c", mountCgroup, "sh"}, args[3:])
+	}
+	p, err := startProc("nodecache", logPath, argv...)
 	if err != nil {
 		t.Fatal(err)
 	}
