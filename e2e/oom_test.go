@@ -100,8 +100,6 @@ func TestServingProcessOOMKilled(t *testing.T) {
 	start := time.Now()
 	cmd := exec.Command("ip", "netns", "exec", r.pod.NS.Name, "dnsperf", "-s", linkLocalIP, "-d", file,
 		"-l", "120", "-Q", "20000", "-q", "90", "-t", "1")
-	var out strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,8 +114,7 @@ func TestServingProcessOOMKilled(t *testing.T) {
 	})
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	t.Logf("OOM kill after %v of flood; dnsperf: %s", killedAt.Sub(start).Round(time.Millisecond),
-		lineWith(out.String(), "Queries completed"))
+	t.Logf("OOM kill after %v of flood", killedAt.Sub(start).Round(time.Millisecond))
 	log := r.agent.proc.logTail(1 << 20)
 	if !strings.Contains(log, "serving process died") || !strings.Contains(log, "signal: killed") {
 		t.Errorf("agent log: want the supervisor's line on the serving process killed; tail:\n%s", log[max(0, len(log)-4000):])
