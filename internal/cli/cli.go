@@ -46,7 +46,8 @@ Usage:
                                         remove the rules and the link a crashed agent left
   nodecache version                     the version (the release tag), commit, Go and platform
 
-The CLI commands take --admin-socket (default /run/nodecache/admin.sock) and -o json|yaml.
+The commands that ask the agent take --admin-socket (default /run/nodecache/admin.sock)
+and -o json|yaml; migrate's -o names its output file.
 Exit status: 0 ok, 1 error, 2 usage error, 3 agent unreachable, 4 doctor found
 a FAIL, 5 doctor found a WARN and no FAIL.
 `
