@@ -10,6 +10,7 @@ import (
 	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
+	"github.com/nodecache/nodecache/pkg/server"
 	"github.com/nodecache/nodecache/pkg/static"
 	"github.com/nodecache/nodecache/pkg/upstream"
 )
@@ -58,10 +59,10 @@ func NewFlagSet(c *Config) *flag.FlagSet {
 	durationVar(fs, &c.UpstreamTimeout, "upstream-timeout", upstream.DefaultTryTimeout, "timeout of one upstream try")
 	durationVar(fs, &c.UpstreamDeadline, "upstream-deadline", upstream.DefaultDeadline, "overall deadline of a forwarded query")
 	fs.IntVar(&c.MaxUpstreamInFlight, "max-upstream-inflight", upstream.DefaultMaxInFlight, "cap on queries in flight upstream; beyond it REFUSED")
-	fs.IntVar(&c.MaxTCPConns, "max-tcp-conns", 1000, "cap on client TCP connections")
-	fs.IntVar(&c.MaxTCPConnsPerClient, "max-tcp-conns-per-client", 100, "cap on one client IP's TCP connections; beyond it new ones are closed")
-	fs.IntVar(&c.MaxInFlightPerClient, "max-inflight-per-client", 100, "cap on one client IP's queries waiting for an upstream answer; beyond it REFUSED")
-	durationVar(fs, &c.TCPIdleTimeout, "tcp-idle-timeout", 10*time.Second, "close idle client TCP connections after this")
+	fs.IntVar(&c.MaxTCPConns, "max-tcp-conns", server.DefaultMaxTCPConns, "cap on client TCP connections")
+	fs.IntVar(&c.MaxTCPConnsPerClient, "max-tcp-conns-per-client", server.DefaultMaxTCPConnsPerClient, "cap on one client IP's TCP connections; beyond it new ones are closed")
+	fs.IntVar(&c.MaxInFlightPerClient, "max-inflight-per-client", server.DefaultMaxInFlightPerClient, "cap on one client IP's queries waiting for an upstream answer; beyond it REFUSED")
+	durationVar(fs, &c.TCPIdleTimeout, "tcp-idle-timeout", server.DefaultTCPIdleTimeout, "close idle client TCP connections after this")
 
 	fs.Var(&c.StaticRecords, "static-record", "\"IP NAME [NAME...]\": answer NAME with IP before the cache, as a hosts file line (repeatable)")
 	fs.Var(&c.StaticFiles, "static-file", "hosts file whose lines are static records; re-read when it changes (repeatable)")

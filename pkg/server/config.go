@@ -10,6 +10,16 @@ import (
 	"github.com/miekg/dns"
 )
 
+// The defaults of Config's fields, which the agent's flags use too.
+const (
+	DefaultMaxTCPConns          = 1000
+	DefaultMaxTCPConnsPerClient = 100
+	DefaultMaxInFlightPerClient = 100
+	DefaultTCPIdleTimeout       = 10 * time.Second
+	DefaultTCPPipeline          = 16
+	DefaultMaxInFlight          = 2000
+)
+
 // Config configures a Server. The zero value of every field but Addrs means
 // the documented default.
 type Config struct {
@@ -76,22 +86,22 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.MaxTCPConns == 0 {
-		c.MaxTCPConns = 1000
+		c.MaxTCPConns = DefaultMaxTCPConns
 	}
 	if c.MaxTCPConnsPerClient == 0 {
-		c.MaxTCPConnsPerClient = min(100, c.MaxTCPConns)
+		c.MaxTCPConnsPerClient = min(DefaultMaxTCPConnsPerClient, c.MaxTCPConns)
 	}
 	if c.MaxInFlightPerClient == 0 {
-		c.MaxInFlightPerClient = 100
+		c.MaxInFlightPerClient = DefaultMaxInFlightPerClient
 	}
 	if c.TCPIdleTimeout == 0 {
-		c.TCPIdleTimeout = 10 * time.Second
+		c.TCPIdleTimeout = DefaultTCPIdleTimeout
 	}
 	if c.TCPPipeline == 0 {
-		c.TCPPipeline = 16
+		c.TCPPipeline = DefaultTCPPipeline
 	}
 	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 2000
+		c.MaxInFlight = DefaultMaxInFlight
 	}
 	if c.QueryTimeout == 0 {
 		c.QueryTimeout = 5 * time.Second
