@@ -22,7 +22,11 @@
 // gets no reply; not exactly one question or a malformed body gets FORMERR;
 // an opcode other than QUERY gets NOTIMP; EDNS version above 0 gets BADVERS;
 // a class other than IN, and zone transfers, get REFUSED; ANY gets the
-// minimal RFC 8482 answer; overload gets REFUSED; upstream failure SERVFAIL.
+// minimal RFC 8482 answer; overload gets REFUSED (the per-client query
+// rate and a resolver's ErrOverloaded here, the in-flight caps in fair.go);
+// upstream failure SERVFAIL; a panic SERVFAIL (recover.go); a zone answer
+// that cannot be packed, or whose ExternalName chase fails, SERVFAIL
+// (zone.go).
 // Replies fit the client: UDP size from EDNS (512 without, at most 1232),
 // truncated with TC when larger, keeping the whole records that fit; the OPT
 // record is echoed.
