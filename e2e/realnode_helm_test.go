@@ -23,7 +23,8 @@ import (
 // helm binary on the real kubelet and passes the checks of TestRealNode's
 // `kubectl apply -k`: the agent Ready and the node set up; a pod resolving
 // through it; five rollouts made with `helm upgrade` under load, nothing
-// lost; a SIGKILL; `helm uninstall` leaving the node clean. Between, what an
+// lost; a SIGKILL; `helm uninstall` leaving the node clean; then a
+// `kubectl apply -k` install adopted by `helm install`. Between, what an
 // operator troubleshoots with: `kubectl exec` of status, top, tail and
 // doctor in the agent's pod, and the `kubectl debug node/...` recipe of
 // docs/operating.md.
@@ -75,6 +76,9 @@ func TestRealNodeHelm(t *testing.T) {
 
 	// 6. Uninstall.
 	h.uninstall(t)
+
+	// 7. An install made with kubectl apply -k, adopted by helm install.
+	n.checkAdoption(t, h, client, metricsPort)
 }
 
 // helmRig runs the helm binary against the real node as its cluster admin,
