@@ -699,8 +699,24 @@ func (n *realNode) checkCrash(ctx context.Context, client *corev1.Pod) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 %d: %v", pid, err)
 	}
+	// The signal is asynchronous: an answer from the dying process, or the
+	// pod's status from before the kill, would end the waits below early.
+	eventuallyWithin(t, 30*time.Second, fmt.Sprintf("agent process %d gone", pid), func() error {
+		if processGone(pid) {
+			return nil
+		}
+		return fmt.Errorf("pid %d still running", pid)
+	})
 	firstAnswer := n.untilAnswer(killedAt)
-	restarted := n.waitAgents(ctx, 1, 2*time.Minute)[0]
+	var restarted corev1.Pod
+	eventuallyWithin(t, 2*time.Minute, "the agent container restarted and Ready", func() error {
+		pods := n.agentPods(ctx)
+		if len(pods) != 1 || restartCount(&pods[0]) < 1 || !podReady(&pods[0]) {
+			return fmt.Errorf("agent pods %d, want one Ready with a restart", len(pods))
+		}
+		restarted = pods[0]
+		return nil
+	})
 	time.Sleep(3 * time.Second) // the last second's queries answer or time out
 	w := summarize(n.clientSeconds(client), killedAt.Add(-time.Second), killedAt.Add(firstAnswer+time.Second))
 	t.Logf("crash: kill -9 of the agent (pid %d): first answer after %v; restartCount %d; client during the outage %s",
@@ -751,6 +767,18 @@ func (n *realNode) checkCrash(ctx context.Context, client *corev1.Pod) {
 	if err := n.hostStateProblems(); err != nil {
 		t.Errorf("after the container restart: %v", err)
 	}
+}
+
+// processGone says whether pid has exited (no such process, or a zombie
+// its parent has not reaped yet).
+func processGone(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) STATE ...: comm may hold spaces, so read after the last ')'.
+	i := strings.LastIndexByte(string(b), ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z' || b[i+2] == 'X'
 }
 
 func restartCount(p *corev1.Pod) int32 {
