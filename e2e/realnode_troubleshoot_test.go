@@ -76,6 +76,16 @@ func (n *realNode) doctorInPod(ctx context.Context, agent *corev1.Pod) ([]doctor
 }
 
 func (n *realNode) parseDoctor(out string, runErr error) ([]doctorFinding, string) {
+	// A pod's log interleaves its stdout and stderr line by line in no set
+	// order: the CLI's closing "nodecache: doctor: ..." line on stderr can
+	// land inside the JSON on stdout.
+	var kept []string
+	for _, l := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(l, "nodecache: ") {
+			kept = append(kept, l)
+		}
+	}
+	out = strings.Join(kept, "\n")
 	start := strings.Index(out, "[")
 	var fs []doctorFinding
 	if start < 0 || json.Unmarshal([]byte(out[start:strings.LastIndex(out, "]")+1]), &fs) != nil {
