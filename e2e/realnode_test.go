@@ -71,6 +71,7 @@ func TestRealNode(t *testing.T) {
 	n.checkRollouts(ctx, client)
 
 	// 4. Crash.
+	n.checkServingKill(ctx, client)
 	n.checkCrash(ctx, client)
 
 	// 5. Uninstall.
