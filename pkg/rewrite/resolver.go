@@ -64,8 +64,12 @@ func presentation(q *wire.Query) string {
 
 // Resolve answers key, through its target when a rule rewrites its name.
 func (r *Resolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {
+	rs := *r.rules.Load()
+	if len(rs) == 0 { // no rules: no presentation name to build (it allocates)
+		return r.next.Resolve(ctx, key, by)
+	}
 	original := key.PresentationName() // lowercased; the server writes the asker's spelling
-	to, rule, ok := r.rules.Load().Apply(original)
+	to, rule, ok := rs.Apply(original)
 	if !ok {
 		return r.next.Resolve(ctx, key, by)
 	}
