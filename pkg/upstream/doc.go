@@ -67,7 +67,8 @@
 // Config lists the servers, the stub domains, the DNS over TLS servers,
 // the policy, the per-try timeout (2s) and overall deadline (5s), the
 // in-flight cap (1000), the fail threshold (3), the probe interval (1s),
-// the TCP idle timeout (10s) and pool bound (8), and the agent's own listen
+// the TCP idle timeout (10s) and pool bound (8; a DNS over TLS server gets
+// at most dotMaxConns, 32, connections in all, exchangetcp.go), and the agent's own listen
 // addresses. New refuses an upstream that is one of those addresses, or a
 // loopback address on the port of a wildcard listener: that would be a
 // forwarding loop.

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"syscall"
@@ -13,10 +14,27 @@ import (
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
+// dotMaxConns bounds the connections to one DNS over TLS server. Each
+// costs a handshake; beyond it a query waits for one of them (and its
+// reply) instead of opening another, so a flood of misses costs at most
+// this many handshakes, not one per query past the idle pool.
+const dotMaxConns = 32
+
 // tryTCP sends the query over a pooled or new TCP connection. A reused
 // connection that turns out closed by the server is replaced by a fresh
-// one within the same deadline.
+// one within the same deadline. To a DNS over TLS server it first takes
+// one of dotMaxConns slots, waiting for a query on one to finish.
 func (f *Forwarder) tryTCP(ctx context.Context, s *server, req []byte, deadline time.Time) (wire.UpstreamReply, error) {
+	if s.dotSlots != nil {
+		wctx, cancel := context.WithDeadline(ctx, deadline)
+		defer cancel()
+		select {
+		case s.dotSlots <- struct{}{}:
+			defer func() { <-s.dotSlots }()
+		case <-wctx.Done():
+			return wire.UpstreamReply{}, classify(ctx, s.addr, protoTCP, fmt.Errorf("all %d DNS over TLS connections busy: %w", dotMaxConns, wctx.Err()))
+		}
+	}
 	for {
 		conn, reused := s.tcp.get(time.Now())
 		if !reused {

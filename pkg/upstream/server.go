@@ -27,10 +27,13 @@ type server struct {
 	tls     *tls.Config    // DNS over TLS; nil for UDP and TCP
 	udpAddr *net.UDPAddr   // addr, converted once
 	tcp     *tcpPool       // always non-nil
-	udp     *udpPool       // always non-nil
-	maxUses int            // queries per pooled UDP socket (udpMaxUses)
-	m       serverMetrics
-	cm      *upstreamSeries // the CoreDNS-compatible series
+	// dotSlots bounds the DNS over TLS connections to the server, open or
+	// in use (dotMaxConns); nil for UDP and TCP servers.
+	dotSlots chan struct{}
+	udp      *udpPool // always non-nil
+	maxUses  int      // queries per pooled UDP socket (udpMaxUses)
+	m        serverMetrics
+	cm       *upstreamSeries // the CoreDNS-compatible series
 	// tcpProbe probes the server over TCP when down: it is in a set that
 	// sends over TCP only. Written by newForwarder before any goroutine.
 	tcpProbe bool
@@ -46,15 +49,21 @@ type server struct {
 }
 
 func newServer(addr netip.AddrPort, cfg *Config, m *metrics) *server {
+	tcp := newConnPool[net.Conn](cfg.TCPMaxIdle)
+	var slots chan struct{}
+	if cfg.TLS[addr] != nil {
+		tcp, slots = newConnPool[net.Conn](dotMaxConns), make(chan struct{}, dotMaxConns)
+	}
 	return &server{
-		addr:    addr,
-		udpAddr: net.UDPAddrFromAddrPort(addr),
-		tcp:     newConnPool[net.Conn](cfg.TCPMaxIdle),
-		udp:     newConnPool[*udpSock](min(udpMaxIdle, cfg.MaxInFlight)),
-		maxUses: cmp.Or(cfg.udpMaxUses, udpMaxUses),
-		m:       m.forServer(addr.String()),
-		cm:      m.coredns.forServer(addr.String()),
-		tls:     tlsFor(cfg, addr),
+		addr:     addr,
+		udpAddr:  net.UDPAddrFromAddrPort(addr),
+		dotSlots: slots,
+		tcp:      tcp,
+		udp:      newConnPool[*udpSock](min(udpMaxIdle, cfg.MaxInFlight)),
+		maxUses:  cmp.Or(cfg.udpMaxUses, udpMaxUses),
+		m:        m.forServer(addr.String()),
+		cm:       m.coredns.forServer(addr.String()),
+		tls:      tlsFor(cfg, addr),
 	}
 }
 

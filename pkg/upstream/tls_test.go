@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -89,5 +90,42 @@ func TestTLSUpstream(t *testing.T) {
 	bad.TLS[ts.addr] = &tls.Config{}
 	if err := bad.Validate(); err == nil {
 		t.Error("TLS server without a server name: got no error")
+	}
+}
+
+// TestTLSFloodHandshakes: a flood of unique names, 200 at a time, to a DNS
+// over TLS server costs at most dotMaxConns handshakes, not one per query
+// past the idle pool; every query is answered.
+func TestTLSFloodHandshakes(t *testing.T) {
+	ts := startTLSServer(t, "127.0.0.1")
+	cfg := testConfig()
+	cfg.Servers = []netip.AddrPort{ts.addr}
+	cfg.MaxInFlight = 1000
+	cfg.TLS = map[netip.AddrPort]*tls.Config{ts.addr: {ServerName: "dns.test", RootCAs: ts.roots, MinVersion: tls.VersionTLS12}}
+	f, _ := newTestForwarder(t, cfg, hooks{})
+	const queries, parallel = 2000, 200
+	var failed atomic.Int64
+	sem := make(chan struct{}, parallel)
+	done := make(chan struct{}, queries)
+	for i := range queries {
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; done <- struct{}{} }()
+			if _, _, err := exchange(context.Background(), f, query(fmt.Sprintf("n%d.example.org.", i), dns.TypeA)); err != nil {
+				failed.Add(1)
+			}
+		}()
+	}
+	for range queries {
+		<-done
+	}
+	hs := ts.accepts.Load()
+	t.Logf("%d unique names, %d in parallel: %d TLS handshakes (%.4f per query), %d failed", queries, parallel, hs,
+		float64(hs)/queries, failed.Load())
+	if failed.Load() != 0 {
+		t.Errorf("%d of %d queries failed, want all answered", failed.Load(), queries)
+	}
+	if hs > dotMaxConns {
+		t.Errorf("TLS handshakes: got %d, want at most %d", hs, dotMaxConns)
 	}
 }
