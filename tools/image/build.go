@@ -57,6 +57,11 @@ func build(ctx context.Context, o buildOptions, log *slog.Logger) error {
 	epoch := time.Unix(o.Epoch, 0).UTC()
 	f := newFetcher(o.Mirror, snapshotBase, log)
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
+	// Beside the output, so that it is renamed into place; its directory
+	// (_output on a fresh checkout) may not exist yet.
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(o.Out)), 0o755); err != nil {
+		return err
+	}
 	tmp, err := os.MkdirTemp(filepath.Dir(filepath.Clean(o.Out)), ".image-")
 	if err != nil {
 		return err

@@ -29,12 +29,13 @@ func TestBuildReproducible(t *testing.T) {
 			Pins: "debian-pins.txt", Cache: defaultCache(), Mirror: "https://deb.debian.org/", Repository: "nodecache",
 			Platforms: "linux/amd64,linux/arm64"}
 	}
-	for _, out := range []string{"a", "b"} {
+	// b's directory does not exist yet, as _output on a fresh checkout.
+	for _, out := range []string{"a", filepath.Join("fresh", "b")} {
 		if err := build(t.Context(), opts(out), log); err != nil {
 			t.Fatalf("build %s: %v", out, err)
 		}
 	}
-	a, b := layoutFiles(t, filepath.Join(dir, "a")), layoutFiles(t, filepath.Join(dir, "b"))
+	a, b := layoutFiles(t, filepath.Join(dir, "a")), layoutFiles(t, filepath.Join(dir, "fresh", "b"))
 	if len(a) != len(b) {
 		t.Errorf("the two layouts have %d and %d files", len(a), len(b))
 	}
