@@ -235,13 +235,8 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 			continue
 		}
 		start := time.Now()
-		for i := 0; i < n; i++ {
-			pkt, client, ok := b.datagram(i)
-			if !ok {
-				s.metrics.dropped("oversized_or_unknown_sender")
-				continue
-			}
-			s.serveDatagram(c, pkt, client, &q, start, b, &t)
+		for i := 0; i < n; {
+			i = s.serveBatch(c, b, i, n, &q, start, &t)
 		}
 		// Accounted before the send, as one query at a time is: a client
 		// that has its reply sees it counted.
@@ -253,4 +248,30 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 			s.logRated("udp-write", "writing udp replies", logkey.Addr, c.LocalAddr(), logkey.Err, err)
 		}
 	}
+}
+
+// serveBatch answers datagrams from to n-1 of b's batch and returns n, or,
+// when answering one panicked, answers that one SERVFAIL as serveDatagram
+// would and returns the index after it, for the loop to go on from there:
+// one deferred guard per batch rather than one per datagram.
+func (s *Server) serveBatch(c *net.UDPConn, b *batchConn, from, n int, q *wire.Query, start time.Time, t *tally) (next int) {
+	i := from
+	defer func() {
+		if v := recover(); v != nil {
+			pkt, client, _ := b.datagram(i)
+			if reply := s.servfailAfterPanic(v, pkt, b.slot()); reply != nil {
+				_ = b.queue(reply, client)
+			}
+			next = i + 1
+		}
+	}()
+	for ; i < n; i++ {
+		pkt, client, ok := b.datagram(i)
+		if !ok {
+			s.metrics.dropped("oversized_or_unknown_sender")
+			continue
+		}
+		s.answerDatagram(c, pkt, client, q, start, b, t)
+	}
+	return n
 }

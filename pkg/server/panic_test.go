@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"log/slog"
+	"net"
 	"net/netip"
 	"strings"
 	"sync"
@@ -118,5 +119,59 @@ func TestPanicAnswersServfail(t *testing.T) {
 	}
 	if !strings.Contains(out, "injected fast-path panic") || !strings.Contains(out, "goroutine ") {
 		t.Errorf("panic log line lacks the panic value or the stack:\n%s", out)
+	}
+}
+
+// TestPanicInBatch sends bursts over one socket, so that the batched loop
+// reads several datagrams at once, with fast-path panics among them: the
+// panicking queries are answered SERVFAIL, every other query of the burst,
+// before and after them, NOERROR, and each panic is counted.
+func TestPanicInBatch(t *testing.T) {
+	s, addr := startServerOn(t, netip.MustParseAddr("127.0.0.1"), 1, Config{},
+		Deps{Resolver: &panickyResolver{}})
+	c, err := net.Dial("udp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const bursts, per = 10, 20
+	name := func(id int) string {
+		if id%per == 7 || id%per == 13 {
+			return "fastboom.example."
+		}
+		return "fine.example."
+	}
+	buf := make([]byte, 4096)
+	for i := 0; i < bursts; i++ {
+		for j := 0; j < per; j++ {
+			m := new(dns.Msg)
+			m.SetQuestion(name(j), dns.TypeA)
+			m.Id = uint16(i*per + j)
+			pkt, _ := m.Pack()
+			if _, err := c.Write(pkt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := 0; j < per; j++ {
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			n, err := c.Read(buf)
+			if err != nil {
+				t.Fatalf("burst %d: %d of %d replies: %v", i, j, per, err)
+			}
+			r := new(dns.Msg)
+			if err := r.Unpack(buf[:n]); err != nil {
+				t.Fatal(err)
+			}
+			want := dns.RcodeSuccess
+			if name(int(r.Id)) != "fine.example." {
+				want = dns.RcodeServerFailure
+			}
+			if r.Rcode != want {
+				t.Errorf("query %d (%s): %s, want %s", r.Id, name(int(r.Id)), dns.RcodeToString[r.Rcode], dns.RcodeToString[want])
+			}
+		}
+	}
+	if got := testutil.ToFloat64(s.metrics.panics); got != 2*bursts {
+		t.Errorf("nodecache_server_panics_total: %v, want %d", got, 2*bursts)
 	}
 }

@@ -66,6 +66,12 @@ func (w *singleWriter) queue(reply []byte, to netip.AddrPort) error {
 // accounted in t, or at once when t is nil), or on a slow-path worker.
 func (s *Server) serveDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *wire.Query, start time.Time, rq replyQueue, t *tally) {
 	defer s.recoverDatagram(pkt, client, rq)
+	s.answerDatagram(c, pkt, client, q, start, rq, t)
+}
+
+// answerDatagram is serveDatagram without the panic guard: the batched
+// loop guards a whole batch at once (serveBatch).
+func (s *Server) answerDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *wire.Query, start time.Time, rq replyQueue, t *tally) {
 	perr := wire.Parse(pkt, q)
 	maxSize := s.udpSize(q)
 	reply, res, ok := s.fast(pkt, q, perr, client.Addr(), rq.slot(), maxSize, start)
