@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# hitab.sh BIN...: interleaved cache-hit runs of several nodecache binaries
+# (and "floor", bench/floor) on one machine, for before/after comparisons
+# on a busy machine, where one run of CPU per answer moves by ±20 %: every
+# binary serves at once (pinned to CPU 0, each warmed once), and the rounds
+# load them in turn with dnsperf (CPU 1, as bench/run.sh: 4 clients, 500
+# outstanding). perf stat counts each run over the server's whole process
+# tree (every thread) and prints per answer: task-clock µs, context
+# switches, system calls; and the supervisor's part of the CPU.
+#
+#   HITAB_ROUNDS=5 HITAB_SECONDS=5 bench/hitab.sh /tmp/nc.before bin/nodecache floor
+#
+# Needs root (perf stat -p, nice), dnsperf, nsd, perf, taskset, cc.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+ROUNDS=${HITAB_ROUNDS:-5}
+PHASE=${HITAB_SECONDS:-5}
+[ $# -ge 1 ] || { echo "usage: $0 BIN|floor..." >&2; exit 2; }
+WORK=$(mktemp -d /tmp/nodecache-hitab.XXXXXX)
+ZONE=bench.example.
+CACHE_SIZE=256MiB
+# shellcheck source=bench/lib.sh
+source "$ROOT/bench/lib.sh"
+trap 'stop_all; rm -rf "$WORK"' EXIT
+for t in dnsperf nsd perf taskset cc; do command -v "$t" >/dev/null || die "$t not installed"; done
+cc -O2 -o "$WORK/floor" "$ROOT/bench/floor/floor.c" || die "building bench/floor"
+
+mkdir -p "$WORK/nsd"
+{
+  printf '$ORIGIN %s\n$TTL 3600\n' "$ZONE"
+  printf '@ IN SOA ns hostmaster 1 7200 1800 86400 3600\n@ IN NS ns\nns IN A 127.0.0.1\n'
+  awk 'BEGIN { for (i = 0; i < 10000; i++) printf "n%d IN A 10.0.%d.%d\n", i, int(i / 256) % 256, i % 256 }'
+} >"$WORK/nsd/zone"
+awk -v z=$ZONE 'BEGIN { for (i = 0; i < 10000; i++) printf "n%d.%s A\n", i, z }' >"$WORK/hit.txt"
+NSD_PORT=$(free_port)
+write_nsd_conf "$WORK/nsd" "$NSD_PORT" "$WORK/nsd/zone"
+start nsd 1 nsd -d -c "$WORK/nsd/nsd.conf"
+wait_dns "$NSD_PORT" "n1.$ZONE" A NOERROR 60
+
+pids=() ports=()
+i=0
+for b in "$@"; do
+  port=$(free_port)
+  if [ "$b" = floor ]; then
+    start "floor.$i" 0 "$WORK/floor" 127.0.0.1 "$port"
+  else
+    d=$WORK/nc.$i
+    mkdir -p "$d"
+    start "nc.$i" 0 "$b" run --local-ip 127.0.0.1 --port "$port" --setup-interface=false --setup-iptables=false \
+      --cache-size "$CACHE_SIZE" --health-addr "127.0.0.1:$(free_port)" --log-level warn \
+      --admin-socket "$d/admin.sock" --handover-socket "$d/handover.sock" --upstream "127.0.0.1:$NSD_PORT" \
+      --metrics-addr "127.0.0.1:$(free_port)"
+  fi
+  pids+=("$PID"); ports+=("$port")
+  wait_dns "$port" "n1.$ZONE" A NOERROR
+  taskset -c 1 dnsperf -s 127.0.0.1 -p "$port" -d "$WORK/hit.txt" -n 1 -q 50 >/dev/null 2>&1 || die "warming $b"
+  i=$((i + 1))
+done
+
+events=task-clock,context-switches,raw_syscalls:sys_enter,syscalls:sys_enter_recvmmsg,syscalls:sys_enter_epoll_pwait
+for r in $(seq "$ROUNDS"); do
+  i=0
+  for b in "$@"; do
+    out=$WORK/dnsperf.$r.$i tree=$WORK/tree.$r.$i root=$WORK/root.$r.$i
+    perf stat -x, -e task-clock -p "${pids[$i]}" -o "$root" -- sleep $((PHASE + 1)) &
+    rootstat=$!
+    perf stat -x, -e "$events" -p "$(tree_pids "${pids[$i]}" | paste -sd,)" -o "$tree" -- \
+      taskset -c 1 "${PRIO[@]}" dnsperf -s 127.0.0.1 -p "${ports[$i]}" -d "$WORK/hit.txt" -T 1 -c 4 -q 500 -t 2 \
+      -l "$PHASE" >"$out" 2>&1 || die "dnsperf: $(tail -3 "$out")"
+    wait "$rootstat" || true
+    n=$(awk '/Queries completed:/ {print $3}' "$out")
+    qps=$(awk '/Queries per second:/ {printf "%.0f", $4}' "$out")
+    lost=$(awk '/Queries lost:/ {print $3}' "$out")
+    sup=0
+    [ "$b" = floor ] || sup=$(awk -F, '/task-clock/ {print $1}' "$root")
+    awk -F, -v n="$n" -v qps="$qps" -v lost="$lost" -v name="$b" -v r="$r" -v sup="$sup" '
+      /task-clock/ {tc = $1} /context-switches/ {cs = $1} /raw_syscalls/ {sc = $1}
+      /recvmmsg/ {rv = $1} /epoll_pwait/ {ep = $1}
+      END { printf "round %d %-28s qps %7d (lost %d)  cpu %.2f us/answer (supervisor %.2f)  per 1000 answers: %6.1f context switches %6.1f syscalls %6.1f recvmmsg %6.1f epoll_pwait\n",
+        r, name, qps, lost, tc * 1000 / n, sup * 1000 / n, cs * 1000 / n, sc * 1000 / n, rv * 1000 / n, ep * 1000 / n }' "$tree"
+    i=$((i + 1))
+  done
+done
