@@ -8,7 +8,8 @@
 //   - its listening sockets, which the serving process sends once it
 //     serves: while no process reads them the kernel keeps queueing
 //     datagrams and connections on them, so a query waits instead of
-//     being refused;
+//     being refused. It keeps them as bare descriptors (held.go), outside
+//     its netpoller, which every datagram and reply would otherwise wake;
 //   - the cache journal (pkg/cache journal.go), a memfd the serving
 //     process appends its inserts to and replaces when it compacts:
 //     the next serving process imports it, so it starts warm.

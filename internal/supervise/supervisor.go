@@ -56,7 +56,7 @@ type supervisor struct {
 	log *slog.Logger
 
 	mu         sync.Mutex // guards following
-	listeners  []*os.File // the last serving message's: UDP, then TCP
+	listeners  held       // the last serving message's: UDP, then TCP
 	udp, tcp   int
 	journal    *os.File // the cache journal's newest file; nil before one
 	served     bool     // a serving process said it serves
@@ -175,7 +175,14 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 	s.mu.Lock()
 	if !in.Stop {
 		in.UDP, in.TCP = s.udp, s.tcp
-		files = append(files, s.listeners...)
+		lf, err := s.listeners.files()
+		if err != nil {
+			s.mu.Unlock()
+			_ = c.Close()
+			return nil, fmt.Errorf("supervisor: %w", err)
+		}
+		defer handover.CloseFiles(lf)
+		files = append(files, lf...)
 		if s.journal != nil {
 			in.Journal = true
 			files = append(files, s.journal)
@@ -270,7 +277,13 @@ func (s *supervisor) keep(m handover.Msg, files []*os.File) {
 	var old []*os.File
 	switch {
 	case m.Op == handover.OpServing && len(files) == m.UDP+m.TCP && len(files) > 0:
-		old, s.listeners, s.udp, s.tcp, s.served = s.listeners, files, m.UDP, m.TCP, true
+		h, err := hold(files)
+		if err != nil {
+			s.log.Error("the supervisor could not keep the listeners: a crash would lose queries", logkey.Err, err)
+			return
+		}
+		s.listeners.close()
+		s.listeners, s.udp, s.tcp, s.served = h, m.UDP, m.TCP, true
 	case m.Op == handover.OpJournal && len(files) == 1:
 		if s.journal != nil {
 			old = []*os.File{s.journal}
@@ -278,7 +291,8 @@ func (s *supervisor) keep(m handover.Msg, files []*os.File) {
 		s.journal = files[0]
 	case m.Op == handover.OpHandedOver:
 		s.handedOver = true
-		old = append(s.listeners, files...)
+		s.listeners.close()
+		old = files
 		if s.journal != nil {
 			old = append(old, s.journal)
 		}
@@ -294,7 +308,7 @@ func (s *supervisor) keep(m handover.Msg, files []*os.File) {
 func (s *supervisor) drop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	handover.CloseFiles(s.listeners)
+	s.listeners.close()
 	if s.journal != nil {
 		_ = s.journal.Close()
 	}
