@@ -101,8 +101,16 @@ func (b *batchConn) read() (int, error) {
 
 // recvmmsg is the body of read's RawConn.Read: false asks the runtime to
 // wait until the socket is readable.
+//
+// It and sendmmsg are raw system calls, which do not tell the scheduler
+// they may block: with MSG_DONTWAIT they never do. A plain one lets the
+// runtime hand the loop's P to another thread when the call takes more
+// than 20 µs, as a sendmmsg of a full batch over loopback does (it
+// delivers every datagram on the way); with one P that meant a futex wake
+// of another thread and a netpoller round trip on it per batch, and the
+// loop waiting for its P back after the call.
 func (b *batchConn) recvmmsg(fd uintptr) bool {
-	r, _, e := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.rhdrs[0])), batchSize,
+	r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.rhdrs[0])), batchSize,
 		unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.EWOULDBLOCK {
 		return false
@@ -169,7 +177,7 @@ func (b *batchConn) flush() error {
 
 // sendmmsg is the body of flush's RawConn.Write.
 func (b *batchConn) sendmmsg(fd uintptr) bool {
-	r, _, e := unix.Syscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.whdrs[b.sent])),
+	r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.whdrs[b.sent])),
 		uintptr(b.wn-b.sent), unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.EWOULDBLOCK {
 		return false
