@@ -10,6 +10,10 @@
 #
 #   HITAB_ROUNDS=5 HITAB_SECONDS=5 bench/hitab.sh /tmp/nc.before bin/nodecache floor
 #
+# With HITAB_RATE=10000 each round also runs `benchtool latency` at that
+# fixed rate against each binary (p50/p99/p99.9 of answered queries, as
+# bench/run.sh's latency rows).
+#
 # Needs root (perf stat -p, nice), dnsperf, nsd, perf, taskset, cc.
 set -euo pipefail
 
@@ -25,6 +29,10 @@ source "$ROOT/bench/lib.sh"
 trap 'stop_all; rm -rf "$WORK"' EXIT
 for t in dnsperf nsd perf taskset cc; do command -v "$t" >/dev/null || die "$t not installed"; done
 cc -O2 -o "$WORK/floor" "$ROOT/bench/floor/floor.c" || die "building bench/floor"
+BENCHTOOL=$WORK/benchtool
+if [ -n "${HITAB_RATE:-}" ]; then
+  (cd "$ROOT" && go build -o "$BENCHTOOL" ./bench/benchtool) || die "building benchtool"
+fi
 
 mkdir -p "$WORK/nsd"
 {
@@ -79,6 +87,11 @@ for r in $(seq "$ROUNDS"); do
       /recvmmsg/ {rv = $1} /epoll_pwait/ {ep = $1}
       END { printf "round %d %-28s qps %7d (lost %d)  cpu %.2f us/answer (supervisor %.2f)  per 1000 answers: %6.1f context switches %6.1f syscalls %6.1f recvmmsg %6.1f epoll_pwait\n",
         r, name, qps, lost, tc * 1000 / n, sup * 1000 / n, cs * 1000 / n, sc * 1000 / n, rv * 1000 / n, ep * 1000 / n }' "$tree"
+    if [ -n "${HITAB_RATE:-}" ]; then
+      latency_run "${pids[$i]}" "${ports[$i]}" "$WORK/hit.txt" "$HITAB_RATE"
+      printf 'round %d %-28s at %d qps: p50 %s us  p99 %s us  p99.9 %s us  lost %s %%  cpu %s us/answer\n' \
+        "$r" "$b" "$HITAB_RATE" "$P50" "$P99" "$P999" "$LOST_PCT" "$LCPU_US"
+    fi
     i=$((i + 1))
   done
 done
