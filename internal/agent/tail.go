@@ -53,6 +53,9 @@ var _ server.Observer = (*tailHub)(nil)
 
 func newTailHub() *tailHub { return &tailHub{subs: make(map[*tailSub]struct{})} }
 
+// Idle implements server.IdleObserver: nobody tails.
+func (h *tailHub) Idle() bool { return h.n.Load() == 0 }
+
 // Observe implements server.Observer. It never blocks: a full subscriber
 // queue loses the event.
 func (h *tailHub) Observe(client netip.Addr, q *wire.Query, res server.Result, took time.Duration) {
@@ -200,6 +203,17 @@ func (a *Agent) tailLine(ev *tailEvent, dropped uint64) adminapi.TailLine {
 // observers fans each answered query out to the agent's observers: the
 // per-client counts of `top`, the `tail` subscribers.
 type observers []server.Observer
+
+// Idle implements server.IdleObserver: every observer is idle (one
+// that cannot be, such as the query log, never is).
+func (o observers) Idle() bool {
+	for _, x := range o {
+		if i, ok := x.(server.IdleObserver); !ok || !i.Idle() {
+			return false
+		}
+	}
+	return true
+}
 
 // Observe implements server.Observer.
 func (o observers) Observe(client netip.Addr, q *wire.Query, res server.Result, took time.Duration) {

@@ -102,3 +102,20 @@ func BenchmarkObserveIdleTail(b *testing.B) {
 		}
 	})
 }
+
+// TestObserversIdle: the fan-out is idle only while every observer is: the
+// tail with no subscriber is, the query log never is.
+func TestObserversIdle(t *testing.T) {
+	h := newTailHub()
+	if !(observers{h}).Idle() {
+		t.Error("tail alone, nobody tailing: got busy, want idle")
+	}
+	sub := h.subscribe()
+	if (observers{h}).Idle() {
+		t.Error("tail alone, one subscriber: got idle, want busy")
+	}
+	h.unsubscribe(sub)
+	if (observers{h, &queryLog{}}).Idle() {
+		t.Error("tail and query log: got idle, want busy (the query log is never idle)")
+	}
+}

@@ -22,9 +22,17 @@ import (
 
 // Observer sees every answered query (the agent's tail and query log hang
 // here; the per-client counts are a Counter). It is called on the hot path
-// and must not block.
+// and must not block. One that is also an IdleObserver is asked first.
 type Observer interface {
 	Observe(client netip.Addr, q *wire.Query, res Result, took time.Duration)
+}
+
+// IdleObserver is an Observer that may have nobody to tell (the tail with
+// no subscriber): while Idle reports true it is not called, and no clock
+// is read for it. Idle is called once per answered query and must be cheap.
+type IdleObserver interface {
+	Observer
+	Idle() bool
 }
 
 // Counter counts answered queries per client (the agent's top): unlike an
@@ -61,6 +69,7 @@ type Server struct {
 	zone       Zone // nil: no cluster zone
 	resolver   Resolver
 	observer   Observer       // may be nil
+	idle       IdleObserver   // observer, when it can be idle
 	counter    Counter        // may be nil
 	tap        Tap            // may be nil
 	pods       Pods           // may be nil
@@ -158,6 +167,7 @@ func New(cfg Config, deps Deps, reg prometheus.Registerer, log *slog.Logger) (*S
 		ctx:          ctx, cancel: cancel,
 		conns: make(map[net.Conn]struct{}),
 	}
+	s.idle, _ = deps.Observer.(IdleObserver)
 	if len(cuts.wire) > 0 {
 		s.cuts.Store(cuts)
 	}
@@ -291,7 +301,8 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 // is flushed.
 func (s *Server) record(t *tally, ep edge, client netip.AddrPort, q *wire.Query, res Result, start time.Time, pkt, reply []byte) {
 	var took time.Duration
-	if t == nil || s.observer != nil || s.tap != nil {
+	observe := s.observer != nil && (s.idle == nil || !s.idle.Idle())
+	if t == nil || observe || s.tap != nil {
 		// time.Since reads the monotonic clock alone, where time.Now
 		// reads the wall clock too.
 		took = time.Since(start)
@@ -312,7 +323,7 @@ func (s *Server) record(t *tally, ep edge, client netip.AddrPort, q *wire.Query,
 			s.counter.Count(client.Addr(), res, 1, took)
 		}
 	}
-	if s.observer != nil {
+	if observe {
 		s.observer.Observe(client.Addr(), q, res, took)
 	}
 	if s.tap != nil {

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -291,5 +292,59 @@ func BenchmarkServeDatagramHitBatch(b *testing.B) {
 			t.flush(s.metrics, nil, time.Since(start))
 			i, start = 0, time.Now()
 		}
+	}
+}
+
+// idleObserver counts what it is shown; idle says whether it has anyone to
+// tell.
+type idleObserver struct {
+	idle atomic.Bool
+	seen atomic.Int64
+}
+
+func (o *idleObserver) Idle() bool { return o.idle.Load() }
+
+func (o *idleObserver) Observe(netip.Addr, *wire.Query, Result, time.Duration) { o.seen.Add(1) }
+
+// TestIdleObserverSkipped: through the batched loop an IdleObserver sees
+// every answered query while it is busy and none while it is idle.
+func TestIdleObserverSkipped(t *testing.T) {
+	obs := &idleObserver{}
+	_, addr := startServerReg(t, netip.MustParseAddr("127.0.0.1"), 1, Config{}, Deps{Resolver: &fakeResolver{}, Observer: obs},
+		prometheus.NewRegistry(), nil)
+	c, err := net.Dial("udp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	burst := func(n int) {
+		buf := make([]byte, 4096)
+		for j := 0; j < n; j++ {
+			m := new(dns.Msg)
+			m.SetQuestion(fmt.Sprintf("n%d.example.org.", j%3), dns.TypeA)
+			pkt, _ := m.Pack()
+			if _, err := c.Write(pkt); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for j := 0; j < n; j++ {
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if _, err := c.Read(buf); err != nil {
+				t.Fatalf("%d of %d replies: %v", j, n, err)
+			}
+		}
+	}
+	// Bursts smaller than a batch: the replies leave after their queries
+	// are observed (a full batch is sent before its last query is).
+	obs.idle.Store(true)
+	burst(20)
+	if got := obs.seen.Load(); got != 0 {
+		t.Errorf("idle: observed %d queries, want 0", got)
+	}
+	obs.idle.Store(false)
+	burst(20)
+	burst(20)
+	if got := obs.seen.Load(); got != 40 {
+		t.Errorf("busy: observed %d queries, want 40", got)
 	}
 }
