@@ -13,15 +13,16 @@ import (
 	"time"
 )
 
-// idleFor is how long a worker waits for its next task before it exits:
-// long enough that a steady stream of tasks keeps the same goroutines and
-// their grown stacks, short enough that a burst's workers do not linger.
+// idleFor is how long a worker waits for its next task before it exits
+// (at most twice that, see work): long enough that a steady stream of
+// tasks keeps the same goroutines and their grown stacks, short enough that
+// a burst's workers do not linger.
 const idleFor = 5 * time.Second
 
 // Pool runs tasks on reused goroutines. A task goes to a worker waiting for
 // one, else to a new goroutine that then waits for more; callers bound how
 // many tasks run at once, so the pool needs no bound of its own. Workers
-// exit after idleFor without a task, or when ctx ends. A Pool is safe for
+// exit after idleFor to twice that without a task, or when ctx ends. A Pool is safe for
 // concurrent use.
 type Pool struct {
 	ctx   context.Context
@@ -54,19 +55,28 @@ func (w *Pool) offer(task func()) bool {
 	}
 }
 
+// work runs task, then the tasks offered to it until it has been idle for
+// idleFor to twice that. The idle clock ticks every idleFor rather than
+// being reset after each task (a timer update per miss): a worker exits at
+// the first tick with no task since the tick before.
 func (w *Pool) work(task func()) {
 	task()
-	idle := time.NewTimer(idleFor)
+	idle := time.NewTicker(idleFor)
 	defer idle.Stop()
+	ran := true // a task since the last tick
 	for {
 		w.waiting.Add(1)
 		select {
 		case task := <-w.tasks:
 			w.waiting.Add(-1)
 			task()
-			idle.Reset(idleFor)
+			ran = true
 		case <-idle.C:
 			w.waiting.Add(-1)
+			if ran {
+				ran = false
+				continue
+			}
 			return
 		case <-w.ctx.Done():
 			w.waiting.Add(-1)

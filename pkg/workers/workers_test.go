@@ -57,3 +57,20 @@ func TestReuse(t *testing.T) {
 	cancel()
 	waitFor(t, "idle workers to exit after cancel", func() bool { return w.waiting.Load() == 0 })
 }
+
+// BenchmarkRun is one task handed to an idle worker and waited for, as the
+// slow path hands a miss over: the hand-off and the wake-ups around it.
+func BenchmarkRun(b *testing.B) {
+	w := New(b.Context())
+	done := make(chan struct{})
+	task := func() { done <- struct{}{} }
+	w.Run(task)
+	<-done
+	b.ReportAllocs()
+	for b.Loop() {
+		for !w.offer(task) {
+			runtime.Gosched()
+		}
+		<-done
+	}
+}
