@@ -26,19 +26,31 @@ const idleFor = 5 * time.Second
 // concurrent use.
 type Pool struct {
 	ctx   context.Context
-	tasks chan func() // unbuffered: a send succeeds only into a waiting worker
+	tasks chan Task // unbuffered: a send succeeds only into a waiting worker
 
 	started atomic.Uint64 // goroutines started, for tests
 	waiting atomic.Int64  // workers in (or entering) their wait, for tests
 }
 
+// A Task is work for a Pool. A pointer that implements it is handed over
+// as it is, where a closure over the same pointer costs an allocation.
+type Task interface{ Run() }
+
+// funcTask is a func as a Task (a func value is one pointer: no allocation).
+type funcTask func()
+
+func (f funcTask) Run() { f() }
+
 // New returns a Pool whose workers exit when ctx ends.
 func New(ctx context.Context) *Pool {
-	return &Pool{ctx: ctx, tasks: make(chan func())}
+	return &Pool{ctx: ctx, tasks: make(chan Task)}
 }
 
 // Run starts task on an idle worker or a new one. It never blocks.
-func (w *Pool) Run(task func()) {
+func (w *Pool) Run(task func()) { w.RunTask(funcTask(task)) }
+
+// RunTask is Run for a Task.
+func (w *Pool) RunTask(task Task) {
 	if !w.offer(task) {
 		w.started.Add(1)
 		go w.work(task)
@@ -46,7 +58,7 @@ func (w *Pool) Run(task func()) {
 }
 
 // offer hands task to a worker waiting for one, if any.
-func (w *Pool) offer(task func()) bool {
+func (w *Pool) offer(task Task) bool {
 	select {
 	case w.tasks <- task:
 		return true
@@ -59,8 +71,8 @@ func (w *Pool) offer(task func()) bool {
 // idleFor to twice that. The idle clock ticks every idleFor rather than
 // being reset after each task (a timer update per miss): a worker exits at
 // the first tick with no task since the tick before.
-func (w *Pool) work(task func()) {
-	task()
+func (w *Pool) work(task Task) {
+	task.Run()
 	idle := time.NewTicker(idleFor)
 	defer idle.Stop()
 	ran := true // a task since the last tick
@@ -69,7 +81,7 @@ func (w *Pool) work(task func()) {
 		select {
 		case task := <-w.tasks:
 			w.waiting.Add(-1)
-			task()
+			task.Run()
 			ran = true
 		case <-idle.C:
 			w.waiting.Add(-1)

@@ -32,7 +32,7 @@ func TestReuse(t *testing.T) {
 	// The one worker takes each later task: offer (Run's first step)
 	// succeeds once it waits again, and no goroutine is started.
 	for i := 0; i < 2; i++ {
-		waitFor(t, "the idle worker to take a task", func() bool { return w.offer(func() { done <- struct{}{} }) })
+		waitFor(t, "the idle worker to take a task", func() bool { return w.offer(funcTask(func() { done <- struct{}{} })) })
 		<-done
 	}
 	if got := w.started.Load(); got != 1 {
@@ -44,7 +44,7 @@ func TestReuse(t *testing.T) {
 	release := make(chan struct{})
 	both := make(chan struct{}, 2)
 	block := func() { both <- struct{}{}; <-release }
-	waitFor(t, "the idle worker to take the first task", func() bool { return w.offer(block) })
+	waitFor(t, "the idle worker to take the first task", func() bool { return w.offer(funcTask(block)) })
 	w.Run(block)
 	<-both
 	<-both
@@ -63,8 +63,8 @@ func TestReuse(t *testing.T) {
 func BenchmarkRun(b *testing.B) {
 	w := New(b.Context())
 	done := make(chan struct{})
-	task := func() { done <- struct{}{} }
-	w.Run(task)
+	task := funcTask(func() { done <- struct{}{} })
+	w.RunTask(task)
 	<-done
 	b.ReportAllocs()
 	for b.Loop() {
