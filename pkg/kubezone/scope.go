@@ -1,6 +1,7 @@
 package kubezone
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"net/netip"
 	"sync/atomic"
@@ -77,6 +78,8 @@ func bucket[T ~string | ~[]byte](seed uint64, kind byte, a, b T) int {
 	return int(h & (scopeBuckets - 1))
 }
 
+// The writer's side of the scopes; scopeOf computes the same from a name's
+// wire form (the same bytes hash alike as string or []byte).
 func (s *scopes) service(ns, name string) int { return bucket(s.seed, scopeService, ns, name) }
 func (s *scopes) namespace(ns string) int     { return bucket(s.seed, scopeNamespace, ns, "") }
 func (s *scopes) pod(ns, label string) int    { return bucket(s.seed, scopePod, ns, label) }
@@ -146,10 +149,17 @@ func (z *Zone) scopeOf(name []byte) (a, b int) {
 		}
 		return allScope, noScope // not a name of the zone: nothing to keep
 	}
+	end := len(name) - len(dw)
+	if bytes.IndexByte(name[:end], '.') >= 0 {
+		// A label holding a dot is presented with it escaped, which the
+		// zone's string lookups treat apart: keep it in step with
+		// everything. (A length byte of 46 lands here too: no harm.)
+		return allScope, noScope
+	}
 	// The labels before the domain, at most six (more: no object can
 	// create the name).
 	var labels [6][]byte
-	n, off, end := 0, 0, len(name)-len(dw)
+	n, off := 0, 0
 	for off < end {
 		l := int(name[off])
 		if l == 0 || off+1+l > end {
@@ -159,13 +169,6 @@ func (z *Zone) scopeOf(name []byte) (a, b int) {
 			return noScope, noScope
 		}
 		labels[n] = name[off+1 : off+1+l]
-		for _, c := range labels[n] {
-			if c == '.' {
-				// Presented with an escaped dot, which the zone's string
-				// lookups treat apart: keep it in step with everything.
-				return allScope, noScope
-			}
-		}
 		n++
 		off += 1 + l
 	}
@@ -175,20 +178,21 @@ func (z *Zone) scopeOf(name []byte) (a, b int) {
 	if n == 0 {
 		return allScope, noScope // the apex: its SOA serial is the generation
 	}
+	seed := z.scopes.seed
 	switch string(labels[n-1]) {
 	case "svc":
 		switch {
 		case n == 2:
-			return z.scopes.namespace(string(labels[0])), noScope
+			return bucket(seed, scopeNamespace, labels[0], nil), noScope
 		case n >= 3 && n <= 5:
-			return z.scopes.service(string(labels[n-2]), string(labels[n-3])), noScope
+			return bucket(seed, scopeService, labels[n-2], labels[n-3]), noScope
 		}
 	case "pod":
 		switch n {
 		case 2:
-			return z.scopes.namespace(string(labels[0])), noScope
+			return bucket(seed, scopeNamespace, labels[0], nil), noScope
 		case 3:
-			return z.scopes.pod(string(labels[1]), string(labels[0])), z.scopes.namespace(string(labels[1]))
+			return bucket(seed, scopePod, labels[1], labels[0]), bucket(seed, scopeNamespace, labels[1], nil)
 		}
 	}
 	return noScope, noScope

@@ -139,3 +139,19 @@ func netipKey(tb testing.TB, s string) addrKey {
 	tb.Helper()
 	return mustAddr(tb, s).As16()
 }
+
+// BenchmarkVersion is what the server's memo pays per zone answer to check
+// that a memoized answer still holds.
+func BenchmarkVersion(b *testing.B) {
+	z := buildZone(b, synthCluster(1000, 10))
+	for _, name := range []string{"svc-7.ns-7.svc.cluster.local.", "_http._tcp.svc-7.ns-7.svc.cluster.local.",
+		"7.0.16.172.in-addr.arpa."} {
+		w := wireName(b, name)
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				z.Version(w)
+			}
+		})
+	}
+}
