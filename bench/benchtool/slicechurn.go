@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -18,8 +19,17 @@ import (
 
 // sliceChurn is what runSliceChurn did.
 type sliceChurn struct {
-	Updates, Errors int // Errors: failed writes, and ticks skipped with 8 writes late
+	Updates, Errors int // Errors: failed writes
 	Elapsed         time.Duration
+}
+
+// writeSlice writes s, on its own 5 s timeout: the churn's end (ctx) does
+// not cut a write short.
+func (c clusterSpec) writeSlice(ctx context.Context, cs kubernetes.Interface, s *discoveryv1.EndpointSlice) error {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, err := cs.DiscoveryV1().EndpointSlices(s.Namespace).Update(wctx, s, metav1.UpdateOptions{})
+	return err
 }
 
 func (r sliceChurn) format() string {
@@ -62,14 +72,18 @@ func runSliceChurnCmd(ctx context.Context, args []string, out io.Writer) error {
 }
 
 // churnSlices updates the EndpointSlices of the cluster's services at rate
-// until ctx ends, one service after another with a stride: each update
-// turns the first endpoint of a slice not ready, or ready again (the
-// cluster was loaded all ready), as a rollout or a failing probe does.
-// Up to 8 writes are in flight, and ticks a busy machine dropped are made
-// up, so that the rate holds. A write fails the run only when most do.
+// until ctx ends, services in turn with a stride, two updates each: the
+// first endpoint of its slice turns not ready, then ready again (the
+// cluster was loaded all ready), as a failing readiness probe does. Up to
+// 8 writes are in flight, and ticks a busy machine dropped are made up, so
+// that the rate holds. At the end every service it touched is written back
+// as loaded (two writes of one service may have landed out of order), so
+// that the rows measured after it see the cluster they expect. A write
+// fails the run only when most do.
 func (c clusterSpec) churnSlices(ctx context.Context, cs kubernetes.Interface, rate float64) (sliceChurn, error) {
 	var r sliceChurn
 	var updates, failures atomic.Int64
+	touched := map[int]bool{}
 	start := time.Now()
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
@@ -86,14 +100,14 @@ func (c clusterSpec) churnSlices(ctx context.Context, cs kubernetes.Interface, r
 			}
 		}
 		select {
-		case slots <- struct{}{}:
-		default:
-			failures.Add(1) // 8 writes already late: this one is skipped
+		case slots <- struct{}{}: // 8 writes late: wait, and catch up after
+		case <-ctx.Done():
 			continue
 		}
-		i := (k * 7919) % c.Services
+		i := (k / 2 * 7919) % c.Services
+		touched[i] = true
 		s := c.slice(i)
-		if (k/c.Services)%2 == 0 && c.Endpoints > 0 {
+		if k%2 == 0 && c.Endpoints > 0 {
 			notReady := false
 			s.Endpoints[0].Conditions.Ready = &notReady
 		}
@@ -102,9 +116,7 @@ func (c clusterSpec) churnSlices(ctx context.Context, cs kubernetes.Interface, r
 		go func() {
 			defer wg.Done()
 			defer func() { <-slots }()
-			wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			if _, err := cs.DiscoveryV1().EndpointSlices(s.Namespace).Update(wctx, s, metav1.UpdateOptions{}); err != nil {
+			if err := c.writeSlice(ctx, cs, s); err != nil {
 				failures.Add(1)
 				return
 			}
@@ -114,6 +126,13 @@ func (c clusterSpec) churnSlices(ctx context.Context, cs kubernetes.Interface, r
 	wg.Wait()
 	r.Elapsed = time.Since(start)
 	r.Updates, r.Errors = int(updates.Load()), int(failures.Load())
+	for i := range touched { // after the count: restoring is not churn
+		s := c.slice(i)
+		s.Annotations = map[string]string{"benchtool/churn": "restored"}
+		if err := c.writeSlice(ctx, cs, s); err != nil {
+			return r, fmt.Errorf("slicechurn: restoring the slice of service %d: %w", i, err)
+		}
+	}
 	if r.Errors > r.Updates {
 		return r, fmt.Errorf("slicechurn: %d of %d updates failed", r.Errors, r.Errors+r.Updates)
 	}
