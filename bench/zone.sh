@@ -109,9 +109,9 @@ zone_churn_rows() {
   R[zonechurncpu|$s]=$CPU_US; R[zonechurnruns|$s]=$RUNS
   latency_run "$pid" "$port" "$WORK/zone.txt" "$HIT_RATE"
   R[zonechurnlcpu|$s]=$LCPU_US; R[zonechurnp99|$s]=$P99
+  e1=$(zone_events "$mport") # before slicechurn writes the touched slices back
   kill -TERM "$cpid"
   wait "$cpid" || die "benchtool slicechurn failed: $(tail -3 "$out")"
-  e1=$(zone_events "$mport")
   R[zonechurnrate|$s]=$(kv rate "$(cat "$out")")
   R[zonechurnevents|$s]=$(awk -v a="$e0" -v b="$e1" 'BEGIN { printf "%.0f", b - a }')
   log "$s under churn: $(cat "$out"); zone events applied ${R[zonechurnevents|$s]}; cpu/answer ${R[zonechurncpu|$s]} us at max QPS (without churn ${R[zonecpu|$s]}), $LCPU_US us at $HIT_RATE qps (without ${R[zonelcpu|$s]})"
