@@ -3,7 +3,9 @@ package workers
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -73,4 +75,45 @@ func BenchmarkRun(b *testing.B) {
 		}
 		<-done
 	}
+}
+
+// TestIdleWorkersExit: of three workers, the two a steady trickle of tasks
+// does not need exit after a tick or two of the reaper; the last exits once
+// no task comes at all. The trickle keeps reusing one worker.
+func TestIdleWorkersExit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		w := New(ctx)
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			w.Run(func() { defer wg.Done(); <-release })
+		}
+		close(release)
+		wg.Wait()
+		synctest.Wait()
+		if got := w.waiting.Load(); got != 3 {
+			t.Fatalf("after three tasks at once: %d workers waiting, want 3", got)
+		}
+		for range 3 * idleFor / time.Second {
+			done := make(chan struct{})
+			w.Run(func() { close(done) })
+			<-done
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if got := w.waiting.Load(); got != 1 {
+			t.Errorf("after %v of one task a second: %d workers waiting, want 1", 3*idleFor, got)
+		}
+		if got := w.started.Load(); got != 3 {
+			t.Errorf("goroutines started: got %d, want 3 (the trickle reuses a worker)", got)
+		}
+		time.Sleep(2 * idleFor)
+		synctest.Wait()
+		if got := w.waiting.Load(); got != 0 {
+			t.Errorf("after %v without a task: %d workers waiting, want 0", 2*idleFor, got)
+		}
+	})
 }
