@@ -87,6 +87,16 @@ EOF
     row zonep999 "cluster zone: p99.9 µs at $HIT_RATE qps"
     row zonelost "cluster zone: % lost at $HIT_RATE qps"
     row zonerss "RSS MiB with the $ZONE_SERVICES-service zone synced"
+    if [ -n "${R[zonechurncpu|nodecache]:-}" ]; then
+      R[zonechurnratio|nodecache]=$(ratio "${R[zonechurncpu|nodecache]}" "${R[zonecpu|nodecache]:-}")
+      R[zonechurnlratio|nodecache]=$(ratio "${R[zonechurnlcpu|nodecache]:-}" "${R[zonelcpu|nodecache]:-}")
+      row zonelcpu "cluster zone: CPU µs/answer at $HIT_RATE qps"
+      row zonechurncpu "cluster zone: CPU µs/answer at max QPS while $ZONE_CHURN_RATE EndpointSlice updates/s arrive"
+      row zonechurnratio "cluster zone: that ÷ without churn, at max QPS (target ≤ 1.2)"
+      row zonechurnlcpu "cluster zone: CPU µs/answer at $HIT_RATE qps while $ZONE_CHURN_RATE EndpointSlice updates/s arrive"
+      row zonechurnlratio "cluster zone: that ÷ without churn, at $HIT_RATE qps (target ≤ 1.2)"
+      row zonechurnp99 "cluster zone: p99 µs at $HIT_RATE qps while $ZONE_CHURN_RATE EndpointSlice updates/s arrive"
+    fi
     if [ -n "${R[bigrss|nodecache]:-}" ]; then
       row bigrss "$big: RSS MiB synced"
       row bigheap "$big: Go heap in use MiB (go_memstats_heap_inuse_bytes)"
@@ -104,13 +114,21 @@ EOF
     printf ' Cluster zone: nodecache %s; CoreDNS + cache 30 %s; CoreDNS alone %s.' \
       "${R[zoneruns|nodecache]}" "${R[zoneruns|coredns]:-–}" "${R[zonerunsnc|coredns]:-–}"
   fi
+  if [ -n "${R[zonechurnruns|nodecache]:-}" ]; then
+    printf ' Cluster zone under churn: nodecache %s (%s updates/s written, %s applied by the zone in all).' \
+      "${R[zonechurnruns|nodecache]}" "${R[zonechurnrate|nodecache]:-–}" "${R[zonechurnevents|nodecache]:-–}"
+  fi
   printf '\n'
   cat <<EOF
 
 Cluster-zone queries (\`benchtool cluster\`): $ZONE_SERVICES services × $ZONE_ENDPOINTS ready endpoints in 10
 namespaces, every 10th headless, loaded into one kube-apiserver that both servers watch; per ten queries six
 A, one SRV, one PTR, one AAAA (NODATA), one unknown service (NXDOMAIN). nodecache has no cache in front of its
-zone; the CoreDNS rows are the stock Corefile (\`kubernetes\` + \`cache 30\`) and the plugin alone.
+zone; the CoreDNS rows are the stock Corefile (\`kubernetes\` + \`cache 30\`) and the plugin alone. The churn
+row runs the same queries against the same nodecache while \`benchtool slicechurn\` updates $ZONE_CHURN_RATE
+EndpointSlices a second (one service's first endpoint not ready, or ready again), from 2 s before the first run;
+the API server's work shares CPU 1 with dnsperf, which then sends less, and fewer queries a second batch less
+per wake-up, so the max-QPS ratio carries that too; the fixed-rate ratio does not.
 EOF
   if [ -s "$WORK/gobench.txt" ]; then
     printf '\n## go test -bench\n\n    go test -run %s -bench . -benchmem ./pkg/wire ./pkg/server ./pkg/cache ./pkg/kubezone\n\n```\n' "'^\$'"

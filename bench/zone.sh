@@ -8,6 +8,7 @@
 
 ZONE_SERVICES=${ZONE_SERVICES:-1000}
 ZONE_ENDPOINTS=${ZONE_ENDPOINTS:-10}
+ZONE_CHURN_RATE=${ZONE_CHURN_RATE:-20}      # EndpointSlice updates a second of the churn row
 BIGZONE_SERVICES=${BIGZONE_SERVICES:-10000} # the memory rows' cluster, grown from the first
 BIGZONE_SETTLE=5                            # seconds between the sync and the memory readings
 
@@ -85,8 +86,43 @@ zone_rows() {
   dnsperf_median "$pid" "$port" "$WORK/zone.txt" -l "$PHASE"
   R[zoneqps|$s]=$QPS; R[zonecpu|$s]=$CPU_US; R[zoneruns|$s]=$RUNS
   latency_run "$pid" "$port" "$WORK/zone.txt" "$HIT_RATE"
-  R[zonep50|$s]=$P50; R[zonep99|$s]=$P99; R[zonep999|$s]=$P999; R[zonelost|$s]=$LOST_PCT
+  R[zonep50|$s]=$P50; R[zonep99|$s]=$P99; R[zonep999|$s]=$P999; R[zonelost|$s]=$LOST_PCT; R[zonelcpu|$s]=$LCPU_US
   R[zonerss|$s]=$(rss_mib "$pid")
+}
+
+# zone_churn_rows NAME PID PORT METRICSPORT: the zone queries again, as
+# in zone_rows, while benchtool slicechurn writes ZONE_CHURN_RATE
+# EndpointSlice updates a second (each turns one service's first endpoint
+# not ready or ready again) into the API server; CPU per answer at max QPS
+# and at HIT_RATE, and the updates the server applied meanwhile (its own
+# count of watch events). The API server's share of CPU 1 slows dnsperf,
+# and a server answering fewer queries a second batches fewer per wake-up:
+# the fixed-rate figure is the one churn does not move that way.
+zone_churn_rows() {
+  local s=$1 pid=$2 port=$3 mport=$4 cpid out=$WORK/slicechurn.$1.txt e0 e1
+  e0=$(zone_events "$mport")
+  taskset -c 1 "${PRIO[@]}" "$BENCHTOOL" slicechurn -kubeconfig "$KUBECONFIG_FILE" -services "$ZONE_SERVICES" \
+    -endpoints "$ZONE_ENDPOINTS" -rate "$ZONE_CHURN_RATE" -duration $(((REPEAT + 1) * (PHASE + 10) + 60))s >"$out" 2>&1 &
+  cpid=$!
+  sleep 2 # the churn under way before the first answer counts
+  dnsperf_median "$pid" "$port" "$WORK/zone.txt" -l "$PHASE"
+  R[zonechurncpu|$s]=$CPU_US; R[zonechurnruns|$s]=$RUNS
+  latency_run "$pid" "$port" "$WORK/zone.txt" "$HIT_RATE"
+  R[zonechurnlcpu|$s]=$LCPU_US; R[zonechurnp99|$s]=$P99
+  e1=$(zone_events "$mport") # before slicechurn writes the touched slices back
+  kill -TERM "$cpid"
+  wait "$cpid" || die "benchtool slicechurn failed: $(tail -3 "$out")"
+  R[zonechurnrate|$s]=$(kv rate "$(cat "$out")")
+  R[zonechurnevents|$s]=$(awk -v a="$e0" -v b="$e1" 'BEGIN { printf "%.0f", b - a }')
+  log "$s under churn: $(cat "$out"); zone events applied ${R[zonechurnevents|$s]}; cpu/answer ${R[zonechurncpu|$s]} us at max QPS (without churn ${R[zonecpu|$s]}), $LCPU_US us at $HIT_RATE qps (without ${R[zonelcpu|$s]})"
+}
+
+# zone_events METRICSPORT: the EndpointSlice and other watch events the
+# zone has applied since the sync (nodecache_zone_programming_duration_seconds_count{from="event"}).
+zone_events() {
+  curl -sf "http://127.0.0.1:$1/metrics" |
+    awk '/^nodecache_zone_programming_duration_seconds_count\{from="event"\}/ { print $2; found = 1 } END { exit !found }' ||
+    die "no nodecache_zone_programming_duration_seconds_count on 127.0.0.1:$1/metrics"
 }
 
 # zone_start NAME PORT SERVICES CMD...: starts CMD on CPU 0 and waits until
@@ -99,7 +135,7 @@ zone_start() {
 }
 
 measure_zone() {
-  local port
+  local port mport
   if ! command -v openssl >/dev/null || ! command -v kubectl >/dev/null; then
     log "zone rows skipped: openssl and kubectl are needed"; return 0
   fi
@@ -107,11 +143,12 @@ measure_zone() {
   start_apiserver
   load_cluster
 
-  port=$(free_port)
+  port=$(free_port); mport=$(free_port)
   # shellcheck disable=SC2046
   zone_start nodecache-zone "$port" "$ZONE_SERVICES" "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
-    --metrics-addr "127.0.0.1:$(free_port)" --kubeconfig "$KUBECONFIG_FILE"
+    --metrics-addr "127.0.0.1:$mport" --kubeconfig "$KUBECONFIG_FILE"
   zone_rows nodecache "$PID" "$port"
+  zone_churn_rows nodecache "$PID" "$port" "$mport"
   stop "$PID"
 
   port=$(free_port)

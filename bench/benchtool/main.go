@@ -11,6 +11,10 @@
 //	    p99.9 and rcode counts as key=value pairs.
 //	benchtool zonemem  -services 10000 -endpoints 10
 //	    heap of a synced kubezone.Zone for that cluster (fake clientset).
+//	benchtool slicechurn -kubeconfig F -services N -endpoints E -rate 20 -duration 60s
+//	    EndpointSlice updates of that cluster, loaded into the API server of
+//	    F, at a fixed rate until -duration or SIGTERM; prints updates,
+//	    errors and the rate reached as key=value pairs.
 //
 // It is a harness, not part of the agent; see bench/README.md.
 package main
@@ -39,7 +43,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: benchtool cluster|latency|zonemem [flags]")
+		return errors.New("usage: benchtool cluster|latency|zonemem|slicechurn [flags]")
 	}
 	switch args[0] {
 	case "cluster":
@@ -48,8 +52,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runLatencyCmd(ctx, args[1:], out)
 	case "zonemem":
 		return runZoneMem(ctx, args[1:], out)
+	case "slicechurn":
+		return runSliceChurnCmd(ctx, args[1:], out)
 	}
-	return fmt.Errorf("unknown command %q: want cluster, latency or zonemem", args[0])
+	return fmt.Errorf("unknown command %q: want cluster, latency, zonemem or slicechurn", args[0])
 }
 
 func clusterFlags(fs *flag.FlagSet) *clusterSpec {

@@ -13,8 +13,9 @@ type zoneAdapter struct{ z *kubezone.Zone }
 
 var _ server.Zone = zoneAdapter{}
 
-func (a zoneAdapter) InZone(qname string) bool { return a.z.InZone(qname) }
-func (a zoneAdapter) Generation() uint64       { return a.z.Generation() }
+func (a zoneAdapter) InZone(qname string) bool   { return a.z.InZone(qname) }
+func (a zoneAdapter) Generation() uint64         { return a.z.Generation() }
+func (a zoneAdapter) Version(name []byte) uint64 { return a.z.Version(name) }
 func (a zoneAdapter) Lookup(qname string, qtype uint16) server.ZoneAnswer {
 	ans := a.z.Lookup(qname, qtype)
 	return server.ZoneAnswer{Rcode: ans.Rcode, Answer: ans.Answer, Ns: ans.Ns, Extra: ans.Extra, Chase: ans.Chase}

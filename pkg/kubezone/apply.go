@@ -3,6 +3,7 @@ package kubezone
 import (
 	"slices"
 	"sort"
+	"strings"
 	"sync/atomic"
 	"time"
 )
@@ -154,12 +155,18 @@ func (z *Zone) publishLocked(b *batch) {
 	st := z.st
 	for key := range b.svcs {
 		z.rebuildServiceLocked(key, b)
+		ns, name, _ := strings.Cut(key, "/")
+		b.bump(z.scopes.service(ns, name))
 	}
 	for ns := range b.nss {
 		z.nsNodesLocked(ns, b)
+		b.bump(z.scopes.namespace(ns))
 	}
 	for name := range b.podRecs {
 		b.change(name, z.podRecordNode(name, st.podRecs[name]))
+		label, rest := firstLabel(name)
+		ns, _, _ := strings.Cut(rest, ".")
+		b.bump(z.scopes.pod(ns, label))
 	}
 	if b.local {
 		z.publishLocalPodsLocked()
@@ -168,6 +175,7 @@ func (z *Zone) publishLocked(b *batch) {
 	z.ptrs.apply(b.ptrDel, b.ptrAdd)
 	gen := z.meta.Load().gen + 1
 	z.meta.Store(z.newMeta(gen))
+	z.scopes.publish(b, gen) // after the data: see scope.go
 	z.snapDirty = true
 	z.observeLocked(b)
 }

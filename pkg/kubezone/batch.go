@@ -15,6 +15,8 @@ type batch struct {
 	local   bool             // node-local pods changed
 	changes map[string]*node // name → new node (nil: delete)
 	events  []event          // applied, for the latency histogram
+	bumps   []uint32         // scope counters touched (scope.go)
+	all     bool             // every scope touched: bumps is not kept
 }
 
 func newBatch() *batch { return &batch{} }
@@ -55,6 +57,7 @@ func (b *batch) reset() {
 	clear(b.ptrAdd)
 	b.ptrDel, b.ptrAdd = shrink(b.ptrDel), shrink(b.ptrAdd)
 	b.local, b.events = false, nil
+	b.bumps, b.all = shrink(b.bumps), false
 }
 
 func clearSmall[V any](m map[string]V) map[string]V {

@@ -52,7 +52,9 @@
 // whose targets are built from those services' models. A reverse name is
 // in the zone exactly when it is the canonical reverse name of an address
 // in that index. Insecure pod names and in-zone CNAME chains allocate too;
-// the server memoizes packed answers per generation.
+// the server memoizes packed answers, each while the Version of its name
+// stays put: a publish moves the versions of the services, namespaces, pod
+// names and addresses it touched only (scope.go).
 //
 // The models hold a slice's endpoints compactly: 4 bytes an IPv4 address
 // (24 for any other, as a netip.Addr), and a hostname string header only in slices
@@ -104,7 +106,8 @@
 //	          a service)
 //	apply     apply.go, batch.go (events applied as one generation), table.go,
 //	          ptrindex.go
-//	lookup    lookup.go (answers), zone.go (Zone, New, Stats, metrics)
+//	lookup    lookup.go (answers), zone.go (Zone, New, Stats, metrics),
+//	          scope.go (Version: what a publish touched, for the server's memo)
 //	snapshot  snapshot.go, snapshot_check.go
 //	config    config.go
 //

@@ -185,7 +185,9 @@ func (e *svcEntry) hostIsProto(proto string) bool {
 // ptrDiffLocked queues the PTR index changes of ref's entry going from old
 // to the entry whose sorted PTR addresses are keys (old nil: a new
 // service; keys empty: none, or the service is gone): slots only for the
-// addresses one of them publishes and the other does not.
+// addresses one of them publishes and the other does not. It bumps the
+// scope of every address either publishes: a kept address's PTR targets
+// come from the new entry.
 func (z *Zone) ptrDiffLocked(ref *svcRef, old *svcEntry, keys []addrKey, b *batch) {
 	sc := &z.scratch
 	sc.oldKeys = shrink(sc.oldKeys)
@@ -197,11 +199,15 @@ func (z *Zone) ptrDiffLocked(ref *svcRef, old *svcEntry, keys []addrKey, b *batc
 		switch c := compareNext(o, n); {
 		case c < 0:
 			b.ptrDel = append(b.ptrDel, ptrSlot{key: o[0], svc: ref})
+			b.bump(z.scopes.addr(&o[0]))
 			o = o[1:]
 		case c > 0:
 			b.ptrAdd = append(b.ptrAdd, ptrSlot{key: n[0], svc: ref})
+			b.bump(z.scopes.addr(&n[0]))
 			n = n[1:]
 		default:
+			// Kept, but its PTR targets come from the new entry.
+			b.bump(z.scopes.addr(&o[0]))
 			o, n = o[1:], n[1:]
 		}
 	}

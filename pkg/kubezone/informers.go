@@ -176,6 +176,7 @@ func (z *Zone) finishSync() {
 	z.mu.Lock()
 	defer z.mu.Unlock()
 	st, b := z.st, newBatch()
+	b.all = true // from the snapshot's answers to the API server's
 	for k, s := range st.services {
 		if s.snap {
 			z.applyEventLocked(event{kind: objService, key: k}, b)

@@ -86,6 +86,7 @@ func (z *Zone) LoadSnapshot() error {
 		return errors.New("loading snapshot: zone already synced from the API server")
 	}
 	b := newBatch()
+	b.all = true
 	for _, ns := range data.Namespaces {
 		z.applyEventLocked(event{kind: objNamespace, key: ns, obj: nsPresent{snap: true}}, b)
 	}

@@ -26,12 +26,14 @@ type Zone struct {
 	// relistSrc seeds the relist spread (relist.go); nil: seeded at random.
 	relistSrc rand.Source
 
-	tab     *table                 // always non-nil
-	ptrs    *ptrIndex              // always non-nil
-	meta    atomic.Pointer[meta]   // always non-nil after New
-	synced  atomic.Bool            // the informers synced once
-	running atomic.Bool            // Run is active
-	source  atomic.Pointer[string] // SourceNone, SourceSnapshot, SourceAPI or SourceFixture
+	tab        *table                 // always non-nil
+	scopes     *scopes                // always non-nil
+	domainWire []byte                 // cfg.Domain in wire form
+	ptrs       *ptrIndex              // always non-nil
+	meta       atomic.Pointer[meta]   // always non-nil after New
+	synced     atomic.Bool            // the informers synced once
+	running    atomic.Bool            // Run is active
+	source     atomic.Pointer[string] // SourceNone, SourceSnapshot, SourceAPI or SourceFixture
 	// syncSource is the Source once synced: SourceAPI, or SourceFixture
 	// (Clients.Fixture). Set by Run before it starts anything.
 	syncSource string
@@ -108,9 +110,15 @@ func New(cfg Config, reg prometheus.Registerer, log *slog.Logger) (*Zone, error)
 		return nil, fmt.Errorf("creating zone: %w", err)
 	}
 	z := &Zone{cfg: cfg, log: log.With(logkey.Component, "kubezone"), met: met, now: time.Now,
-		kick: make(chan struct{}, 1), st: newState(), spare: newBatch(), tab: newTable(), ptrs: newPTRIndex(),
+		kick: make(chan struct{}, 1), st: newState(), spare: newBatch(), tab: newTable(), ptrs: newPTRIndex(), scopes: newScopes(),
 		serial0: uint32(time.Now().Unix()), soaNS: "ns.dns." + cfg.Domain, soaMbox: "hostmaster." + cfg.Domain,
 		podSuffix: ".pod." + cfg.Domain, svcSuffix: ".svc." + cfg.Domain}
+	z.domainWire = make([]byte, len(cfg.Domain)+1)
+	n, err := dns.PackDomainName(cfg.Domain, z.domainWire, 0, nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("creating zone: domain %q: %w", cfg.Domain, err)
+	}
+	z.domainWire = z.domainWire[:n]
 	empty := map[netip.Addr]PodInfo{}
 	z.localPods.Store(&empty)
 	src := SourceNone

@@ -55,7 +55,7 @@ func (s *Server) fast(pkt []byte, q *wire.Query, perr error, client netip.Addr, 
 		return nil, Result{}, false // RFC 8482 answer is built on the slow path
 	}
 	if s.zoneOwns(q.LowerName()) {
-		if p, ok := s.memo.get(q, s.zone.Generation()); ok && (p.Rcode() != dns.RcodeNameError || s.pods == nil) {
+		if p, ok := s.memo.get(q, s.zone); ok && (p.Rcode() != dns.RcodeNameError || s.pods == nil) {
 			return p.AppendReply(out, q, s.mode(wire.TTLMode{}), maxSize), Result{Rcode: p.Rcode(), Source: wire.SourceZone}, true
 		}
 		if s.zone == nil || hasWireSuffix(q.LowerName(), s.domainWire) || s.zone.InZone(keyName(q)) {

@@ -14,6 +14,7 @@ type headlessZone struct{ n int }
 
 func (z headlessZone) InZone(qname string) bool { return dns.IsSubDomain("cluster.local.", qname) }
 func (z headlessZone) Generation() uint64       { return 1 }
+func (z headlessZone) Version(_ []byte) uint64  { return 1 }
 func (z headlessZone) Lookup(qname string, _ uint16) ZoneAnswer {
 	if qname != "db.default.svc.cluster.local." {
 		return ZoneAnswer{Rcode: dns.RcodeNameError}

@@ -92,12 +92,17 @@ func (s *Server) answerDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPor
 	b := s.slowBufs.get()
 	b.pkt = append(b.pkt[:0], pkt...)
 	q.CopyTo(&b.q, b.pkt)
+	b.srv, b.conn, b.client, b.start = s, c, client, start
 	s.queries.Add(1)
-	s.workers.Run(func() {
-		defer s.queries.Done()
-		defer s.releaseSlot(client.Addr())
-		s.slowUDP(c, b, client, start)
-	})
+	s.workers.RunTask(b) // a Task, not a closure: no allocation per miss
+}
+
+// Run answers b's UDP query on a slow-path worker (workers.Task).
+func (b *slowBuf) Run() {
+	s, client := b.srv, b.client // b goes back to the pool before these defers run
+	defer s.queries.Done()
+	defer s.releaseSlot(client.Addr())
+	s.slowUDP(b.conn, b, client, b.start)
 }
 
 func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, start time.Time) {
@@ -119,13 +124,20 @@ func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, star
 
 // slowBuf holds what the slow path needs for one query: its copy of the
 // packet, the query the fast path parsed, moved onto that copy (it escapes
-// to the heap through the resolver interfaces), and the buffer the reply
-// is built in. It returns to a pool once the reply is sent, so that a miss
-// allocates none of the three.
+// to the heap through the resolver interfaces), the buffer the reply is
+// built in, and for UDP the socket and client (it is the worker's Task).
+// It returns to a pool once the reply is sent, so that a miss allocates
+// none of them.
 type slowBuf struct {
 	pkt []byte
 	q   wire.Query
 	out []byte
+
+	// A UDP query's: what Run needs.
+	srv    *Server
+	conn   *net.UDPConn
+	client netip.AddrPort
+	start  time.Time
 }
 
 // slowBufPool recycles slowBufs. Buffers grown past maxPooledBuf for an
@@ -145,6 +157,7 @@ func (p *slowBufPool) put(b *slowBuf) {
 	if cap(b.pkt) > maxPooledBuf || cap(b.out) > maxPooledBuf {
 		return
 	}
+	b.srv, b.conn = nil, nil
 	p.p.Put(b)
 }
 

@@ -23,6 +23,12 @@ type Zone interface {
 	Lookup(qname string, qtype uint16) ZoneAnswer
 	// Generation changes whenever any answer may have changed.
 	Generation() uint64
+	// Version changes whenever an answer at name (a lowercased owner name
+	// in wire form) may have changed, bar answers that follow a CNAME to
+	// another name of the zone (those are kept by Generation). It changes
+	// far less often than Generation: only with the objects the name's
+	// answers are built from.
+	Version(name []byte) uint64
 }
 
 // ZoneAnswer is the zone's reply to one question. Its slices are shared and
@@ -80,7 +86,8 @@ func (s *Server) answerZone(ctx context.Context, by time.Time, pkt []byte, q *wi
 	if !s.zone.InZone(qname) {
 		return nil, Result{}, false
 	}
-	gen := s.zone.Generation()
+	// Both read before the lookup: the answer is at least as new.
+	gen, ver := s.zone.Generation(), s.zone.Version(q.LowerName())
 	za := s.zone.Lookup(qname, q.Type)
 	m := zoneMsg(q, za)
 	if za.Chase != "" {
@@ -94,9 +101,24 @@ func (s *Server) answerZone(ctx context.Context, by time.Time, pkt []byte, q *wi
 		return wire.AppendError(out, pkt, q, dns.RcodeServerFailure), Result{Rcode: dns.RcodeServerFailure, Source: wire.SourceZone}, true
 	}
 	if za.Rcode != dns.RcodeServerFailure { // pre-sync SERVFAILs must not stick
-		s.memo.put(q, gen, p)
+		if chained(za.Answer) {
+			s.memo.put(q, gen, true, p) // it holds another name's records
+		} else {
+			s.memo.put(q, ver, false, p)
+		}
 	}
 	return p.AppendReply(out, q, s.mode(wire.TTLMode{}), maxSize), Result{Rcode: za.Rcode, Source: wire.SourceZone}, true
+}
+
+// chained reports whether an answer holds a CNAME: an ExternalName
+// service, whose answer may go on with the records of its in-zone target.
+func chained(rrs []dns.RR) bool {
+	for _, rr := range rrs {
+		if rr.Header().Rrtype == dns.TypeCNAME {
+			return true
+		}
+	}
+	return false
 }
 
 func zoneMsg(q *wire.Query, za ZoneAnswer) *dns.Msg {
@@ -172,50 +194,62 @@ func nextTarget(r *dns.Msg, name string, qtype uint16) string {
 	}
 }
 
-// zoneMemo keeps packed zone answers keyed by question, valid for one zone
-// generation. It is bounded: when full it starts over.
+// zoneMemo keeps packed zone answers keyed by question, each valid while
+// the zone's Version of its name (Generation, for a chained answer) stays
+// what it was read as before the lookup: a change to one service leaves
+// the answers of the others in place. It is bounded: when full it starts
+// over.
 type zoneMemo struct {
 	seed maphash.Seed
 	max  int
 
-	mu  sync.RWMutex // guards following
-	gen uint64
-	m   map[uint64]memoEntry
+	mu sync.RWMutex // guards following
+	m  map[uint64]memoEntry
 }
 
 type memoEntry struct {
 	key wire.Key
 	p   *wire.Packed
+	ver uint64 // the Version of the name, or the Generation when byGen
+	// byGen: the answer follows a CNAME and may hold other names' records.
+	byGen bool
 }
 
 func newZoneMemo(limit int) *zoneMemo {
 	return &zoneMemo{seed: maphash.MakeSeed(), max: limit, m: make(map[uint64]memoEntry)}
 }
 
-func (z *zoneMemo) get(q *wire.Query, gen uint64) (*wire.Packed, bool) {
+// get returns the memoized answer to q if z has not changed it since.
+func (z *zoneMemo) get(q *wire.Query, zone Zone) (*wire.Packed, bool) {
 	h := q.Hash(z.seed)
 	z.mu.RLock()
-	defer z.mu.RUnlock()
-	if z.gen != gen {
+	e, ok := z.m[h]
+	z.mu.RUnlock()
+	if !ok || !q.Matches(&e.key) {
 		return nil, false
 	}
-	e, ok := z.m[h]
-	if !ok || !q.Matches(&e.key) {
+	var cur uint64
+	if e.byGen {
+		cur = zone.Generation()
+	} else {
+		cur = zone.Version(q.LowerName())
+	}
+	if cur != e.ver {
 		return nil, false
 	}
 	return e.p, true
 }
 
-func (z *zoneMemo) put(q *wire.Query, gen uint64, p *wire.Packed) {
+// put memoizes p, the answer to q built after ver was read (a Generation
+// when byGen, else q's name's Version). A slower writer may replace a newer
+// answer by an older one: get then sees the version moved and the next
+// query builds it again.
+func (z *zoneMemo) put(q *wire.Query, ver uint64, byGen bool, p *wire.Packed) {
 	h := q.Hash(z.seed)
 	z.mu.Lock()
 	defer z.mu.Unlock()
-	if z.gen != gen || len(z.m) >= z.max {
-		if gen < z.gen { // a slower writer with an older answer
-			return
-		}
+	if _, ok := z.m[h]; !ok && len(z.m) >= z.max {
 		clear(z.m)
-		z.gen = gen
 	}
-	z.m[h] = memoEntry{key: q.Key(), p: p}
+	z.m[h] = memoEntry{key: q.Key(), p: p, ver: ver, byGen: byGen}
 }

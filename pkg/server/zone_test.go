@@ -18,7 +18,8 @@ func (z *fakeZone) InZone(qname string) bool {
 	return dns.IsSubDomain("cluster.local.", qname) || qname == "1.0.96.10.in-addr.arpa."
 }
 
-func (z *fakeZone) Generation() uint64 { return z.gen.Load() }
+func (z *fakeZone) Generation() uint64      { return z.gen.Load() }
+func (z *fakeZone) Version(_ []byte) uint64 { return z.gen.Load() }
 
 func (z *fakeZone) Lookup(qname string, _ uint16) ZoneAnswer {
 	z.lookups.Add(1)

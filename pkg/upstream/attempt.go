@@ -38,7 +38,7 @@ func newID(req []byte) uint16 {
 // TCP if the reply is truncated; TCP alone when forceTCP and for a DNS
 // over TLS server. req is the packed request; its ID is rewritten.
 func (f *Forwarder) tryServer(ctx context.Context, s *server, req []byte, deadline time.Time, forceTCP bool) (wire.UpstreamReply, error) {
-	sent := time.Now()
+	sent := f.tapClock()
 	if forceTCP || s.tls != nil {
 		r, err := f.tryTCP(ctx, s, req, deadline)
 		f.tap(s, true, req, r.Raw, sent)
@@ -51,10 +51,19 @@ func (f *Forwarder) tryServer(ctx context.Context, s *server, req []byte, deadli
 	}
 	f.tap(s, false, req, nil, sent) // the truncated reply is not kept
 	s.countError(kindTruncated)
-	sent = time.Now()
+	sent = f.tapClock()
 	r, err = f.tryTCP(ctx, s, req, deadline)
 	f.tap(s, true, req, r.Raw, sent)
 	return r, err
+}
+
+// tapClock is the time an attempt starts, for the tap; without a tap, no
+// clock is read (the zero time).
+func (f *Forwarder) tapClock() time.Time {
+	if f.cfg.Tap == nil {
+		return time.Time{}
+	}
+	return time.Now()
 }
 
 // tap hands one attempt to Config.Tap, if any: the query sent at sent and

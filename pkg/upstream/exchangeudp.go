@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -17,16 +18,30 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, deadline 
 	if err != nil {
 		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
-	// The deadline is set before the watch starts, so that a cancel that
-	// fires at once is not overwritten by it.
+	// The deadline is set before the watch is checked, so that a cancel
+	// that fired already is not overwritten by it.
 	if err := u.conn.SetDeadline(deadline); err != nil {
 		_ = u.Close()
 		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
-	stop := u.watch(ctx)
+	if !u.watch(ctx) {
+		_ = u.Close()
+		if ctx.Err() != nil {
+			return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, ctx.Err())
+		}
+		u, err = dialUDP(s.udpAddr, time.Now()) // a watch of another context fired on it
+		if err != nil {
+			return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
+		}
+		if err := u.conn.SetDeadline(deadline); err != nil || !u.watch(ctx) {
+			_ = u.Close()
+			return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, cmp.Or(err, ctx.Err()))
+		}
+	}
 	r, truncated, clean, err := f.roundTripUDP(s, u, req, probe)
-	stopped := stop()
-	s.releaseUDP(u, clean && stopped)
+	// Not done: the watch has not fired and stays for the socket's next
+	// query.
+	s.releaseUDP(u, clean && ctx.Err() == nil)
 	if err != nil {
 		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}

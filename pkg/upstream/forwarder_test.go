@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 	"testing"
@@ -276,8 +277,12 @@ func BenchmarkExchangeTCP(b *testing.B) { benchExchange(b, truncateUDP("192.0.2.
 // port (a new connected socket) every n queries, the trade-off behind
 // udpMaxUses: n=1 is a fresh port per query.
 func BenchmarkExchangeUDPReuse(b *testing.B) {
-	for _, n := range []int{1, 4, 16, 64} {
-		b.Run(fmt.Sprintf("uses=%d", n), func(b *testing.B) {
+	for _, n := range []int{1, 4, 16, 64, math.MaxInt} {
+		label := fmt.Sprint(n)
+		if n == math.MaxInt {
+			label = "max" // rotated by its 2 s age alone
+		}
+		b.Run("uses="+label, func(b *testing.B) {
 			ts := startServer(b, answerA("192.0.2.1"))
 			cfg := testConfig(ts)
 			cfg.udpMaxUses = n

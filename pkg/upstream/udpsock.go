@@ -46,6 +46,8 @@ type udpSock struct {
 	// Made on first need, once per socket rather than once per query; a
 	// socket discarded after one query (a truncated reply) never makes them.
 	unblock func()                // sets a past deadline on conn, for watch
+	watched <-chan struct{}       // Done of the context unblock is registered with; nil: none
+	unwatch func() bool           // ends that registration (context.AfterFunc's stop)
 	raw     syscall.RawConn       // conn's, for quiet
 	peek    func(fd uintptr) bool // for quiet; sets queued
 	queued  bool                  // set by peek: a datagram or an error waits
@@ -59,20 +61,52 @@ func dialUDP(addr *net.UDPAddr, now time.Time) (*udpSock, error) {
 	return &udpSock{conn: conn, expires: now.Add(udpMaxAge)}, nil
 }
 
-// Close closes the socket.
-func (u *udpSock) Close() error { return u.conn.Close() }
+// Close ends the socket's watch and closes it.
+func (u *udpSock) Close() error {
+	u.endWatch()
+	return u.conn.Close()
+}
 
-// watch is watch for the socket's owner, with the unblock func made once
-// per socket instead of once per query.
-func (u *udpSock) watch(ctx context.Context) (stop func() bool) {
-	if ctx.Done() == nil {
-		return watchedNothing
+// watch makes the cancellation of ctx unblock the socket's read, as the
+// package's watch does for a query, but the registration outlives the
+// query: the queries of one socket come with one long-lived context (the
+// cache's), so it is made once per socket rather than once per query (an
+// allocation pair and a lock of the context's children per miss). It
+// reports whether the socket may be used under ctx: not when ctx is done
+// (a past deadline may land at any moment), nor when a registration with
+// another context fired. Call it after setting the query's deadline. A
+// registration that fires while the socket idles in the pool leaves a past
+// deadline there; the next owner sets its own, and its watch refuses the
+// socket, its context (the same) being done.
+func (u *udpSock) watch(ctx context.Context) bool {
+	done := ctx.Done()
+	if done != nil && done == u.watched {
+		return ctx.Err() == nil
+	}
+	if !u.endWatch() {
+		return false
+	}
+	if done == nil {
+		return true
 	}
 	if u.unblock == nil {
 		conn := u.conn
 		u.unblock = func() { _ = conn.SetDeadline(aLongTimeAgo) }
 	}
-	return context.AfterFunc(ctx, u.unblock)
+	u.watched, u.unwatch = done, context.AfterFunc(ctx, u.unblock)
+	return ctx.Err() == nil
+}
+
+// endWatch ends the socket's watch, if any. It reports false when the
+// watch fired or is firing: the socket's deadline is no longer its
+// owner's to set.
+func (u *udpSock) endWatch() bool {
+	if u.unwatch == nil {
+		return true
+	}
+	ok := u.unwatch()
+	u.watched, u.unwatch = nil, nil
+	return ok
 }
 
 // quiet reports whether nothing waits on the idle socket: no datagram (a

@@ -3,7 +3,9 @@ package workers
 import (
 	"context"
 	"runtime"
+	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -32,7 +34,7 @@ func TestReuse(t *testing.T) {
 	// The one worker takes each later task: offer (Run's first step)
 	// succeeds once it waits again, and no goroutine is started.
 	for i := 0; i < 2; i++ {
-		waitFor(t, "the idle worker to take a task", func() bool { return w.offer(func() { done <- struct{}{} }) })
+		waitFor(t, "the idle worker to take a task", func() bool { return w.offer(funcTask(func() { done <- struct{}{} })) })
 		<-done
 	}
 	if got := w.started.Load(); got != 1 {
@@ -44,7 +46,7 @@ func TestReuse(t *testing.T) {
 	release := make(chan struct{})
 	both := make(chan struct{}, 2)
 	block := func() { both <- struct{}{}; <-release }
-	waitFor(t, "the idle worker to take the first task", func() bool { return w.offer(block) })
+	waitFor(t, "the idle worker to take the first task", func() bool { return w.offer(funcTask(block)) })
 	w.Run(block)
 	<-both
 	<-both
@@ -56,4 +58,62 @@ func TestReuse(t *testing.T) {
 	waitFor(t, "both workers to go idle", func() bool { return w.waiting.Load() == 2 })
 	cancel()
 	waitFor(t, "idle workers to exit after cancel", func() bool { return w.waiting.Load() == 0 })
+}
+
+// BenchmarkRun is one task handed to an idle worker and waited for, as the
+// slow path hands a miss over: the hand-off and the wake-ups around it.
+func BenchmarkRun(b *testing.B) {
+	w := New(b.Context())
+	done := make(chan struct{})
+	task := funcTask(func() { done <- struct{}{} })
+	w.RunTask(task)
+	<-done
+	b.ReportAllocs()
+	for b.Loop() {
+		for !w.offer(task) {
+			runtime.Gosched()
+		}
+		<-done
+	}
+}
+
+// TestIdleWorkersExit: of three workers, the two a steady trickle of tasks
+// does not need exit after a tick or two of the reaper; the last exits once
+// no task comes at all. The trickle keeps reusing one worker.
+func TestIdleWorkersExit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		w := New(ctx)
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 3 {
+			wg.Add(1)
+			w.Run(func() { defer wg.Done(); <-release })
+		}
+		close(release)
+		wg.Wait()
+		synctest.Wait()
+		if got := w.waiting.Load(); got != 3 {
+			t.Fatalf("after three tasks at once: %d workers waiting, want 3", got)
+		}
+		for range 3 * idleFor / time.Second {
+			done := make(chan struct{})
+			w.Run(func() { close(done) })
+			<-done
+			time.Sleep(time.Second)
+		}
+		synctest.Wait()
+		if got := w.waiting.Load(); got != 1 {
+			t.Errorf("after %v of one task a second: %d workers waiting, want 1", 3*idleFor, got)
+		}
+		if got := w.started.Load(); got != 3 {
+			t.Errorf("goroutines started: got %d, want 3 (the trickle reuses a worker)", got)
+		}
+		time.Sleep(2 * idleFor)
+		synctest.Wait()
+		if got := w.waiting.Load(); got != 0 {
+			t.Errorf("after %v without a task: %d workers waiting, want 0", 2*idleFor, got)
+		}
+	})
 }
