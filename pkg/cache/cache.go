@@ -88,7 +88,7 @@ func New(cfg Config, up Exchanger, reg prometheus.Registerer, log *slog.Logger) 
 		return nil, err
 	}
 	for i := range c.shards {
-		c.shards[i] = newShard(cfg.MaxBytes/int64(cfg.Shards), c.seed)
+		c.shards[i] = newShard(cfg.MaxBytes / int64(cfg.Shards))
 	}
 	c.met = newMetrics(c)
 	if reg != nil {

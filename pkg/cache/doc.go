@@ -1,7 +1,7 @@
 // Package cache is nodecache's reply cache for names outside the cluster
 // zone: a byte-bounded LRU of upstream replies kept as wire.Packed, sharded
-// by key hash (one intrusive LRU, lru.go, and mutex per shard), in front
-// of an Exchanger (the upstream forwarder).
+// by key hash (one simplelru.LRU and mutex per shard), in front of an
+// Exchanger (the upstream forwarder).
 //
 // The hit path, Lookup, hashes the parsed query with a seeded maphash,
 // checks the stored reply's own question and the entry's DO and CD bits
@@ -10,9 +10,9 @@
 // served TTL never outlives the entry. It does not allocate.
 //
 // An entry keeps no separate copy of its name: the key is the reply's
-// question. A one-A-record name costs about 170 bytes of heap (the entry
-// with its Packed and LRU links, one buffer for the reply and its TTL
-// offsets, and a map slot); the cache charges about 185 against MaxBytes
+// question. A one-A-record name costs about 230 bytes of heap (the entry
+// with its Packed, one buffer for the reply and its TTL offsets, the LRU's
+// list element and map slot); the cache charges about 250 against MaxBytes
 // (shard.go, entryOverhead), so the budget bounds the heap it holds.
 //
 // The miss path, Resolve, folds concurrent misses for a key into one

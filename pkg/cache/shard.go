@@ -2,27 +2,29 @@ package cache
 
 import (
 	"bytes"
-	"hash/maphash"
 	"math"
 	"sync"
 	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // entryOverhead is what an entry costs beyond its reply buffer: the entry
-// struct (one 80-byte size class, the Packed and the LRU links in it
-// included) and its map slot (16 bytes, plus a control byte, in a table
-// 7/16 to 7/8 full: at most 40). It errs high, so that the byte budget
-// stays a bound on the heap the cache holds; BenchmarkMemoryPerName
+// struct (one 64-byte size class, the Packed in it included), the LRU's
+// list element (80: links, key, value, and an expiry simplelru keeps for
+// its expirable sibling) and its map slot (16 bytes, plus a control byte,
+// in a table 7/16 to 7/8 full: at most 40). It errs high, so that the byte
+// budget stays a bound on the heap the cache holds; BenchmarkMemoryPerName
 // reports both figures.
-const entryOverhead = 80 + 40
+const entryOverhead = 64 + 80 + 40
 
 // entry is one cached reply. Its first fields never change after insert;
 // the rest are guarded by the owning shard's mu. It keeps no key: the name,
 // type and class are the reply's own question, and only the DO and CD bits,
 // which a reply does not carry, are stored beside it. Fields are ordered
-// and sized to fit an 80-byte size class (see TestEntrySize).
+// and sized to fit a 64-byte size class (see TestEntrySize).
 type entry struct {
 	packed wire.Packed // its question is the key's name, type and class
 	stored int64       // wall clock, Unix nanoseconds (not time.Time: 8 bytes, not 24, per entry)
@@ -34,8 +36,6 @@ type entry struct {
 	prefetching bool   // a prefetch was started; never again for this entry
 	hits        uint32 // fresh hits in this entry's life
 	failedAt    int64  // Unix nanoseconds of the last upstream failure while stale; 0: none
-
-	prev, next *entry // the shard's LRU order (lru.go): newer, older
 }
 
 // newEntry stores p, the reply to key, for ttl (whole seconds, > 0; capped
@@ -109,11 +109,11 @@ func (e *entry) elapsed(now time.Time) uint32 {
 
 // shard is one independently locked LRU with its own byte budget.
 type shard struct {
-	mu    sync.Mutex    // guards following
-	lru   *lru          // keyed by the seeded key hash
-	bytes int64         // sum of entry sizes
-	hits  uint64        // fresh answers served from this shard
-	kinds [numKinds]int // entries held, by kind
+	mu    sync.Mutex                     // guards following
+	lru   *simplelru.LRU[uint64, *entry] // keyed by the seeded key hash
+	bytes int64                          // sum of entry sizes
+	hits  uint64                         // fresh answers served from this shard
+	kinds [numKinds]int                  // entries held, by kind
 	// evictedDenials counts negative and SERVFAIL entries evicted for space.
 	evictedDenials uint64
 	budget         int64 // immutable
@@ -121,8 +121,12 @@ type shard struct {
 	_ [64]byte // keeps neighbouring shards' locks off one cache line
 }
 
-func newShard(budget int64, seed maphash.Seed) *shard {
-	return &shard{lru: newLRU(seed), budget: budget}
+func newShard(budget int64) *shard {
+	l, err := simplelru.NewLRU[uint64, *entry](math.MaxInt, nil)
+	if err != nil { // only for a size <= 0
+		panic(err)
+	}
+	return &shard{lru: l, budget: budget}
 }
 
 // dead reports whether e is past use even as a stale answer.
@@ -152,15 +156,13 @@ func usable(e *entry, now time.Time, staleMaxAge time.Duration) bool {
 func (s *shard) insertLocked(h uint64, e *entry, now time.Time, staleMaxAge time.Duration) (evicted int) {
 	s.removeLocked(h)
 	for {
-		old, ok := s.lru.Oldest()
+		_, old, ok := s.lru.GetOldest()
 		if !ok || !dead(old, now, staleMaxAge) {
 			break
 		}
 		s.removeOldestLocked()
 	}
-	if !s.lru.Add(h, e) {
-		return 0 // its question is not its key's: it could answer nothing
-	}
+	s.lru.Add(h, e)
 	s.bytes += int64(e.size)
 	s.kinds[e.kind]++
 	for s.bytes > s.budget {
@@ -186,7 +188,7 @@ func (s *shard) removeLocked(h uint64) bool {
 // removeOldestLocked removes the least recently used entry and returns
 // its kind, ok false when the shard was empty.
 func (s *shard) removeOldestLocked() (kind, bool) {
-	old, ok := s.lru.RemoveOldest()
+	_, old, ok := s.lru.RemoveOldest()
 	if !ok {
 		return 0, false
 	}
@@ -199,9 +201,12 @@ func (s *shard) removeOldestLocked() (kind, bool) {
 func (s *shard) snapshot() []*entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]*entry, 0, s.lru.Len())
-	for e := s.lru.newest; e != nil; e = e.next {
-		out = append(out, e)
+	keys := s.lru.Keys() // oldest first
+	out := make([]*entry, 0, len(keys))
+	for i := len(keys) - 1; i >= 0; i-- {
+		if e, ok := s.lru.Peek(keys[i]); ok {
+			out = append(out, e)
+		}
 	}
 	return out
 }
