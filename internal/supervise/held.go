@@ -40,8 +40,11 @@ func hold(files []*os.File) (held, error) {
 	return h, nil
 }
 
-// dupFile duplicates f's descriptor without os.File.Fd, which could put a
-// socket shared with the serving process into blocking mode.
+// dupFile duplicates f's descriptor through SyscallConn rather than
+// os.File.Fd. For the files hold is given (os.NewFile of a socket received
+// already non-blocking) Fd would do too: it sets blocking mode only on a
+// descriptor the os package itself made non-blocking. SyscallConn keeps
+// that true for any file, and Control holds the file open while it runs.
 func dupFile(f *os.File) (int, error) {
 	rc, err := f.SyscallConn()
 	if err != nil {

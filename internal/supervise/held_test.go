@@ -36,9 +36,17 @@ func TestHeldListenersOutsideNetpoller(t *testing.T) {
 		t.Fatalf("hold: %v", err)
 	}
 	defer h.close()
+	// The registration was made under dup, the file's own descriptor: the
+	// runtime takes it out of its epoll set when the file is closed. The
+	// held descriptor is a new number that was never registered.
+	if inEpoll(t, dup) {
+		t.Fatalf("descriptor %d of the file hold was given is still in an epoll set: the file was not closed", dup)
+	}
 	if len(h) != 1 || inEpoll(t, h[0]) {
 		t.Fatalf("held %v: want one descriptor in no epoll set", h)
 	}
+	// The socket is shared with the serving process, whose loops rely on
+	// it being non-blocking: nothing on the way may clear O_NONBLOCK.
 	flags, err := unix.FcntlInt(uintptr(h[0]), unix.F_GETFL, 0)
 	if err != nil || flags&unix.O_NONBLOCK == 0 {
 		t.Fatalf("held socket flags %#x (%v): want the description left non-blocking", flags, err)
