@@ -175,3 +175,60 @@ func TestPanicInBatch(t *testing.T) {
 		t.Errorf("nodecache_server_panics_total: %v, want %d", got, 2*bursts)
 	}
 }
+
+// panickyObserver panics when shown a query for recordboom.example.
+type panickyObserver struct{}
+
+func (panickyObserver) Observe(_ netip.Addr, q *wire.Query, _ Result, _ time.Duration) {
+	if bytes.HasPrefix(q.LowerName(), []byte("\x0arecordboom")) {
+		panic("injected record panic")
+	}
+}
+
+// TestPanicInRecordOneReply: a panic while a query is recorded (here in
+// the Observer), on the slow path (the first query, a miss) and in the
+// batched loop (the second, a hit), gets that query one reply, SERVFAIL,
+// not its answer and a SERVFAIL too. The replies on one socket come back
+// in order, so a second reply to a query shows up in place of the next
+// query's.
+func TestPanicInRecordOneReply(t *testing.T) {
+	s, addr := startServerOn(t, netip.MustParseAddr("127.0.0.1"), 1, Config{},
+		Deps{Resolver: &fakeResolver{}, Observer: panickyObserver{}})
+	c, err := net.Dial("udp", addr.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	buf := make([]byte, 4096)
+	for i, want := range []struct {
+		name  string
+		rcode int
+	}{
+		{"recordboom.example.", dns.RcodeServerFailure},
+		{"recordboom.example.", dns.RcodeServerFailure},
+		{"fine.example.", dns.RcodeSuccess},
+	} {
+		m := new(dns.Msg)
+		m.SetQuestion(want.name, dns.TypeA)
+		m.Id = uint16(i + 1)
+		if _, err := c.Write(mustPack(t, m)); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		n, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("query %d: %v", m.Id, err)
+		}
+		r := new(dns.Msg)
+		if err := r.Unpack(buf[:n]); err != nil {
+			t.Fatal(err)
+		}
+		if r.Id != m.Id || r.Rcode != want.rcode {
+			t.Fatalf("reply to query %d (%s): got id %d %s, want id %d %s", m.Id, want.name,
+				r.Id, dns.RcodeToString[r.Rcode], m.Id, dns.RcodeToString[want.rcode])
+		}
+	}
+	if got := testutil.ToFloat64(s.metrics.panics); got != 2 {
+		t.Errorf("nodecache_server_panics_total: %v, want 2", got)
+	}
+}

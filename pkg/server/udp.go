@@ -81,11 +81,13 @@ func (s *Server) answerDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPor
 	}
 	if ok {
 		if reply != nil {
+			// Recorded before it is queued: should record panic, the
+			// guard's SERVFAIL is the query's one reply.
+			s.record(t, s.udpEdge(c), client, q, res, start, pkt, reply)
 			if err := rq.queue(reply, client); err != nil {
 				s.metrics.dropped("write_error")
 				s.logRated("udp-write", "writing udp reply", "client", client, logkey.Err, err)
 			}
-			s.record(t, s.udpEdge(c), client, q, res, start, pkt, reply)
 		}
 		return
 	}
@@ -117,9 +119,9 @@ func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, star
 	q := &b.q
 	by := time.Now().Add(s.cfg.QueryTimeout)
 	reply, res := s.slow(s.ctx, by, b.pkt, q, client.Addr(), b.out[:0], s.udpSize(q))
-	s.writeUDP(c, reply, client)
 	b.out = reply
-	s.record(nil, s.udpEdge(c), client, q, res, start, b.pkt, reply)
+	s.record(nil, s.udpEdge(c), client, q, res, start, b.pkt, reply) // before the send, as on the fast path
+	s.writeUDP(c, reply, client)
 }
 
 // slowBuf holds what the slow path needs for one query: its copy of the
