@@ -27,6 +27,27 @@ const batchSize = 32
 // arrives truncated (MSG_TRUNC) and is dropped: queries are a few dozen bytes.
 const batchSlotSize = 4096
 
+// readBackoffMax bounds the wait after a failed read: a persistent error
+// (a seccomp filter refusing recvmmsg with EPERM, say) costs a call every
+// 100 ms, not a core, and closing the server waits at most that long.
+const readBackoffMax = 100 * time.Millisecond
+
+// Seams for tests: the raw system call the batch loop makes, and how it
+// waits after a failed read.
+var (
+	batchSyscall = unix.RawSyscall6
+	batchSleep   = time.Sleep
+)
+
+// readBackoff is the wait after the fails-th failed read in a row: 1 ms,
+// doubling, at most readBackoffMax.
+func readBackoff(fails int) time.Duration {
+	if fails > 8 {
+		return readBackoffMax
+	}
+	return min(time.Millisecond<<(fails-1), readBackoffMax)
+}
+
 // mmsghdr is struct mmsghdr of <sys/socket.h>.
 type mmsghdr struct {
 	hdr unix.Msghdr
@@ -37,7 +58,8 @@ type mmsghdr struct {
 // batchConn reads and writes datagrams of one UDP socket in batches with
 // recvmmsg and sendmmsg, without allocating. It is used by one goroutine.
 type batchConn struct {
-	rc syscall.RawConn
+	rc  syscall.RawConn
+	sys func(trap, a1, a2, a3, a4, a5, a6 uintptr) (r1, r2 uintptr, err syscall.Errno)
 
 	rhdrs  [batchSize]mmsghdr
 	riovs  [batchSize]unix.Iovec
@@ -64,7 +86,7 @@ func newBatchConn(c *net.UDPConn) (*batchConn, error) {
 		return nil, err
 	}
 	la, _ := c.LocalAddr().(*net.UDPAddr)
-	b := &batchConn{rc: rc, is6: la != nil && la.IP.To4() == nil}
+	b := &batchConn{rc: rc, sys: batchSyscall, is6: la != nil && la.IP.To4() == nil}
 	b.readFn, b.writeFn = b.recvmmsg, b.sendmmsg
 	slab := make([]byte, 2*batchSize*batchSlotSize)
 	wslab := slab[batchSize*batchSlotSize:]
@@ -110,7 +132,7 @@ func (b *batchConn) read() (int, error) {
 // of another thread and a netpoller round trip on it per batch, and the
 // loop waiting for its P back after the call.
 func (b *batchConn) recvmmsg(fd uintptr) bool {
-	r, _, e := unix.RawSyscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.rhdrs[0])), batchSize,
+	r, _, e := b.sys(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.rhdrs[0])), batchSize,
 		unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.EWOULDBLOCK {
 		return false
@@ -177,7 +199,7 @@ func (b *batchConn) flush() error {
 
 // sendmmsg is the body of flush's RawConn.Write.
 func (b *batchConn) sendmmsg(fd uintptr) bool {
-	r, _, e := unix.RawSyscall6(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.whdrs[b.sent])),
+	r, _, e := b.sys(unix.SYS_SENDMMSG, fd, uintptr(unsafe.Pointer(&b.whdrs[b.sent])),
 		uintptr(b.wn-b.sent), unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.EWOULDBLOCK {
 		return false
@@ -228,6 +250,7 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 	}
 	var q wire.Query
 	var t tally
+	fails := 0 // failed reads in a row
 	for {
 		n, err := b.read()
 		if err != nil {
@@ -238,10 +261,15 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 				return false // no recvmmsg: the plain loop takes over
 			}
 			if !errors.Is(err, os.ErrDeadlineExceeded) {
+				// Logged at most once per 10 s; waited out so that an
+				// error that persists does not spin the loop.
 				s.logRated("udp-read", "reading from udp socket", logkey.Addr, c.LocalAddr(), logkey.Err, err)
+				fails++
+				batchSleep(readBackoff(fails))
 			}
 			continue
 		}
+		fails = 0
 		start := time.Now()
 		for i := 0; i < n; {
 			i = s.serveBatch(c, b, i, n, &q, start, &t)
