@@ -5,8 +5,9 @@
 # binary serves at once (pinned to CPU 0, each warmed once), and the rounds
 # load them in turn with dnsperf (CPU 1, as bench/run.sh: 4 clients, 500
 # outstanding). perf stat counts each run over the server's whole process
-# tree (every thread) and prints per answer: task-clock µs, context
-# switches, system calls; and the supervisor's part of the CPU.
+# tree (every thread) and prints task-clock µs per answer, and the
+# supervisor's part of it; context switches, system calls, recvmmsg and
+# epoll_pwait per 1000 answers.
 #
 #   HITAB_ROUNDS=5 HITAB_SECONDS=5 bench/hitab.sh /tmp/nc.before bin/nodecache floor
 #

@@ -125,7 +125,9 @@ func (b *batchConn) read() (int, error) {
 // wait until the socket is readable.
 //
 // It and sendmmsg are raw system calls, which do not tell the scheduler
-// they may block: with MSG_DONTWAIT they never do. A plain one lets the
+// they may block. MSG_DONTWAIT keeps them from waiting on the socket, not
+// from sleeping in the kernel (a page fault, memory-cgroup reclaim), and
+// while they do the runtime cannot hand the loop's P on. A plain one lets the
 // runtime hand the loop's P to another thread when the call takes more
 // than 20 µs, as a sendmmsg of a full batch over loopback does (it
 // delivers every datagram on the way); with one P that meant a futex wake
