@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -111,8 +112,8 @@ func (n *realNode) checkKubeProxyMode(t *testing.T, mode, agentMode string, up *
 	if _, err := n.kubectl(ctx, "apply", "-k", overlay); err != nil {
 		t.Fatalf("installing the intercept overlay: %v", err)
 	}
-	n.waitAgents(ctx, 1, 3*time.Minute)
-	n.checkAgentViaKubernetesService(t)
+	agent := n.waitAgents(ctx, 1, 3*time.Minute)[0]
+	n.checkAgentViaKubernetesService(t, &agent)
 	n.checkAgentAnswersKubeDNS(t, metricsPort, "installed")
 	n.checkKubeDNSClient(ctx, client, ns)
 	n.checkNoConntrackKubeDNS(t)
@@ -167,6 +168,10 @@ func (n *realNode) checkKubeProxyMode(t *testing.T, mode, agentMode string, up *
 		}
 	}
 	t.Logf("%s: re-apply: agent Ready %v after kubectl apply", mode, ready.Sub(applyAt).Round(100*time.Millisecond))
+	// The next mode's load is its own client's alone.
+	if err := n.admin.CoreV1().Pods(ns).Delete(ctx, client.Name, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("deleting the client: %v", err)
+	}
 	n.uninstallAgent(t, overlay)
 	n.deleteCoreDNS(t)
 	kp.stop(t)
@@ -176,10 +181,10 @@ func (n *realNode) checkKubeProxyMode(t *testing.T, mode, agentMode string, up *
 }
 
 // checkAgentViaKubernetesService wants the DaemonSet to leave KUBERNETES_SERVICE_HOST/PORT to the
-// kubelet (10.96.0.1:443) and the agent's process to hold an established connection to
-// 10.96.0.1:443: the only way to the API server it has is the kubernetes Service through
+// kubelet (10.96.0.1:443) and a process of the agent's container to hold an established connection
+// to 10.96.0.1:443: the only way to the API server it has is the kubernetes Service through
 // kube-proxy's DNAT.
-func (n *realNode) checkAgentViaKubernetesService(t *testing.T) {
+func (n *realNode) checkAgentViaKubernetesService(t *testing.T, agent *corev1.Pod) {
 	t.Helper()
 	ds, err := n.admin.AppsV1().DaemonSets(agentNS).Get(t.Context(), "nodecache", metav1.GetOptions{})
 	if err != nil {
@@ -195,12 +200,19 @@ func (n *realNode) checkAgentViaKubernetesService(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if !strings.Contains(out, `"nodecache"`) {
-			return fmt.Errorf("no established connection of the nodecache process to %s:443 in the node:\n%s", kubernetesIP, out)
+		// The serving process is a child of the container's first; both are in its cgroup.
+		id := containerID(agent)
+		for _, m := range ssPID.FindAllStringSubmatch(out, -1) {
+			if cg, err := os.ReadFile("/proc/" + m[1] + "/cgroup"); err == nil && id != "" && strings.Contains(string(cg), id) {
+				return nil
+			}
 		}
-		return nil
+		return fmt.Errorf("no established connection of a process of the agent's container %s to %s:443 in the node:\n%s", id, kubernetesIP, out)
 	})
 }
+
+// ssPID finds the process IDs in ss -p output.
+var ssPID = regexp.MustCompile(`pid=(\d+)`)
 
 // checkKubeDNSClient wants the resolv.conf the kubelet wrote for the ClusterFirst client (clusterDNS
 // 10.96.0.10, the namespace's search path, ndots:5), and glibc in the pod to find the Service web by
