@@ -100,6 +100,12 @@ type apiConfig struct {
 	// with a client certificate (PKI.kubeletClientCert) that a kubelet
 	// trusting the CA accepts: logs, exec, port-forward.
 	Kubelets bool
+	// AdvertiseAddress, when set, is the address the API server puts in
+	// the default/kubernetes EndpointSlice (with its secure port), kept
+	// there by the lease reconciler, as on a real cluster. The API server
+	// still listens on 127.0.0.1 only: whoever sets it forwards that
+	// address and port to it.
+	AdvertiseAddress string
 }
 
 func startAPIServerWith(ctx context.Context, binDir, dir string, cfg apiConfig) (*apiServer, error) {
@@ -170,9 +176,6 @@ func (s *apiServer) startKubeAPIServer(ctx context.Context, binDir string) error
 	args := []string{
 		"--etcd-servers=" + s.etcdURL,
 		"--bind-address=127.0.0.1", "--secure-port=" + strconv.Itoa(port),
-		// A loopback advertise address is refused unless nothing
-		// reconciles the kubernetes endpoints.
-		"--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none",
 		"--cert-dir=" + filepath.Join(s.dir, "certs"),
 		"--tls-cert-file=" + s.PKI.serverCert, "--tls-private-key-file=" + s.PKI.serverKey,
 		"--client-ca-file=" + s.PKI.caCert,
@@ -183,6 +186,13 @@ func (s *apiServer) startKubeAPIServer(ctx context.Context, binDir string) error
 		"--service-account-key-file=" + s.PKI.saPub,
 		"--service-account-signing-key-file=" + s.PKI.saKey,
 		"--profiling=false", "--v=1",
+	}
+	if s.cfg.AdvertiseAddress != "" {
+		args = append(args, "--advertise-address="+s.cfg.AdvertiseAddress)
+	} else {
+		// A loopback advertise address is refused unless nothing
+		// reconciles the kubernetes endpoints.
+		args = append(args, "--advertise-address=127.0.0.1", "--endpoint-reconciler-type=none")
 	}
 	if s.cfg.Kubelets {
 		// Privileged pods allowed, as kubeadm's API server does:

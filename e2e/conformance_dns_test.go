@@ -49,7 +49,7 @@ func (n *realNode) startLinkLocalCoreDNS(t *testing.T, coredns string) {
 	}
 	mustIP(t, "-n", n.ns.Name, "addr", "add", linkLocalIP+"/32", "dev", "lo")
 	t.Cleanup(func() { _, _ = ipCmd("-n", n.ns.Name, "addr", "del", linkLocalIP+"/32", "dev", "lo") })
-	n.startCoreDNS(t, linkLocalIP, 53)
+	n.startCoreDNS(t, linkLocalIP, n.upstream.Addr)
 }
 
 // conformancePreflight runs a pod with both images, as the DNS tests do,

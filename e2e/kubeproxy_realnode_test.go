@@ -5,69 +5,102 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
+	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/miekg/dns"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/nodecache/nodecache/e2e/tools/dnsload/loadrec"
 )
 
-// CoreDNS on the real node: the binary the bench builds (v1.15.0), in a local image.
 const (
-	corednsBin     = "/root/.cache/nodecache-bench/bin/coredns-v1.15.0"
-	corednsImage   = "docker.io/nodecache-e2e/coredns:1.15.0"
-	corednsPort    = 1053 // on the node's InternalIP: the agent holds port 53 of its own IPs
-	corednsMetrics = "127.0.0.1:9153"
-	kpClientNS     = "e2e-kp"
+	kpClientNS = "e2e-kp"
+	// kubernetesIP is the default/kubernetes ClusterIP: the first of the service CIDR.
+	kubernetesIP = "10.96.0.1"
 )
 
 // TestRealNodeKubeProxy runs the intercept overlay on the real node next to kube-proxy v1.35.4, in
-// iptables mode and then in nftables mode: kube-system/kube-dns (10.96.0.10) is backed by a CoreDNS
-// Deployment, and a client pod whose resolv.conf names 10.96.0.10 (dnsPolicy None: the rig's
-// kubelet has clusterDNS 169.254.20.10 for the other tests) sends 40 UDP and 40 TCP queries a
-// second to it. Per mode: with kube-proxy alone CoreDNS answers; with the agent installed the agent
-// answers (its counter moves, CoreDNS's does not) and conntrack has no DNS entry for either
-// address; five rollouts lose nothing; `kubectl delete -k` → CoreDNS answers through kube-proxy
-// with the gap measured (at most 5 s); re-applying → the agent again, nothing lost.
-//
-// Not yet as the issue asks: CoreDNS runs on the host network (its pod network has no route to
-// the rig's API server), and the agent reaches the API server through the rig's forwarder, not
-// the `kubernetes` Service.
+// iptables mode and then in nftables mode, as on a cluster whose kubelet's clusterDNS is the
+// kube-dns ClusterIP. For the test the shared kubelet runs with clusterDNS 10.96.0.10 (restarted,
+// and restarted with 169.254.20.10 at the end). Per mode, kube-proxy starts, then a CoreDNS
+// Deployment on the pod network behind kube-system/kube-dns (10.96.0.10), which reaches the API
+// server through the default/kubernetes Service (10.96.0.1:443 → the API server's advertise
+// address, the node's IP) as the agent does once installed; a client pod with the kubelet's
+// resolv.conf sends 40 UDP and 40 TCP queries a second to its nameserver. With kube-proxy alone
+// CoreDNS answers; with the agent installed the agent answers (its counter moves, CoreDNS's does
+// not) and conntrack has no DNS entry for either address; kube-proxy stopped, its rules flushed
+// (`kube-proxy --cleanup`) and started again: still the agent, no query lost, the agent's rules as
+// before and no rule line twice in iptables-save or nft list ruleset; five rollouts lose nothing;
+// `kubectl delete -k` → CoreDNS answers through kube-proxy with the gap measured (at most 5 s);
+// re-applying → the agent again, nothing lost.
 func TestRealNodeKubeProxy(t *testing.T) {
 	n := sharedRealNode(t)
 	kubeProxyBin(t)
-	if _, err := execOutput("test", "-x", corednsBin); err != nil {
-		t.Fatalf("no CoreDNS binary at %s (the bench builds it): %v", corednsBin, err)
+	if _, err := execOutput("test", "-x", corednsPath()); err != nil {
+		t.Fatalf("no CoreDNS binary at %s (bench/build-coredns.sh builds it): %v", corednsPath(), err)
 	}
-	n.startCoreDNS(t, n.link.NodeIP, corednsPort)
+	n.checkKubernetesEndpoint(t)
+	// Before anything of this test is created: its restore, a cleanup, runs after theirs.
+	n.setClusterDNS(t, kubeDNSIP)
+	// CoreDNS's upstream: the agent's is on the node's loopback, which pods cannot reach.
+	up := startUpstream(t, n.ns, n.link.NodeIP)
 	for _, m := range []struct{ proxy, agentMode string }{{"iptables", "auto"}, {"nftables", "nft"}} {
+		start := time.Now()
 		t.Logf("=== kube-proxy in %s mode", m.proxy)
-		n.checkKubeProxyMode(t, m.proxy, m.agentMode)
+		n.checkKubeProxyMode(t, m.proxy, m.agentMode, up)
+		t.Logf("=== kube-proxy in %s mode: %v", m.proxy, time.Since(start).Round(time.Second))
 	}
 }
 
+// checkKubernetesEndpoint wants default/kubernetes' EndpointSlice to name the node's IP and the
+// API server's port, where the rig's forwarder listens.
+func (n *realNode) checkKubernetesEndpoint(t *testing.T) {
+	t.Helper()
+	want := n.apiAdv.Addr()
+	eventuallyWithin(t, time.Minute, "default/kubernetes' EndpointSlice naming "+want, func() error {
+		es, err := n.admin.DiscoveryV1().EndpointSlices("default").Get(t.Context(), "kubernetes", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		var got []string
+		for _, e := range es.Endpoints {
+			for _, p := range es.Ports {
+				if p.Port != nil {
+					got = append(got, fmt.Sprintf("%s:%d", strings.Join(e.Addresses, ","), *p.Port))
+				}
+			}
+		}
+		if !slices.Equal(got, []string{want}) {
+			return fmt.Errorf("got %v, want [%s]", got, want)
+		}
+		return nil
+	})
+}
+
 // checkKubeProxyMode is one mode's run of TestRealNodeKubeProxy.
-func (n *realNode) checkKubeProxyMode(t *testing.T, mode, agentMode string) {
+func (n *realNode) checkKubeProxyMode(t *testing.T, mode, agentMode string, up *dnsUpstream) {
 	ctx := t.Context()
-	kp := runKubeProxy(t, n.ns, mode, nodeName, n.api, n.apiFwd.Addr())
+	kp := runKubeProxy(t, n.ns, mode, nodeName, n.api, n.apiFwd.Addr(), kubernetesIP)
+	// Ready only once its kubernetes plugin has synced through 10.96.0.1.
+	n.startCoreDNS(t, "", up.Addr)
+	kp.waitIPs = append(kp.waitIPs, kubeDNSIP)
 	ns := kpClientNS + "-" + mode // each mode's namespace is deleted at the end of the test
 	n.namespace(t, ns)
 	client := n.startKubeDNSClient(ctx, ns)
 	waitAnswered(t, n, client, "CoreDNS through kube-proxy's DNAT", time.Now())
-	if got := n.corednsRequests(t); got == 0 {
-		t.Errorf("kube-proxy alone: CoreDNS counted no request, want the client's queries")
+	c0, t0 := n.corednsRequests(t), time.Now()
+	n.checkKubeDNSClient(ctx, client, ns)
+	time.Sleep(time.Until(t0.Add(3 * time.Second)))
+	if got := n.corednsRequests(t) - c0; got < 100 {
+		t.Errorf("kube-proxy alone: CoreDNS counted %v requests in %v of 80 q/s to %s, want them", got, time.Since(t0).Round(time.Second), kubeDNSIP)
 	}
 
 	metricsPort, err := freePort()
@@ -79,10 +112,13 @@ func (n *realNode) checkKubeProxyMode(t *testing.T, mode, agentMode string) {
 	if _, err := n.kubectl(ctx, "apply", "-k", overlay); err != nil {
 		t.Fatalf("installing the intercept overlay: %v", err)
 	}
-	n.waitAgents(ctx, 1, 3*time.Minute)
+	agent := n.waitAgents(ctx, 1, 3*time.Minute)[0]
+	n.checkAgentViaKubernetesService(t, &agent)
 	n.checkAgentAnswersKubeDNS(t, metricsPort, "installed")
+	n.checkKubeDNSClient(ctx, client, ns)
 	n.checkNoConntrackKubeDNS(t)
 
+	n.checkKubeProxyRestart(t, kp, client, metricsPort)
 	n.checkRollouts(ctx, client)
 
 	deleteAt := time.Now()
@@ -132,10 +168,227 @@ func (n *realNode) checkKubeProxyMode(t *testing.T, mode, agentMode string) {
 		}
 	}
 	t.Logf("%s: re-apply: agent Ready %v after kubectl apply", mode, ready.Sub(applyAt).Round(100*time.Millisecond))
+	// The next mode's load is its own client's alone.
+	if err := n.admin.CoreV1().Pods(ns).Delete(ctx, client.Name, metav1.DeleteOptions{}); err != nil {
+		t.Errorf("deleting the client: %v", err)
+	}
 	n.uninstallAgent(t, overlay)
+	n.deleteCoreDNS(t)
 	kp.stop(t)
 	if out, err := kp.cleanup(); err != nil {
 		t.Errorf("kube-proxy --cleanup: %v\n%s", err, out)
+	}
+}
+
+// checkAgentViaKubernetesService wants the DaemonSet to leave KUBERNETES_SERVICE_HOST/PORT to the
+// kubelet (10.96.0.1:443) and a process of the agent's container to hold an established connection
+// to 10.96.0.1:443: the only way to the API server it has is the kubernetes Service through
+// kube-proxy's DNAT.
+func (n *realNode) checkAgentViaKubernetesService(t *testing.T, agent *corev1.Pod) {
+	t.Helper()
+	ds, err := n.admin.AppsV1().DaemonSets(agentNS).Get(t.Context(), "nodecache", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ds.Spec.Template.Spec.Containers[0].Env {
+		if strings.HasPrefix(e.Name, "KUBERNETES_SERVICE_") {
+			t.Errorf("the intercept overlay's DaemonSet sets %s=%s, want the kubelet's (the kubernetes Service)", e.Name, e.Value)
+		}
+	}
+	eventually(t, "the agent's connection to "+kubernetesIP+":443", func() error {
+		out, err := nsOutput(n.ns, "ss", "-Htnp", "state", "established", "dst", kubernetesIP+":443")
+		if err != nil {
+			return err
+		}
+		// The serving process is a child of the container's first; both are in its cgroup.
+		id := containerID(agent)
+		for _, m := range ssPID.FindAllStringSubmatch(out, -1) {
+			if cg, err := os.ReadFile("/proc/" + m[1] + "/cgroup"); err == nil && id != "" && strings.Contains(string(cg), id) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no established connection of a process of the agent's container %s to %s:443 in the node:\n%s", id, kubernetesIP, out)
+	})
+}
+
+// ssPID finds the process IDs in ss -p output.
+var ssPID = regexp.MustCompile(`pid=(\d+)`)
+
+// checkKubeDNSClient wants the resolv.conf the kubelet wrote for the ClusterFirst client (clusterDNS
+// 10.96.0.10, the namespace's search path, ndots:5), and glibc in the pod to find the Service web by
+// its short name and an external name through it.
+func (n *realNode) checkKubeDNSClient(ctx context.Context, client *corev1.Pod, ns string) {
+	t := n.t
+	out, err := n.exec(ctx, client, "/usr/local/bin/dnsload", "-cat", "/etc/resolv.conf")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"nameserver " + kubeDNSIP + "\n", "search " + ns + ".svc.cluster.local svc.cluster.local cluster.local\n", "ndots:5"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("client resolv.conf (written by the kubelet): got\n%s\nwant a line with %q", out, strings.TrimSpace(want))
+		}
+	}
+	web, err := n.admin.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"web": web.Spec.ClusterIP, "www.example.com": "192.0.2.10"} {
+		if out, err := n.exec(ctx, client, "getent", "ahostsv4", name); err != nil || !strings.Contains(out, want) {
+			t.Errorf("getent ahostsv4 %s in the client: got %q, %v; want %s", name, out, err, want)
+		}
+	}
+}
+
+// checkKubeProxyRestart stops kube-proxy, flushes its rules with `kube-proxy --cleanup` and starts
+// it again while the agent runs under the client's load: the agent keeps answering (its counter
+// moves, CoreDNS's does not from the flush on), its rules are the lines they were, no rule line is
+// in iptables-save or nft list ruleset twice, and the client loses nothing.
+func (n *realNode) checkKubeProxyRestart(t *testing.T, kp *kubeProxy, client *corev1.Pod, metricsPort int) {
+	t.Helper()
+	before, err := ruleSnapshot(t, n.ns, "nft")
+	if err != nil {
+		t.Errorf("the agent's rules before kube-proxy's restart: %v", err)
+	}
+	c0 := n.corednsRequests(t)
+	from := time.Now()
+	kp.stop(t)
+	if out, err := kp.cleanup(); err != nil {
+		t.Errorf("kube-proxy --cleanup: %v\n%s", err, out)
+	}
+	if r := kp.rules(t); strings.Contains(r, kubeDNSIP) {
+		t.Errorf("after kube-proxy --cleanup its %s rules still name %s:\n%s", kp.mode, kubeDNSIP, r)
+	}
+	kp.start(t)
+	restarted := time.Now()
+	t.Logf("%s: kube-proxy stopped, flushed and its rules back in %v", kp.mode, restarted.Sub(from).Round(100*time.Millisecond))
+	n.checkAgentAnswersKubeDNS(t, metricsPort, "kube-proxy flushed and restarted")
+	if c := n.corednsRequests(t); c != c0 {
+		t.Errorf("kube-proxy flushed and restarted: CoreDNS counted %v requests, want 0 (the agent's rules win)", c-c0)
+	}
+	eventually(t, "the agent's rules as before kube-proxy's restart, none twice", func() error {
+		after, err := ruleSnapshot(t, n.ns, "nft")
+		if err == nil && !slices.Equal(after, before) {
+			err = fmt.Errorf("got\n%s\nwant\n%s", strings.Join(after, "\n"), strings.Join(before, "\n"))
+		}
+		return err
+	})
+	if dups := duplicateRules(t, n.ns); len(dups) > 0 {
+		t.Errorf("after kube-proxy's restart, rule lines held twice:\n%s", strings.Join(dups, "\n"))
+	}
+	secs := n.clientSeconds(client)
+	for _, proto := range []string{"udp", "tcp"} {
+		sum := summarize(secsOf(secs, proto), from, restarted.Add(time.Second))
+		t.Logf("%s: kube-proxy --cleanup and restart, %s: %s", kp.mode, proto, sum)
+		if sum.sent == 0 || sum.lost != 0 || sum.rcodes["SERVFAIL"] != 0 || sum.rcodes["error"] != 0 {
+			t.Errorf("kube-proxy --cleanup and restart, %s: sent %d, lost %d, SERVFAIL %d, errors %d (%s); want queries and none of those",
+				proto, sum.sent, sum.lost, sum.rcodes["SERVFAIL"], sum.rcodes["error"], sum.firstErr)
+		}
+	}
+}
+
+// duplicateRules lists each rule line that the node's iptables-save (nft and legacy, every table)
+// or nft list ruleset holds more than once in one table and chain (counters aside).
+func duplicateRules(t testing.TB, node *netNS) []string {
+	t.Helper()
+	var dups []string
+	for _, save := range []string{"iptables-nft-save", "iptables-legacy-save"} {
+		for _, d := range iptablesSaveDups(nsCommand(t, node, save)) {
+			dups = append(dups, save+": "+d)
+		}
+	}
+	for _, d := range nftRulesetDups(nsCommand(t, node, "nft", "list", "ruleset")) {
+		dups = append(dups, "nft list ruleset: "+d)
+	}
+	return dups
+}
+
+// iptablesSaveDups lists the -A lines iptables-save output holds twice in one table.
+func iptablesSaveDups(save string) []string {
+	var dups []string
+	table, seen := "", map[string]bool{}
+	for _, line := range strings.Split(save, "\n") {
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line
+		case strings.HasPrefix(line, "-A "):
+			if k := table + " " + line; seen[k] {
+				dups = append(dups, k)
+			} else {
+				seen[k] = true
+			}
+		}
+	}
+	return dups
+}
+
+var nftCounters = regexp.MustCompile(`counter packets \d+ bytes \d+`)
+
+// nftRulesetDups lists the lines nft list ruleset output holds twice in one chain, set or map of
+// one table, counters aside.
+func nftRulesetDups(ruleset string) []string {
+	var dups []string
+	table, ctx, seen := "", "", map[string]bool{}
+	for _, line := range strings.Split(ruleset, "\n") {
+		l := strings.TrimSpace(nftCounters.ReplaceAllString(line, "counter"))
+		f := strings.Fields(l)
+		switch {
+		case len(f) == 0 || l == "}" || strings.HasPrefix(l, "#"):
+		case f[0] == "table":
+			table = strings.TrimSuffix(l, " {")
+			ctx = table
+		case f[0] == "chain" || f[0] == "set" || f[0] == "map" || f[0] == "flowtable":
+			ctx = table + " " + strings.TrimSuffix(l, " {")
+		default:
+			if k := ctx + ": " + l; seen[k] {
+				dups = append(dups, k)
+			} else {
+				seen[k] = true
+			}
+		}
+	}
+	return dups
+}
+
+// TestDuplicateRuleLines: the duplicate finders of TestRealNodeKubeProxy find a rule held twice in
+// one chain, and not the same rule in two chains or tables.
+func TestDuplicateRuleLines(t *testing.T) {
+	save := "*raw\n:PREROUTING ACCEPT [0:0]\n-A PREROUTING -j NODECACHE\n-A OUTPUT -j NODECACHE\nCOMMIT\n" +
+		"*nat\n-A PREROUTING -j NODECACHE\n-A KUBE-SERVICES -d 10.96.0.10/32 -j KUBE-SVC-X\n"
+	if d := iptablesSaveDups(save); len(d) != 0 {
+		t.Errorf("iptables-save without a duplicate: got %v", d)
+	}
+	if d := iptablesSaveDups(save + "-A KUBE-SERVICES -d 10.96.0.10/32 -j KUBE-SVC-X\n"); len(d) != 1 {
+		t.Errorf("iptables-save with one rule twice: got %v, want it once", d)
+	}
+	ruleset := `# Warning: table ip raw is managed by iptables-nft, do not touch!
+table ip raw {
+	chain PREROUTING {
+		type filter hook prerouting priority raw; policy accept;
+		counter packets 10 bytes 600 jump NODECACHE
+	}
+	chain OUTPUT {
+		type filter hook output priority raw; policy accept;
+		counter packets 3 bytes 180 jump NODECACHE
+	}
+}
+table ip kube-proxy {
+	map service-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		elements = { 10.96.0.1 . tcp . 443 : goto service-A,
+			     10.96.0.10 . udp . 53 : goto service-B }
+	}
+	chain services {
+		ip daddr . meta l4proto . th dport vmap @service-ips
+	}
+}
+`
+	if d := nftRulesetDups(ruleset); len(d) != 0 {
+		t.Errorf("nft ruleset without a duplicate: got %v", d)
+	}
+	twice := strings.Replace(ruleset, "counter packets 10 bytes 600 jump NODECACHE\n",
+		"counter packets 10 bytes 600 jump NODECACHE\n\t\tcounter packets 0 bytes 0 jump NODECACHE\n", 1)
+	if d := nftRulesetDups(twice); len(d) != 1 || !strings.Contains(d[0], "chain PREROUTING") {
+		t.Errorf("nft ruleset with a jump twice in PREROUTING: got %v, want it once", d)
 	}
 }
 
@@ -179,11 +432,19 @@ func (n *realNode) checkAgentAnswersKubeDNS(t testing.TB, metricsPort int, when 
 	}
 }
 
-// checkNoConntrackKubeDNS flushes the node's conntrack table and, after 3 s of the client's load
-// and a query of the node to the link-local IP, wants no DNS entry for either address.
+// checkNoConntrackKubeDNS deletes the node's conntrack entries to port 53 (those of kube-proxy's
+// DNAT before the agent came; a full flush would also cut the API connections kube-proxy DNATs)
+// and, after 3 s of the client's load and a query of the node to the link-local IP, wants no DNS
+// entry for either address.
 func (n *realNode) checkNoConntrackKubeDNS(t testing.TB) {
 	t.Helper()
-	nsCommand(t, n.ns, "conntrack", "-F")
+	for _, proto := range []string{"udp", "tcp"} {
+		// Exit status 1 when there was none to delete.
+		out, _ := nsOutput(n.ns, "conntrack", "-D", "-f", "ipv4", "-p", proto, "--orig-port-dst", "53")
+		if !strings.Contains(out, "flow entries have been deleted") {
+			t.Errorf("conntrack -D -p %s --orig-port-dst 53 in the node: %s", proto, out)
+		}
+	}
 	time.Sleep(3 * time.Second)
 	q := new(dns.Msg)
 	q.SetQuestion("kube-dns.kube-system.svc.cluster.local.", dns.TypeA)
@@ -205,7 +466,9 @@ func (n *realNode) checkNoConntrackKubeDNS(t testing.TB) {
 	}
 }
 
-// writeInterceptOverlay writes deploy/overlays/intercept-kube-dns's change over the rig's overlay.
+// writeInterceptOverlay writes deploy/overlays/intercept-kube-dns's change over the rig's overlay,
+// without the rig's KUBERNETES_SERVICE_HOST/PORT: the agent reaches the API server through the
+// kubernetes Service, as on a cluster with kube-proxy.
 func (n *realNode) writeInterceptOverlay(t *testing.T, metricsPort int, agentMode string) string {
 	t.Helper()
 	rig := n.writeOverlay(t, metricsPort, agentImageTags[0])
@@ -225,27 +488,30 @@ patches:
       - op: add
         path: /spec/template/spec/containers/0/args/-
         value: --iptables-mode=%s
+  # The API server through the kubernetes Service, as the kubelet sets it, not the rig's forwarder.
+  - patch: |-
+      apiVersion: apps/v1
+      kind: DaemonSet
+      metadata:
+        name: nodecache
+        namespace: kube-system
+      spec:
+        template:
+          spec:
+            containers:
+              - name: nodecache
+                env:
+                  - name: KUBERNETES_SERVICE_HOST
+                    $patch: delete
+                  - name: KUBERNETES_SERVICE_PORT
+                    $patch: delete
 `, filepath.Base(rig), kubeDNSIP, agentMode)
 	writeRigFile(t, filepath.Join(dir, "kustomization.yaml"), k)
 	return dir
 }
 
-// corednsRequests is CoreDNS's coredns_dns_requests_total, read in the node netns.
-func (n *realNode) corednsRequests(t testing.TB) float64 {
-	t.Helper()
-	resp, err := nsHTTPClient(n.ns).Get("http://" + corednsMetrics + "/metrics")
-	if err != nil {
-		t.Fatalf("CoreDNS metrics: %v", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatalf("CoreDNS metrics: %v", err)
-	}
-	return metricSum(t, string(b), "coredns_dns_requests_total")
-}
-
-// startKubeDNSClient starts the load client in namespace ns with 10.96.0.10 as its nameserver.
+// startKubeDNSClient starts the load client in namespace ns; it asks the nameserver of the
+// resolv.conf the kubelet wrote, clusterDNS.
 func (n *realNode) startKubeDNSClient(ctx context.Context, ns string) *corev1.Pod {
 	t := n.t
 	c := n.admin
@@ -265,13 +531,10 @@ func (n *realNode) startKubeDNSClient(ctx context.Context, ns string) *corev1.Po
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken:  ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To[int64](2),
-			DNSPolicy:                     corev1.DNSNone,
-			DNSConfig: &corev1.PodDNSConfig{Nameservers: []string{kubeDNSIP},
-				Searches: []string{ns + ".svc.cluster.local", "svc.cluster.local", "cluster.local"},
-				Options:  []corev1.PodDNSConfigOption{{Name: "ndots", Value: ptr.To("5")}}},
+			// ClusterFirst: the kubelet writes its resolv.conf, and dnsload asks its nameserver.
 			Containers: []corev1.Container{{
 				Name: "dnsload", Image: clientRepo, ImagePullPolicy: corev1.PullNever,
-				Args: []string{"-server", kubeDNSIP + ":53", "-qps", "40", "-timeout", "2s", "-names", names},
+				Args: []string{"-resolv-conf", "/etc/resolv.conf", "-qps", "40", "-timeout", "2s", "-names", names},
 			}},
 		},
 	}
@@ -279,137 +542,4 @@ func (n *realNode) startKubeDNSClient(ctx context.Context, ns string) *corev1.Po
 		t.Fatal(err)
 	}
 	return n.waitPod(ctx, ns, "client", 2*time.Minute)
-}
-
-// startCoreDNS imports the CoreDNS image and creates its RBAC, Corefile, Deployment (one replica on
-// the host network, bound to bind:port) and kube-system/kube-dns (10.96.0.10, port 53 to CoreDNS's);
-// cleanup deletes them.
-func (n *realNode) startCoreDNS(t *testing.T, bind string, port int32) {
-	t.Helper()
-	ctx := t.Context()
-	tars, err := writeImages(mkdir(t, n.dir, "images-coredns"), []imageSpec{{Ref: corednsImage,
-		Files: []imageFile{{Src: corednsPath(), Dst: "/coredns"}, {Src: "/etc/nsswitch.conf", Dst: "/etc/nsswitch.conf"}}, Entrypoint: []string{"/coredns"}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	n.importTars(ctx, tars)
-	_, apiPort, _ := net.SplitHostPort(n.apiFwd.Addr())
-	corefile := fmt.Sprintf(`.:%d {
-    bind %s
-    errors
-    kubernetes cluster.local in-addr.arpa ip6.arpa {
-        fallthrough in-addr.arpa ip6.arpa
-    }
-    prometheus %s
-    forward . %s
-    cache 30
-}
-`, port, bind, corednsMetrics, n.upstream.Addr)
-	const ns = "kube-system"
-	labels := map[string]string{"k8s-app": "kube-dns"}
-	c := n.admin
-	objs := []func() error{
-		func() error {
-			_, err := c.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "coredns"}}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := c.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-coredns"},
-				Rules: []rbacv1.PolicyRule{
-					{APIGroups: []string{""}, Resources: []string{"endpoints", "services", "pods", "namespaces"}, Verbs: []string{"list", "watch"}},
-					{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"list", "watch"}},
-				}}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-coredns"},
-				RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "e2e-coredns"},
-				Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "coredns", Namespace: ns}}}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := c.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "e2e-coredns"},
-				Data: map[string]string{"Corefile": corefile}}, metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := c.AppsV1().Deployments(ns).Create(ctx, corednsDeployment(labels, apiPort), metav1.CreateOptions{})
-			return err
-		},
-		func() error {
-			_, err := c.CoreV1().Services(ns).Create(ctx, &corev1.Service{
-				ObjectMeta: metav1.ObjectMeta{Name: "kube-dns", Labels: labels},
-				Spec: corev1.ServiceSpec{ClusterIP: kubeDNSIP, Selector: labels, Ports: []corev1.ServicePort{
-					{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(port)},
-					{Name: "dns-tcp", Protocol: corev1.ProtocolTCP, Port: 53, TargetPort: intstr.FromInt32(port)},
-				}}}, metav1.CreateOptions{})
-			return err
-		},
-	}
-	t.Cleanup(func() { n.deleteCoreDNS(t) })
-	for _, create := range objs {
-		if err := create(); err != nil {
-			t.Fatalf("creating CoreDNS: %v", err)
-		}
-	}
-	eventuallyWithin(t, 2*time.Minute, "CoreDNS serving metrics", func() error {
-		_, err := nsHTTPClient(n.ns).Get("http://" + corednsMetrics + "/metrics")
-		return err
-	})
-}
-
-func corednsDeployment(labels map[string]string, apiPort string) *appsv1.Deployment {
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "coredns", Labels: labels},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](1),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					ServiceAccountName: "coredns", HostNetwork: true, DNSPolicy: corev1.DNSDefault,
-					TerminationGracePeriodSeconds: ptr.To[int64](2),
-					Containers: []corev1.Container{{
-						Name: "coredns", Image: corednsImage, ImagePullPolicy: corev1.PullNever,
-						Args: []string{"-conf", "/etc/coredns/Corefile"},
-						Env: []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: "127.0.0.1"},
-							{Name: "KUBERNETES_SERVICE_PORT", Value: apiPort}},
-						VolumeMounts: []corev1.VolumeMount{{Name: "config", MountPath: "/etc/coredns"}},
-					}},
-					Volumes: []corev1.Volume{{Name: "config", VolumeSource: corev1.VolumeSource{
-						ConfigMap: &corev1.ConfigMapVolumeSource{LocalObjectReference: corev1.LocalObjectReference{Name: "e2e-coredns"}}}}},
-				},
-			},
-		},
-	}
-}
-
-// deleteCoreDNS removes what startCoreDNS created and waits for its pods to go.
-func (n *realNode) deleteCoreDNS(t testing.TB) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	const ns = "kube-system"
-	c := n.admin
-	for _, err := range []error{
-		c.CoreV1().Services(ns).Delete(ctx, "kube-dns", metav1.DeleteOptions{}),
-		c.AppsV1().Deployments(ns).Delete(ctx, "coredns", metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}),
-		c.CoreV1().ConfigMaps(ns).Delete(ctx, "e2e-coredns", metav1.DeleteOptions{}),
-		c.RbacV1().ClusterRoleBindings().Delete(ctx, "e2e-coredns", metav1.DeleteOptions{}),
-		c.RbacV1().ClusterRoles().Delete(ctx, "e2e-coredns", metav1.DeleteOptions{}),
-		c.CoreV1().ServiceAccounts(ns).Delete(ctx, "coredns", metav1.DeleteOptions{}),
-	} {
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("deleting CoreDNS: %v", err)
-		}
-	}
-	err := poll(ctx, time.Second, nil, func(ctx context.Context) error {
-		pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-dns"})
-		if err == nil && len(pods.Items) > 0 {
-			err = fmt.Errorf("%d CoreDNS pods left", len(pods.Items))
-		}
-		return err
-	})
-	if err != nil {
-		t.Errorf("waiting for CoreDNS to go: %v", err)
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -54,6 +55,8 @@ type kubeProxy struct {
 	bin        string
 	proc       *proc
 	starts     int
+	// waitIPs are the Service IPs whose rules start waits for (default: kubeDNSIP).
+	waitIPs []string
 }
 
 // startKubeProxy registers a Node named nodeName with InternalIP nodeIP (kube-proxy waits 30 s
@@ -63,14 +66,15 @@ func startKubeProxy(t testing.TB, node *netNS, mode, nodeName, nodeIP string) *k
 	t.Helper()
 	createNode(t, nodeName, nodeIP)
 	fwd := forwardTCP(t, node, strings.TrimPrefix(env.api.URL, "https://"))
-	return runKubeProxy(t, node, mode, nodeName, env.api, fwd.Addr())
+	return runKubeProxy(t, node, mode, nodeName, env.api, fwd.Addr(), kubeDNSIP)
 }
 
 // runKubeProxy runs kube-proxy in mode inside node as the admin of api, reached at apiAddr (a
-// forwarder in node), for the Node nodeName. Cleanup stops it and runs `kube-proxy --cleanup`.
-func runKubeProxy(t testing.TB, node *netNS, mode, nodeName string, api *apiServer, apiAddr string) *kubeProxy {
+// forwarder in node), for the Node nodeName, and waits for its rules for the Service IPs waitIPs.
+// Cleanup stops it and runs `kube-proxy --cleanup`.
+func runKubeProxy(t testing.TB, node *netNS, mode, nodeName string, api *apiServer, apiAddr string, waitIPs ...string) *kubeProxy {
 	t.Helper()
-	k := &kubeProxy{node: node, mode: mode, nodeName: nodeName, bin: kubeProxyBin(t)}
+	k := &kubeProxy{node: node, mode: mode, nodeName: nodeName, bin: kubeProxyBin(t), waitIPs: waitIPs}
 	k.kubeconfig = filepath.Join(t.TempDir(), "kube-proxy.kubeconfig")
 	if err := writeKubeconfig(k.kubeconfig, "https://"+apiAddr, api.PKI.caPEM, api.AdminToken); err != nil {
 		t.Fatal(err)
@@ -85,7 +89,7 @@ func runKubeProxy(t testing.TB, node *netNS, mode, nodeName string, api *apiServ
 	return k
 }
 
-// start runs kube-proxy (again) and waits until its rules DNAT kubeDNSIP.
+// start runs kube-proxy (again) and waits until its rules name every IP of waitIPs.
 func (k *kubeProxy) start(t testing.TB) {
 	t.Helper()
 	k.starts++
@@ -104,12 +108,16 @@ func (k *kubeProxy) start(t testing.TB) {
 			t.Logf("kube-proxy log (start %d):\n%s", k.starts, p.logTail(8000))
 		}
 	})
-	eventuallyWithin(t, 60*time.Second, "kube-proxy's rules for "+kubeDNSIP, func() error {
+	eventuallyWithin(t, 60*time.Second, "kube-proxy's rules for "+strings.Join(k.waitIPs, ", "), func() error {
 		if gone, werr := p.exited(); gone {
 			return fmt.Errorf("kube-proxy exited (%v):\n%s", werr, p.logTail(4000))
 		}
-		if rules := k.rules(t); !strings.Contains(rules, kubeDNSIP) {
-			return fmt.Errorf("no rule for %s yet", kubeDNSIP)
+		rules := k.rules(t)
+		for _, ip := range k.waitIPs {
+			// 10.96.0.1 must not match 10.96.0.10.
+			if !regexp.MustCompile(regexp.QuoteMeta(ip) + `\b`).MatchString(rules) {
+				return fmt.Errorf("no rule for %s yet", ip)
+			}
 		}
 		return nil
 	})

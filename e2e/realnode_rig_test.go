@@ -44,18 +44,29 @@ const (
 )
 
 type realNode struct {
-	t        testing.TB
-	dir      string // everything on disk
-	bin      string // etcd, kube-*, kubelet
-	api      *apiServer
-	ns       *netNS // the node's network namespace
-	link     nodeLink
-	apiFwd   *tcpForwarder
+	t      testing.TB
+	dir    string // everything on disk
+	bin    string // etcd, kube-*, kubelet
+	api    *apiServer
+	ns     *netNS // the node's network namespace
+	link   nodeLink
+	apiFwd *tcpForwarder // 127.0.0.1:F in the node: the kubelet's, kube-proxy's, the rig overlay's
+	// apiAdv listens on the API server's advertise address (the node's
+	// InternalIP) and secure port in the node: the default/kubernetes
+	// EndpointSlice names it, so 10.96.0.1:443 leads there through
+	// kube-proxy, as on a kubeadm node whose API server listens on its IP.
+	apiAdv   *tcpForwarder
 	upstream *dnsUpstream
 	ctrSock  string
 	admin    kubernetes.Interface
 
 	cm, sched, containerd, kubelet *proc
+
+	corednsMetrics string // ip:port of the running CoreDNS's /metrics, in the node netns
+
+	kubeletCfg     string   // its KubeletConfiguration file
+	kubeletArgv    []string // its command line, for a restart
+	kubeletHealthz int      // its healthz port on the node's loopback
 
 	hadKubepods bool            // the cgroup existed before: leave it
 	netnsBefore map[string]bool // /run/netns entries before containerd started
@@ -134,10 +145,19 @@ func startRealNode(t *testing.T, tb *nodeTB, bin string) *realNode {
 	// Generous: the images' go build is cold on a fresh machine.
 	ctx, cancel := context.WithTimeout(tb.Context(), 15*time.Minute)
 	defer cancel()
+	// The node's netns first: the API server advertises the node's IP.
+	n.ns = newNetNS(tb, "node")
+	// The default route leads nowhere: a bridge with no uplink.
+	mustIP(t, "-n", n.ns.Name, "link", "add", "e2e0", "type", "bridge")
+	mustIP(t, "-n", n.ns.Name, "link", "set", "e2e0", "up")
+	mustIP(t, "-n", n.ns.Name, "route", "add", "default", "dev", "e2e0")
+	n.link = linkNode(tb, n.ns, podSubnet)
+
 	n.api, err = startAPIServerWith(ctx, bin, mkdir(t, dir, "api"), apiConfig{
-		ServiceAccounts: true,
-		Kubelets:        true,
-		Tokens:          []string{fmt.Sprintf("%s,system:node:%s,kubelet-%s,\"system:nodes\"", kubeletToken, nodeName, nodeName)},
+		ServiceAccounts:  true,
+		Kubelets:         true,
+		AdvertiseAddress: n.link.NodeIP,
+		Tokens:           []string{fmt.Sprintf("%s,system:node:%s,kubelet-%s,\"system:nodes\"", kubeletToken, nodeName, nodeName)},
 	})
 	if err != nil {
 		t.Fatalf("starting the node's apiserver: %v", err)
@@ -147,13 +167,9 @@ func startRealNode(t *testing.T, tb *nodeTB, bin string) *realNode {
 	n.startControlPlane()
 	stage("controller-manager and scheduler started")
 
-	n.ns = newNetNS(tb, "node")
-	// The default route leads nowhere: a bridge with no uplink.
-	mustIP(t, "-n", n.ns.Name, "link", "add", "e2e0", "type", "bridge")
-	mustIP(t, "-n", n.ns.Name, "link", "set", "e2e0", "up")
-	mustIP(t, "-n", n.ns.Name, "route", "add", "default", "dev", "e2e0")
-	n.link = linkNode(tb, n.ns, podSubnet)
-	n.apiFwd = forwardTCP(tb, n.ns, fmt.Sprintf("127.0.0.1:%d", n.api.Port))
+	apiTarget := fmt.Sprintf("127.0.0.1:%d", n.api.Port)
+	n.apiFwd = forwardTCP(tb, n.ns, apiTarget)
+	n.apiAdv = forwardTCPAt(tb, n.ns, fmt.Sprintf("%s:%d", n.link.NodeIP, n.api.Port), apiTarget)
 	n.upstream = startUpstream(tb, n.ns, "127.0.0.1")
 
 	n.startContainerd(ctx)
@@ -392,7 +408,7 @@ cgroupDriver: cgroupfs
 failCgroupV1: false
 failSwapOn: false
 containerRuntimeEndpoint: unix://%s
-clusterDNS: ["169.254.20.10"]
+clusterDNS: ["%s"]
 clusterDomain: cluster.local
 resolvConf: %s
 port: %d
@@ -415,12 +431,14 @@ evictionHard:
   imagefs.available: "1%%"
 syncFrequency: 5s
 nodeStatusUpdateFrequency: 4s
-`, n.ctrSock, resolv, port, healthz, filepath.Join(n.dir, "pod-logs"), n.api.PKI.caCert)
-	cfgPath := writeRigFile(t, filepath.Join(kd, "config.yaml"), cfg)
-	n.kubelet, err = startProc("kubelet", filepath.Join(n.dir, "kubelet.log"), n.inNode(
-		filepath.Join(n.bin, "kubelet"), "--config="+cfgPath, "--kubeconfig="+kubeconfig,
+`, n.ctrSock, linkLocalIP, resolv, port, healthz, filepath.Join(n.dir, "pod-logs"), n.api.PKI.caCert)
+	n.kubeletCfg = writeRigFile(t, filepath.Join(kd, "config.yaml"), cfg)
+	n.kubeletHealthz = healthz
+	n.kubeletArgv = n.inNode(
+		filepath.Join(n.bin, "kubelet"), "--config="+n.kubeletCfg, "--kubeconfig="+kubeconfig,
 		"--root-dir="+filepath.Join(kd, "root"), "--cert-dir="+filepath.Join(kd, "pki"),
-		"--node-ip="+n.link.NodeIP, "--hostname-override="+nodeName, "--v=1")...)
+		"--node-ip="+n.link.NodeIP, "--hostname-override="+nodeName, "--v=1")
+	n.kubelet, err = startProc("kubelet", filepath.Join(n.dir, "kubelet.log"), n.kubeletArgv...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,14 @@ type tcpForwarder struct {
 // cleanup stops it.
 func forwardTCP(t testing.TB, ns *netNS, target string) *tcpForwarder {
 	t.Helper()
-	l, err := ns.listen("tcp", "127.0.0.1:0")
+	return forwardTCPAt(t, ns, "127.0.0.1:0", target)
+}
+
+// forwardTCPAt listens on addr inside ns and forwards to target; cleanup
+// stops it.
+func forwardTCPAt(t testing.TB, ns *netNS, addr, target string) *tcpForwarder {
+	t.Helper()
+	l, err := ns.listen("tcp", addr)
 	if err != nil {
 		t.Fatalf("forwarder listen in %s: %v", ns.Name, err)
 	}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets up what `make test` needs on a Debian machine, as root: the packages
-# the e2e suite drives (dig, kdig, dnsperf, unbound, nsd, iptables,
+# the e2e suite drives (dig, kdig, dnsperf, unbound, nsd, iptables, nft,
 # conntrack, for the real node containerd, runc and the CNI plugins, and
 # musl-tools for the musl client of TestTruncatedClients) and
 # the kernel modules the agent and the suite use. `make test` runs it first
@@ -19,7 +19,9 @@ set -euo pipefail
 
 log() { echo "install-deps: $*" >&2; }
 
-pkgs=(ca-certificates git make gcc libc6-dev iproute2 iptables conntrack
+# nftables: the nft command, which kube-proxy's nftables mode runs to write
+# its rules (TestKubeProxyIntercept, TestRealNodeKubeProxy).
+pkgs=(ca-certificates git make gcc libc6-dev iproute2 iptables conntrack nftables
   bind9-dnsutils knot-dnsutils dnsperf unbound nsd kmod curl util-linux
   containerd runc containernetworking-plugins musl-tools)
 

@@ -4,6 +4,7 @@
 // second's outcome and latency histogram, until SIGTERM.
 //
 //	dnsload -server 169.254.20.10:53 -qps 50 -names web.default.svc.cluster.local.,A
+//	dnsload -resolv-conf /etc/resolv.conf ...   # the first nameserver there, port 53
 //
 // A query is lost when no reply arrives within -timeout; it is sent once,
 // never retried, so a loss is visible rather than hidden by a retry.
@@ -14,6 +15,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -40,6 +42,7 @@ type name struct {
 
 func main() {
 	server := flag.String("server", "169.254.20.10:53", "DNS server")
+	resolvConf := flag.String("resolv-conf", "", "ask the first nameserver of this file (port 53) instead of -server")
 	qps := flag.Int("qps", 50, "queries a second per protocol")
 	timeout := flag.Duration("timeout", 2*time.Second, "a query with no reply after this is lost")
 	namesFlag := flag.String("names", "kubernetes.default.svc.cluster.local.,A", "semicolon-separated NAME,TYPE list, queried in turn")
@@ -54,6 +57,15 @@ func main() {
 		}
 		_, _ = os.Stdout.Write(b)
 		return
+	}
+	if *resolvConf != "" {
+		s, err := firstNameserver(*resolvConf)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "dnsload:", err)
+			os.Exit(1)
+		}
+		*server = s
+		fmt.Fprintf(os.Stderr, "dnsload: asking %s, the first nameserver of %s\n", s, *resolvConf)
 	}
 	var names []name
 	for _, s := range strings.Split(*namesFlag, ";") {
@@ -82,6 +94,20 @@ func main() {
 		}()
 	}
 	wg.Wait()
+}
+
+// firstNameserver is the first nameserver line of a resolv.conf, as ip:53.
+func firstNameserver(path string) (string, error) {
+	b, err := os.ReadFile(path) //nolint:gosec // the pod's own resolv.conf, named by the test
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "nameserver" {
+			return net.JoinHostPort(f[1], "53"), nil
+		}
+	}
+	return "", fmt.Errorf("%s has no nameserver line", path)
 }
 
 // run sends qps queries a second on proto until ctx ends, and reports each
