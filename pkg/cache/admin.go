@@ -51,7 +51,7 @@ func infoOf(e *entry, key *wire.Key, name string, now time.Time) EntryInfo {
 	return EntryInfo{
 		Name: name, Type: key.Type, Class: key.Class, DO: key.DO, CD: key.CD,
 		Kind: e.kind.String(), Rcode: e.packed.Rcode(), TTL: e.lifetime(), Left: e.expire().Sub(now),
-		Stale: !e.fresh(now), Size: int64(e.size),
+		Stale: !e.fresh(now), Size: e.size(),
 	}
 }
 

@@ -110,11 +110,12 @@ func (c *Cache) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode
 	h := q.Hash(c.seed)
 	s := c.shardOf(h)
 	s.mu.Lock()
-	e, ok := s.lru.Get(h)
+	e, ok := s.lru.Peek(h)
 	if !ok || !e.answers(q) || !e.fresh(now) {
 		s.mu.Unlock()
 		return nil, wire.TTLMode{}, false
 	}
+	s.touchLocked(h, e)
 	s.hits++
 	e.hits++
 	pf := c.wantPrefetchLocked(e, now)

@@ -7,7 +7,12 @@
 // checks the stored reply's own question and the entry's DO and CD bits
 // against the query (a hash collision is a miss) and returns the Packed
 // reply with the seconds elapsed since it was stored, rounded up so a
-// served TTL never outlives the entry. It does not allocate.
+// served TTL never outlives the entry. It does not allocate. A hit moves
+// its entry to the front of the shard's LRU only when more than a quarter
+// of the shard's entries were inserted since the entry was last moved
+// (shard.go, touchLocked): a name hit over and over costs a map probe and
+// no list writes, and a name hit once per quarter-shard of inserts is
+// never evicted for space.
 //
 // An entry keeps no separate copy of its name: the key is the reply's
 // question. A one-A-record name costs about 230 bytes of heap (the entry

@@ -103,15 +103,17 @@ func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (wire.Answer, boo
 	s := c.shardOf(h)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e, ok := s.lru.Get(h)
+	e, ok := s.lru.Peek(h)
 	switch {
 	case !ok || !e.hasKey(key):
 		return wire.Answer{}, false
 	case e.fresh(now):
+		s.touchLocked(h, e)
 		s.hits++
 		e.hits++
 		return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
 	case e.failedAt != 0 && now.Sub(time.Unix(0, e.failedAt)) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
+		s.touchLocked(h, e)
 		c.met.stale.Add(1)
 		return c.staleResult(e), true
 	}
@@ -297,7 +299,7 @@ func (c *Cache) insert(h uint64, e *entry, now time.Time) bool {
 // insertUnjournalled is insert without telling the journal.
 func (c *Cache) insertUnjournalled(h uint64, e *entry, now time.Time) bool {
 	s := c.shardOf(h)
-	if int64(e.size) > s.budget {
+	if e.size() > s.budget {
 		c.met.uncacheable[reasonTooLarge].Add(1)
 		return false
 	}

@@ -29,9 +29,11 @@ type entry struct {
 	packed wire.Packed // its question is the key's name, type and class
 	stored int64       // wall clock, Unix nanoseconds (not time.Time: 8 bytes, not 24, per entry)
 	ttl    uint32      // lifetime in whole seconds, > 0
-	size   int32       // bytes charged against the shard budget
-	kind   kind
-	do, cd bool // the key's DNSSEC bits
+	// touched is the owning shard's insert count when e was last moved to
+	// the front of its LRU (inserted or promoted by a hit; see touchLocked).
+	touched uint32
+	kind    kind
+	do, cd  bool // the key's DNSSEC bits
 
 	prefetching bool   // a prefetch was started; never again for this entry
 	hits        uint32 // fresh hits in this entry's life
@@ -45,10 +47,12 @@ type entry struct {
 func newEntry(key *wire.Key, p wire.Packed, k kind, stored time.Time, ttl time.Duration) *entry {
 	return &entry{
 		packed: p, kind: k, do: key.DO, cd: key.CD, stored: stored.UnixNano(),
-		ttl:  uint32(min(ttl/time.Second, math.MaxUint32)),
-		size: int32(p.BufSize() + entryOverhead),
+		ttl: uint32(min(ttl/time.Second, math.MaxUint32)),
 	}
 }
+
+// size is the bytes e is charged against the shard budget.
+func (e *entry) size() int64 { return int64(e.packed.BufSize() + entryOverhead) }
 
 // key returns e's cache key. It allocates the name: for the slow paths.
 func (e *entry) key() wire.Key {
@@ -112,8 +116,11 @@ type shard struct {
 	mu    sync.Mutex                     // guards following
 	lru   *simplelru.LRU[uint64, *entry] // keyed by the seeded key hash
 	bytes int64                          // sum of entry sizes
-	hits  uint64                         // fresh answers served from this shard
-	kinds [numKinds]int                  // entries held, by kind
+	// inserts counts the entries stored (wrapping): the clock that
+	// touchLocked measures an entry's place in the LRU by.
+	inserts uint32
+	hits    uint64        // fresh answers served from this shard
+	kinds   [numKinds]int // entries held, by kind
 	// evictedDenials counts negative and SERVFAIL entries evicted for space.
 	evictedDenials uint64
 	budget         int64 // immutable
@@ -162,8 +169,10 @@ func (s *shard) insertLocked(h uint64, e *entry, now time.Time, staleMaxAge time
 		}
 		s.removeOldestLocked()
 	}
+	s.inserts++
+	e.touched = s.inserts
 	s.lru.Add(h, e)
-	s.bytes += int64(e.size)
+	s.bytes += e.size()
 	s.kinds[e.kind]++
 	for s.bytes > s.budget {
 		if k, ok := s.removeOldestLocked(); ok && k != kindPositive {
@@ -174,13 +183,35 @@ func (s *shard) insertLocked(h uint64, e *entry, now time.Time, staleMaxAge time
 	return evicted
 }
 
+// touchLocked records a hit on e, the entry under h, for the LRU order. A
+// strict LRU would move e to the front on every hit, rewriting the list's
+// links each time; here a hit moves e only once more than a quarter of the
+// shard's entries have been inserted since e was last inserted or moved.
+// So a name hit over and over costs a map probe and no list writes, while
+// a name that has drifted towards the old end is moved on its next hit.
+// The order stays an LRU at that grain: an entry is evicted only after
+// every entry last inserted or moved before it, and one hit at least once
+// per quarter-shard of inserts is never evicted for space. It inlines into
+// the hit path; the move, kept out of line, does not.
+func (s *shard) touchLocked(h uint64, e *entry) {
+	if s.inserts-e.touched > uint32(s.lru.Len())/4 {
+		s.promoteLocked(h, e)
+	}
+}
+
+//go:noinline
+func (s *shard) promoteLocked(h uint64, e *entry) {
+	s.lru.Get(h) // moves it to the front
+	e.touched = s.inserts
+}
+
 func (s *shard) removeLocked(h uint64) bool {
 	old, ok := s.lru.Peek(h)
 	if !ok {
 		return false
 	}
 	s.lru.Remove(h)
-	s.bytes -= int64(old.size)
+	s.bytes -= old.size()
 	s.kinds[old.kind]--
 	return true
 }
@@ -192,7 +223,7 @@ func (s *shard) removeOldestLocked() (kind, bool) {
 	if !ok {
 		return 0, false
 	}
-	s.bytes -= int64(old.size)
+	s.bytes -= old.size()
 	s.kinds[old.kind]--
 	return old.kind, true
 }
