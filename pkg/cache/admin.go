@@ -66,7 +66,7 @@ func (c *Cache) Flush(name string) int {
 	if err != nil {
 		return 0
 	}
-	return c.removeIf(func(e entry) bool { return e.hasName(k.Name) })
+	return c.removeIf(func(e *entry) bool { return e.hasName(k.Name) })
 }
 
 // FlushZone removes the entries for zone and every name below it
@@ -78,7 +78,7 @@ func (c *Cache) FlushZone(zone string) int {
 	if _, ok := dns.IsDomainName(zone); !ok || zone == "" {
 		return 0
 	}
-	return c.removeIf(func(e entry) bool {
+	return c.removeIf(func(e *entry) bool {
 		k := e.key()
 		return dns.IsSubDomain(zone, k.PresentationName())
 	})
@@ -98,9 +98,8 @@ func (c *Cache) FlushAll() int {
 	return n
 }
 
-// removeIf removes the entries drop selects and returns how many. drop
-// gets a copy by value: a pointer would move every copy to the heap.
-func (c *Cache) removeIf(drop func(entry) bool) int {
+// removeIf removes the entries drop selects and returns how many.
+func (c *Cache) removeIf(drop func(*entry) bool) int {
 	n := 0
 	for _, s := range c.shards {
 		s.mu.Lock()

@@ -103,40 +103,27 @@ func New(cfg Config, up Exchanger, reg prometheus.Registerer, log *slog.Logger) 
 
 func (c *Cache) shardOf(h uint64) *shard { return c.shards[h&c.mask] }
 
-// Lookup returns a fresh cached reply for q (a copy of the entry's Packed,
-// whose bytes are shared and never modified) and how to write its TTLs.
-// It does not allocate. A hit on a popular entry near its expiry starts a
+// Lookup returns a fresh cached reply for q and how to write its TTLs. It
+// does not allocate. A hit on a popular entry near its expiry starts a
 // prefetch in the background.
-func (c *Cache) Lookup(q *wire.Query, now time.Time) (wire.Packed, wire.TTLMode, bool) {
+func (c *Cache) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
 	h := q.Hash(c.seed)
 	s := c.shardOf(h)
 	s.mu.Lock()
 	e, ok := s.lru.Peek(h)
 	if !ok || !e.answers(q) || !e.fresh(now) {
 		s.mu.Unlock()
-		return wire.Packed{}, wire.TTLMode{}, false
+		return nil, wire.TTLMode{}, false
 	}
+	s.touchLocked(h, e)
 	s.hits++
-	changed := c.countHit(&e)
-	pf := c.wantPrefetchLocked(&e, now)
-	s.touchLocked(h, &e, changed || pf)
+	e.hits++
+	pf := c.wantPrefetchLocked(e, now)
 	s.mu.Unlock()
 	if pf {
-		c.prefetch(s, h, &e)
+		c.prefetch(s, e)
 	}
-	return e.packed, wire.TTLMode{Elapsed: e.elapsed(now)}, true
-}
-
-// countHit counts a fresh hit on e, a copy of an entry, and reports
-// whether the count changed: it stops at PrefetchMinHits, all that
-// prefetching asks of it, so that an entry is written back to its shard
-// for its first hits only.
-func (c *Cache) countHit(e *entry) bool {
-	if c.cfg.PrefetchPercent < 0 || int(e.hits) >= c.cfg.PrefetchMinHits {
-		return false
-	}
-	e.hits++
-	return true
+	return &e.packed, wire.TTLMode{Elapsed: e.elapsed(now)}, true
 }
 
 // wantPrefetchLocked reports whether e should be prefetched now, and marks
@@ -152,20 +139,16 @@ func (c *Cache) wantPrefetchLocked(e *entry, now time.Time) bool {
 	return true
 }
 
-// prefetch refreshes e, a copy of the entry under h, in the background;
-// when no slot is free the entry's mark is cleared so a later hit tries
-// again.
-func (c *Cache) prefetch(s *shard, h uint64, e *entry) {
+// prefetch refreshes e in the background; when no slot is free the mark
+// is cleared so a later hit tries again.
+func (c *Cache) prefetch(s *shard, e *entry) {
 	started, err := c.refresh(e.key())
 	switch {
 	case started:
 		c.met.prefetches.Add(1)
 	case errors.Is(err, errBusy):
 		s.mu.Lock()
-		if cur, ok := s.lru.Peek(h); ok && cur.stored == e.stored && sameKey(&cur, e) {
-			cur.prefetching = false
-			s.touchLocked(h, &cur, true)
-		}
+		e.prefetching = false
 		s.mu.Unlock()
 	}
 }

@@ -10,16 +10,14 @@
 // served TTL never outlives the entry. It does not allocate. A hit moves
 // its entry to the front of the shard's LRU only when more than a quarter
 // of the shard's entries were inserted since the entry was last moved
-// (shard.go, touchLocked) or a change is written back to it (its first
-// PrefetchMinHits hits are counted, a prefetch mark, a failure time): a
-// name hit over and over costs a map probe and no list writes, and a name
-// hit once per quarter-shard of inserts is never evicted for space.
+// (shard.go, touchLocked): a name hit over and over costs a map probe and
+// no list writes, and a name hit once per quarter-shard of inserts is
+// never evicted for space.
 //
 // An entry keeps no separate copy of its name: the key is the reply's
-// question. The LRU's list element holds the entry by value, so a name is
-// two allocations: the element and the buffer of its reply and TTL
-// offsets. A one-A-record name costs about 215 bytes of heap (those two
-// and its map slot); the cache charges about 230 against MaxBytes
+// question. A one-A-record name costs about 230 bytes of heap (the entry
+// with its Packed, one buffer for the reply and its TTL offsets, the LRU's
+// list element and map slot); the cache charges about 250 against MaxBytes
 // (shard.go, entryOverhead), so the budget bounds the heap it holds.
 //
 // The miss path, Resolve, folds concurrent misses for a key into one

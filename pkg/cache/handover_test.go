@@ -50,7 +50,7 @@ func TestExportImportRoundTrip(t *testing.T) {
 	if !ok || mode.Elapsed != 35 || p.Rcode() != dns.RcodeSuccess {
 		t.Fatalf("Lookup after Import: got hit %v elapsed %d, want a hit 35s old", ok, mode.Elapsed)
 	}
-	if got := ttls(served(t, &p, qs, mode)); len(got) != 1 || got[0] != 265 {
+	if got := ttls(served(t, p, qs, mode)); len(got) != 1 || got[0] != 265 {
 		t.Errorf("served TTLs: got %v, want [265]", got)
 	}
 	nx := newQuestion(t, "nx.example.", dns.TypeA)

@@ -67,8 +67,8 @@ type Journal struct {
 	cfg JournalConfig
 
 	mu      sync.Mutex // guards following
-	pending []entry    // copies: the cache's own are in its LRU elements
-	dropped bool       // an insert was not queued: the file misses it until a compaction
+	pending []*entry
+	dropped bool // an insert was not queued: the file misses it until a compaction
 
 	kick   chan struct{} // cap 1: pending became non-empty
 	cancel context.CancelFunc
@@ -129,7 +129,7 @@ func (j *Journal) add(e *entry) {
 		j.drops.Add(1)
 		return
 	}
-	j.pending = append(j.pending, *e)
+	j.pending = append(j.pending, e)
 	first := len(j.pending) == 1
 	j.mu.Unlock()
 	if first {
@@ -198,9 +198,9 @@ func (j *Journal) flush() error {
 		return nil
 	}
 	b := j.buf[:0]
-	for i := range batch {
-		b = binary.BigEndian.AppendUint32(b, uint32(recordLen(&batch[i])))
-		b = encodeRecord(b, &batch[i])
+	for _, e := range batch {
+		b = binary.BigEndian.AppendUint32(b, uint32(recordLen(e)))
+		b = encodeRecord(b, e)
 	}
 	j.buf = b[:0]
 	if cap(j.buf) > 1<<20 {

@@ -77,11 +77,9 @@ func TestAccountingCoversHeap(t *testing.T) {
 	runtime.KeepAlive(c)
 }
 
-// TestEntrySize pins an entry to the 64 bytes entryOverhead charges for:
-// simplelru's list element holds it by value beside 57 bytes of its own
-// (links, key, expiry), 121 in the 128-byte size class; a field more
-// would push every element into the next class (144). Its Packed is 32
-// of those bytes.
+// TestEntrySize pins an entry to the 64-byte size class entryOverhead
+// charges for: a field that pushed it into the next class (80) would cost
+// every cached name 16 bytes more. Its Packed is 32 of those bytes.
 func TestEntrySize(t *testing.T) {
 	if got := unsafe.Sizeof(entry{}); got > 64 {
 		t.Errorf("entry size: got %d bytes, want at most 64", got)

@@ -108,13 +108,14 @@ func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (wire.Answer, boo
 	case !ok || !e.hasKey(key):
 		return wire.Answer{}, false
 	case e.fresh(now):
+		s.touchLocked(h, e)
 		s.hits++
-		s.touchLocked(h, &e, c.countHit(&e))
-		return wire.Answer{Packed: e.packedCopy(), Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
-	case e.failedAt != 0 && now.Sub(time.Unix(0, e.failedAt)) < c.cfg.StaleTTL && staleable(&e, now, c.cfg.StaleMaxAge):
-		s.touchLocked(h, &e, false)
+		e.hits++
+		return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
+	case e.failedAt != 0 && now.Sub(time.Unix(0, e.failedAt)) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
+		s.touchLocked(h, e)
 		c.met.stale.Add(1)
-		return c.staleResult(&e), true
+		return c.staleResult(e), true
 	}
 	return wire.Answer{}, false
 }
@@ -133,13 +134,12 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (wire.A
 	case e.fresh(now): // stored by another flight meanwhile
 		s.hits++
 		s.mu.Unlock()
-		return wire.Answer{Packed: e.packedCopy(), Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
-	case !staleable(&e, now, c.cfg.StaleMaxAge):
+		return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
+	case !staleable(e, now, c.cfg.StaleMaxAge):
 		s.mu.Unlock()
 		return wire.Answer{}, false
 	}
 	e.failedAt = now.UnixNano()
-	s.touchLocked(h, &e, true) // writes failedAt back
 	s.mu.Unlock()
 	c.met.stale.Add(1)
 	if kick {
@@ -147,11 +147,11 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (wire.A
 			c.log.Debug("refreshing stale entry", "name", key.PresentationName(), logkey.Err, err)
 		}
 	}
-	return c.staleResult(&e), true
+	return c.staleResult(e), true
 }
 
 func (c *Cache) staleResult(e *entry) wire.Answer {
-	return wire.Answer{Packed: e.packedCopy(), Mode: wire.TTLMode{Fixed: uint32(c.cfg.StaleTTL / time.Second)}, Source: wire.SourceStale}
+	return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Fixed: uint32(c.cfg.StaleTTL / time.Second)}, Source: wire.SourceStale}
 }
 
 // join returns the flight for key, starting one unless a flight younger
@@ -253,7 +253,7 @@ func (c *Cache) storeReply(key wire.Key, h uint64, r *wire.UpstreamReply, now ti
 	}
 	e := newEntry(&key, wire.PackUpstream(r.Raw, u, uint32(ttl/time.Second)), k, now, ttl)
 	c.insert(h, e, now)
-	return e.packedCopy(), nil
+	return &e.packed, nil
 }
 
 // store caches reply for key when the policy allows, and returns the reply
@@ -273,7 +273,7 @@ func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*w
 	}
 	e := newEntry(&key, p, k, now, ttl)
 	c.insert(h, e, now)
-	return e.packedCopy(), nil
+	return &e.packed, nil
 }
 
 func packReply(reply *dns.Msg) (*wire.Packed, error) {
@@ -304,8 +304,8 @@ func (c *Cache) insertUnjournalled(h uint64, e *entry, now time.Time) bool {
 		return false
 	}
 	s.mu.Lock()
-	if old, ok := s.lru.Peek(h); ok && e.kind == kindServfail && old.kind != kindServfail && sameKey(&old, e) &&
-		usable(&old, now, c.cfg.StaleMaxAge) {
+	if old, ok := s.lru.Peek(h); ok && e.kind == kindServfail && old.kind != kindServfail && sameKey(old, e) &&
+		usable(old, now, c.cfg.StaleMaxAge) {
 		s.mu.Unlock()
 		return false
 	}

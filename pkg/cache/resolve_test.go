@@ -502,7 +502,7 @@ func TestStoreFromBytesMatchesUnpacked(t *testing.T) {
 				o.reply = served(t, r.Packed, qs, r.Mode).String()
 				clk.Advance(3 * time.Second)
 				if p, mode, ok := c.Lookup(&qs.q, clk.Now()); ok {
-					o.cached, o.cachedTTL = true, ttls(served(t, &p, qs, mode))
+					o.cached, o.cachedTTL = true, ttls(served(t, p, qs, mode))
 				}
 				for i := range c.met.uncacheable {
 					o.counts += fmt.Sprint(c.met.uncacheable[i].Load(), " ")

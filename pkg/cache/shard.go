@@ -11,22 +11,20 @@ import (
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
-// entryOverhead is what an entry costs beyond its reply buffer: the LRU's
-// list element, which holds the entry by value (128: links, key and an
-// expiry simplelru keeps for its expirable sibling, 57 bytes, and the
-// 64-byte entry, the Packed in it included), and its map slot (16 bytes,
-// plus a control byte, in a table 7/16 to 7/8 full: at most 40). It errs
-// high, so that the byte budget stays a bound on the heap the cache holds;
-// BenchmarkMemoryPerName reports both figures.
-const entryOverhead = 128 + 40
+// entryOverhead is what an entry costs beyond its reply buffer: the entry
+// struct (one 64-byte size class, the Packed in it included), the LRU's
+// list element (80: links, key, value, and an expiry simplelru keeps for
+// its expirable sibling) and its map slot (16 bytes, plus a control byte,
+// in a table 7/16 to 7/8 full: at most 40). It errs high, so that the byte
+// budget stays a bound on the heap the cache holds; BenchmarkMemoryPerName
+// reports both figures.
+const entryOverhead = 64 + 80 + 40
 
-// entry is one cached reply, held by value in its shard's LRU element (one
-// allocation per name besides the reply's buffer): lookups get a copy, and
-// a change to the last fields is written back under the shard's mu
-// (touchLocked). It keeps no key: the name, type and class are the reply's
-// own question, and only the DO and CD bits, which a reply does not carry,
-// are stored beside it. Fields are ordered and sized to at most 64 bytes,
-// so that the element stays in the 128-byte size class (see TestEntrySize).
+// entry is one cached reply. Its first fields never change after insert;
+// the rest are guarded by the owning shard's mu. It keeps no key: the name,
+// type and class are the reply's own question, and only the DO and CD bits,
+// which a reply does not carry, are stored beside it. Fields are ordered
+// and sized to fit a 64-byte size class (see TestEntrySize).
 type entry struct {
 	packed wire.Packed // its question is the key's name, type and class
 	stored int64       // wall clock, Unix nanoseconds (not time.Time: 8 bytes, not 24, per entry)
@@ -55,13 +53,6 @@ func newEntry(key *wire.Key, p wire.Packed, k kind, stored time.Time, ttl time.D
 
 // size is the bytes e is charged against the shard budget.
 func (e *entry) size() int64 { return int64(e.packed.BufSize() + entryOverhead) }
-
-// packedCopy returns a copy of e's Packed on the heap, for a wire.Answer
-// (the slow paths; Lookup returns it by value).
-func (e *entry) packedCopy() *wire.Packed {
-	p := e.packed
-	return &p
-}
 
 // key returns e's cache key. It allocates the name: for the slow paths.
 func (e *entry) key() wire.Key {
@@ -122,9 +113,9 @@ func (e *entry) elapsed(now time.Time) uint32 {
 
 // shard is one independently locked LRU with its own byte budget.
 type shard struct {
-	mu    sync.Mutex                    // guards following
-	lru   *simplelru.LRU[uint64, entry] // keyed by the seeded key hash
-	bytes int64                         // sum of entry sizes
+	mu    sync.Mutex                     // guards following
+	lru   *simplelru.LRU[uint64, *entry] // keyed by the seeded key hash
+	bytes int64                          // sum of entry sizes
 	// inserts counts the entries stored (wrapping): the clock that
 	// touchLocked measures an entry's place in the LRU by.
 	inserts uint32
@@ -138,7 +129,7 @@ type shard struct {
 }
 
 func newShard(budget int64) *shard {
-	l, err := simplelru.NewLRU[uint64, entry](math.MaxInt, nil)
+	l, err := simplelru.NewLRU[uint64, *entry](math.MaxInt, nil)
 	if err != nil { // only for a size <= 0
 		panic(err)
 	}
@@ -173,15 +164,14 @@ func (s *shard) insertLocked(h uint64, e *entry, now time.Time, staleMaxAge time
 	s.removeLocked(h)
 	for {
 		_, old, ok := s.lru.GetOldest()
-		if !ok || !dead(&old, now, staleMaxAge) {
+		if !ok || !dead(old, now, staleMaxAge) {
 			break
 		}
 		s.removeOldestLocked()
 	}
 	s.inserts++
-	v := *e // the caller's copy (the journal's) is left as it was
-	v.touched = s.inserts
-	s.lru.Add(h, v)
+	e.touched = s.inserts
+	s.lru.Add(h, e)
 	s.bytes += e.size()
 	s.kinds[e.kind]++
 	for s.bytes > s.budget {
@@ -193,29 +183,26 @@ func (s *shard) insertLocked(h uint64, e *entry, now time.Time, staleMaxAge time
 	return evicted
 }
 
-// touchLocked records a hit on e, a copy of the entry under h, for the
-// LRU order, and writes e back when changed (its hit count, marks or
-// failure time) says it must. Writing back moves the entry to the front
-// (simplelru Add), as a strict LRU would on every hit, rewriting the
-// list's links each time; without a change to write, a hit moves the
-// entry only once more than a quarter of the shard's entries have been
-// inserted since it was last inserted or moved. So a name hit over and
-// over costs a map probe and no writes, while a name that has drifted
-// towards the old end is moved on its next hit. The order stays an LRU at
-// that grain: an entry is evicted only after every entry last inserted or
-// moved before it, and one hit at least once per quarter-shard of inserts
-// is never evicted for space. It inlines into the hit path; the move,
-// kept out of line, does not.
-func (s *shard) touchLocked(h uint64, e *entry, changed bool) {
-	if changed || s.inserts-e.touched > uint32(s.lru.Len())/4 {
+// touchLocked records a hit on e, the entry under h, for the LRU order. A
+// strict LRU would move e to the front on every hit, rewriting the list's
+// links each time; here a hit moves e only once more than a quarter of the
+// shard's entries have been inserted since e was last inserted or moved.
+// So a name hit over and over costs a map probe and no list writes, while
+// a name that has drifted towards the old end is moved on its next hit.
+// The order stays an LRU at that grain: an entry is evicted only after
+// every entry last inserted or moved before it, and one hit at least once
+// per quarter-shard of inserts is never evicted for space. It inlines into
+// the hit path; the move, kept out of line, does not.
+func (s *shard) touchLocked(h uint64, e *entry) {
+	if s.inserts-e.touched > uint32(s.lru.Len())/4 {
 		s.promoteLocked(h, e)
 	}
 }
 
 //go:noinline
 func (s *shard) promoteLocked(h uint64, e *entry) {
+	s.lru.Get(h) // moves it to the front
 	e.touched = s.inserts
-	s.lru.Add(h, *e) // replaces the value and moves it to the front
 }
 
 func (s *shard) removeLocked(h uint64) bool {
@@ -241,14 +228,16 @@ func (s *shard) removeOldestLocked() (kind, bool) {
 	return old.kind, true
 }
 
-// snapshot returns copies of the shard's entries, most recently used first.
+// snapshot returns the shard's entries, most recently used first.
 func (s *shard) snapshot() []*entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	vals := s.lru.Values() // oldest first
-	out := make([]*entry, len(vals))
-	for i := range vals {
-		out[len(vals)-1-i] = &vals[i]
+	keys := s.lru.Keys() // oldest first
+	out := make([]*entry, 0, len(keys))
+	for i := len(keys) - 1; i >= 0; i-- {
+		if e, ok := s.lru.Peek(keys[i]); ok {
+			out = append(out, e)
+		}
 	}
 	return out
 }

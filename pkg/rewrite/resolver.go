@@ -45,10 +45,10 @@ func (r *Resolver) SetRules(rules Rules) { r.rules.Store(&rules) }
 
 // Lookup misses a name a rule rewrites, so that the server's slow path
 // (Resolve) answers it, and asks next for the others.
-func (r *Resolver) Lookup(q *wire.Query, now time.Time) (wire.Packed, wire.TTLMode, bool) {
+func (r *Resolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
 	if rs := *r.rules.Load(); len(rs) > 0 {
 		if _, _, ok := rs.Apply(presentation(q)); ok {
-			return wire.Packed{}, wire.TTLMode{}, false
+			return nil, wire.TTLMode{}, false
 		}
 	}
 	return r.next.Lookup(q, now)

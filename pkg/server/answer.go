@@ -15,10 +15,8 @@ import (
 // Resolver answers names outside the cluster zone: the cache in front of the
 // upstream forwarder.
 type Resolver interface {
-	// Lookup returns a fresh cached reply for q, without allocating. The
-	// Packed is a copy (its bytes are shared and never modified): the
-	// cache holds its entries by value.
-	Lookup(q *wire.Query, now time.Time) (wire.Packed, wire.TTLMode, bool)
+	// Lookup returns a fresh cached reply for q, without allocating.
+	Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool)
 	// Resolve answers a miss: from upstream, or stale from the cache, by
 	// the deadline by. The upstream is asked the query key.AppendRequest
 	// builds, whose flags are those the key promises (RD set, DO and CD as

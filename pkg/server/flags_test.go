@@ -69,7 +69,7 @@ func startFlagEcho(t testing.TB) netip.AddrPort {
 // main does: the cache's answers and errors go to the server as they are.
 type cacheResolver struct{ c *cache.Cache }
 
-func (r cacheResolver) Lookup(q *wire.Query, now time.Time) (wire.Packed, wire.TTLMode, bool) {
+func (r cacheResolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
 	return r.c.Lookup(q, now)
 }
 

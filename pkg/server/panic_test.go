@@ -21,7 +21,7 @@ import (
 // and on the slow path for names starting "slowboom".
 type panickyResolver struct{ fakeResolver }
 
-func (p *panickyResolver) Lookup(q *wire.Query, now time.Time) (wire.Packed, wire.TTLMode, bool) {
+func (p *panickyResolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
 	if bytes.HasPrefix(q.LowerName(), []byte("\x08fastboom")) {
 		panic("injected fast-path panic")
 	}

@@ -31,14 +31,11 @@ type fakeResolver struct {
 	cached map[string]*wire.Packed
 }
 
-func (f *fakeResolver) Lookup(q *wire.Query, _ time.Time) (wire.Packed, wire.TTLMode, bool) {
+func (f *fakeResolver) Lookup(q *wire.Query, _ time.Time) (*wire.Packed, wire.TTLMode, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	p, ok := f.cached[string(q.LowerName())]
-	if !ok {
-		return wire.Packed{}, wire.TTLMode{}, false
-	}
-	return *p, wire.TTLMode{}, true
+	return p, wire.TTLMode{}, ok
 }
 
 func (f *fakeResolver) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.Answer, error) {

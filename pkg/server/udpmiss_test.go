@@ -18,8 +18,8 @@ import (
 // prepacked answer: the server's own share of a miss.
 type missResolver struct{ p *wire.Packed }
 
-func (missResolver) Lookup(*wire.Query, time.Time) (wire.Packed, wire.TTLMode, bool) {
-	return wire.Packed{}, wire.TTLMode{}, false
+func (missResolver) Lookup(*wire.Query, time.Time) (*wire.Packed, wire.TTLMode, bool) {
+	return nil, wire.TTLMode{}, false
 }
 
 func (r missResolver) Resolve(context.Context, wire.Key, time.Time) (wire.Answer, error) {

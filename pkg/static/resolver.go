@@ -19,9 +19,9 @@ type resolver struct {
 	next server.Resolver
 }
 
-func (l resolver) Lookup(q *wire.Query, now time.Time) (wire.Packed, wire.TTLMode, bool) {
+func (l resolver) Lookup(q *wire.Query, now time.Time) (*wire.Packed, wire.TTLMode, bool) {
 	if p, ok := l.r.Lookup(q); ok {
-		return *p, wire.TTLMode{}, true
+		return p, wire.TTLMode{}, true
 	}
 	return l.next.Lookup(q, now)
 }
