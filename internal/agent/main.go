@@ -51,7 +51,7 @@ func Main(args []string, version string) error {
 	}
 	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
 	applyGCDefault(log)
-	applyMemoryLimit(log, "/", sup != nil, int64(cfg.CacheSize))
+	applyMemoryLimit(log, "/", sup != nil, int64(cfg.JournalSize), int64(cfg.CacheSize))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	a := New(cfg, log, version)
