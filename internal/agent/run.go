@@ -69,6 +69,7 @@ type Agent struct {
 	journal      *cache.Journal       // the cache journal the supervisor keeps; nil without one
 	jfile        *os.File             // the inherited journal, until startJournal continues it
 	jscan        cache.JournalScan    // what ScanJournal found in it
+	jrestored    <-chan struct{}      // closed when its import ends
 	httpGuards   sync.Map             // health/metrics address -> *connGuard
 	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
 	// used, for the status; nil when none is refused (downgrade.go).

@@ -107,6 +107,7 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 		budget = min(budget, max(limit-usage, 0)/2)
 	}
 	done := make(chan struct{})
+	a.jrestored = done // the journal overwrites records only once they are imported
 	g.Go(func() error {
 		defer close(done)
 		defer reader.Close()
@@ -141,7 +142,8 @@ func waitRestored(done <-chan struct{}) {
 func (a *Agent) startJournal() error {
 	limit, _, bounded := cgroupMemory()
 	size := journalCap(int64(a.cfg.JournalSize), limit, bounded, int64(a.cfg.CacheSize))
-	jcfg := cache.JournalConfig{File: a.jfile, Scan: a.jscan, MaxBytes: size, NewFile: newJournalFile, Publish: a.sup.PublishJournal}
+	jcfg := cache.JournalConfig{File: a.jfile, Scan: a.jscan, MaxBytes: size, NewFile: newJournalFile,
+		Publish: a.sup.PublishJournal, After: a.jrestored}
 	a.jfile = nil
 	if size == 0 { // --cache-journal-size=0
 		if jcfg.File != nil {

@@ -22,10 +22,13 @@ import (
 // The file is a ring of a fixed size (JournalConfig.MaxBytes): once full,
 // each new record overwrites the oldest ones, so the journal holds the most
 // recently inserted entries that fit, never more memory than its size, and
-// is never rewritten or copied (no compaction, no second file). An entry
-// inserted long ago and hit ever since is overwritten like any other once
-// the size's worth of newer inserts has followed it; so is one whose
-// insert was dropped with the writer behind (JournalStats.Dropped).
+// is never rewritten or copied (no compaction, no second file). A record
+// about to be overwritten whose entry is still cached and was hit since it
+// was written gets a second chance: the writer appends it again with the
+// next batch (JournalStats.Rewritten), so a flood of new names does not push
+// out the names in use; the hit path does nothing for it. An entry whose
+// insert was dropped with the writer behind (JournalStats.Dropped) is not
+// in the journal.
 //
 // The layout (journalfile.go): a header of journalHdrLen bytes, the
 // magic, the version, the ring's size, where the oldest record starts
@@ -71,6 +74,9 @@ type JournalConfig struct {
 	// Publish is given the file the journal writes, once, before it does;
 	// an error stops the journal.
 	Publish func(*os.File) error
+	// After, when not nil, holds the writing back until it is closed: the
+	// import of File (ImportJournal) reads the records it would overwrite.
+	After <-chan struct{}
 }
 
 // JournalStats are the journal's figures.
@@ -78,6 +84,7 @@ type JournalStats struct {
 	Bytes       int64  // memory the file holds: its size (the header and the ring once it has wrapped)
 	Records     uint64 // records appended since start
 	Overwritten uint64 // records overwritten by newer ones: the ring was full
+	Rewritten   uint64 // records written again, hit since they were written, before being overwritten
 	Dropped     uint64 // inserts not queued (the writer behind): not in the journal
 }
 
@@ -87,7 +94,7 @@ type Journal struct {
 	cfg JournalConfig
 
 	mu      sync.Mutex // guards following
-	pending []*entry
+	pending []pendingEntry
 	seed    bool // the first flush writes the cache's entries (a new file)
 
 	kick   chan struct{} // cap 1: pending became non-empty
@@ -101,7 +108,15 @@ type Journal struct {
 	extent int64 // the file's size
 	buf    []byte
 
-	bytes, records, overwritten, drops atomic.Int64
+	bytes, records, overwritten, rewritten, drops atomic.Int64
+}
+
+// pendingEntry is an entry for the writer, its key's hash, and its hits
+// when queued (a record written again) or zero (an insert).
+type pendingEntry struct {
+	e    *entry
+	h    uint64
+	hits uint32
 }
 
 // StartJournal starts journalling c's inserts as cfg says. There is one
@@ -161,14 +176,14 @@ func (c *Cache) newJournal(cfg JournalConfig) (*Journal, error) {
 }
 
 // add queues e, just stored, for the writer. It never blocks.
-func (j *Journal) add(e *entry) {
+func (j *Journal) add(h uint64, e *entry) {
 	j.mu.Lock()
 	if len(j.pending) >= journalMaxPending {
 		j.mu.Unlock()
 		j.drops.Add(1)
 		return
 	}
-	j.pending = append(j.pending, e)
+	j.pending = append(j.pending, pendingEntry{e: e, h: h})
 	first := len(j.pending) == 1
 	j.mu.Unlock()
 	if first {
@@ -194,12 +209,18 @@ func (j *Journal) Close() error {
 // Stats returns the journal's figures.
 func (j *Journal) Stats() JournalStats {
 	return JournalStats{Bytes: j.bytes.Load(), Records: uint64(j.records.Load()),
-		Overwritten: uint64(j.overwritten.Load()), Dropped: uint64(j.drops.Load())}
+		Overwritten: uint64(j.overwritten.Load()), Rewritten: uint64(j.rewritten.Load()), Dropped: uint64(j.drops.Load())}
 }
 
 func (j *Journal) run(ctx context.Context) {
 	defer close(j.done)
 	defer func() { _ = j.file.Close() }()
+	if j.cfg.After != nil {
+		select {
+		case <-ctx.Done():
+		case <-j.cfg.After:
+		}
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -237,24 +258,31 @@ func (j *Journal) flush() error {
 	// A batch fills at most half the ring, its newest records: the records
 	// it overwrites are then all older than it.
 	b := j.buf[:0]
-	var lens []int
+	var items []ringItem
+	inserts := 0
 	now := j.c.cfg.Now()
-	for _, e := range batch {
-		if !e.fresh(now) {
+	for _, p := range batch {
+		if !p.e.fresh(now) {
 			continue
 		}
+		if p.hits == 0 {
+			inserts++
+		}
 		n := len(b)
-		b = binary.BigEndian.AppendUint32(b, uint32(recordLen(e)))
-		b = encodeRecord(b, e)
-		lens = append(lens, len(b)-n)
+		b = binary.BigEndian.AppendUint32(b, uint32(recordLen(p.e)))
+		b = encodeRecord(b, p.e)
+		items = append(items, ringItem{h: p.h, n: int32(len(b) - n), stored: uint32(p.e.stored), hits: p.hits})
 	}
 	skip := 0
 	for total := len(b); int64(total) > j.ring.size/2; skip++ {
-		total -= lens[skip]
-		b = b[lens[skip]:]
+		total -= int(items[skip].n)
+		b = b[items[skip].n:]
 	}
-	lens = lens[skip:]
-	err := j.write(b, lens)
+	items = items[skip:]
+	victims, err := j.write(b, items)
+	if err == nil {
+		j.secondChance(victims, now, inserts)
+	}
 	j.buf = b[:0]
 	if cap(j.buf) > 1<<20 {
 		j.buf = nil // a flood's buffer is not kept
@@ -262,49 +290,87 @@ func (j *Journal) flush() error {
 	return err
 }
 
-// write places the records in b (lens long each) in the ring: the header
-// without the records they overwrite, the records, the header with them.
-func (j *Journal) write(b []byte, lens []int) error {
+// write places the records in b (items say how long each is) in the ring:
+// the header without the records they overwrite, the records, the header
+// with them. It returns the records overwritten.
+func (j *Journal) write(b []byte, items []ringItem) ([]ringItem, error) {
 	type span struct {
 		off int64
 		b   []byte
 	}
 	var spans []span
-	overwritten, usedBefore := 0, j.ring.used
+	var victims []ringItem
+	usedBefore := j.ring.used
 	j.ring.dropped = 0
-	for _, n := range lens {
-		rec := b[:n]
-		b = b[n:]
-		pad, at := j.ring.place(int64(n))
+	for _, it := range items {
+		rec := b[:it.n]
+		b = b[it.n:]
+		pad, at := j.ring.place(int64(it.n))
 		if pad >= 4 {
 			spans = append(spans, span{j.ring.end(), make([]byte, 4)}) // a zero length: continue at the start
 		}
-		overwritten += j.ring.makeRoom(pad + int64(n))
-		j.ring.push(pad, int64(n))
+		victims = j.ring.makeRoom(pad+int64(it.n), victims)
+		j.ring.push(pad, it)
 		spans = append(spans, span{at, rec})
 	}
-	if overwritten > 0 {
+	if len(victims) > 0 {
 		// The header without what is about to be overwritten, nor the new
 		// records: a kill while they are written leaves only whole ones.
 		if err := j.putHeader(j.ring.tail, usedBefore-j.ring.dropped); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, s := range spans {
 		journalWriteHook()
 		if _, err := j.file.WriteAt(s.b, journalHdrLen+s.off); err != nil {
-			return fmt.Errorf("appending to the cache journal: %w", err)
+			return nil, fmt.Errorf("appending to the cache journal: %w", err)
 		}
 		j.extent = max(j.extent, journalHdrLen+s.off+int64(len(s.b)))
 	}
 	journalWriteHook()
 	if err := j.writeHeader(); err != nil {
-		return err
+		return nil, err
 	}
-	j.records.Add(int64(len(lens)))
-	j.overwritten.Add(int64(overwritten))
+	j.records.Add(int64(len(items)))
+	j.overwritten.Add(int64(len(victims)))
 	j.bytes.Store(j.extent)
-	return nil
+	return victims, nil
+}
+
+// secondChance queues again, for the next batch, the overwritten records
+// whose entry is still cached, fresh, and was hit since it was written: at
+// most one for each insert the batch wrote, so that records written again
+// do not push out others in a chain (with more names in use than the ring
+// holds, the oldest of them go), and the journal writes at most twice what
+// is inserted.
+func (j *Journal) secondChance(victims []ringItem, now time.Time, inserts int) {
+	var again []pendingEntry
+	for _, v := range victims {
+		if len(again) >= inserts {
+			break
+		}
+		if v.h == 0 {
+			continue
+		}
+		s := j.c.shardOf(v.h)
+		s.mu.Lock()
+		if e, ok := s.lru.Peek(v.h); ok && uint32(e.stored) == v.stored && e.hits > v.hits && e.fresh(now) {
+			again = append(again, pendingEntry{e: e, h: v.h, hits: e.hits})
+		}
+		s.mu.Unlock()
+	}
+	if len(again) == 0 {
+		return
+	}
+	j.rewritten.Add(int64(len(again)))
+	j.mu.Lock()
+	room := max(journalMaxPending-len(j.pending), 0)
+	j.pending = append(again[:min(len(again), room)], j.pending...)
+	j.mu.Unlock()
+	select {
+	case j.kick <- struct{}{}:
+	default:
+	}
 }
 
 // writeHeader writes the header for the ring as it is.
@@ -328,9 +394,9 @@ func (j *Journal) putHeader(tail, used int64) error {
 
 // journalSeed returns the cache's fresh entries, the most recently used
 // within maxBytes of records, oldest first and the shards interleaved.
-func (c *Cache) journalSeed(maxBytes int64) []*entry {
+func (c *Cache) journalSeed(maxBytes int64) []pendingEntry {
 	now := c.cfg.Now()
-	var out []*entry
+	var out []pendingEntry
 	var total int64
 	c.eachRecent(func(e *entry) bool {
 		if !e.fresh(now) {
@@ -339,7 +405,8 @@ func (c *Cache) journalSeed(maxBytes int64) []*entry {
 		if total += int64(4 + recordLen(e)); total > maxBytes {
 			return false
 		}
-		out = append(out, e)
+		k := e.key()
+		out = append(out, pendingEntry{e: e, h: k.Hash(c.seed)})
 		return true
 	})
 	for l, r := 0, len(out)-1; l < r; l, r = l+1, r-1 {

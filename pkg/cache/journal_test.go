@@ -109,6 +109,20 @@ func TestJournalRestoresAfterKill(t *testing.T) {
 	}
 }
 
+// smallRing is a cache and a journal of the smallest ring on it, with no
+// writer goroutine: the test flushes.
+func smallRing(t *testing.T) (*clock, *Cache, *journalFiles, *Journal) {
+	t.Helper()
+	clk := newClock()
+	src := filled(t, 0, clk)
+	jf := &journalFiles{tb: t, dir: t.TempDir()}
+	j, err := src.newJournal(jf.config(MinJournalBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clk, src, jf, j
+}
+
 // fillRing journals hosts from..to into j in batches of ten.
 func fillRing(t *testing.T, c *Cache, j *Journal, from, to int) {
 	t.Helper()
@@ -175,13 +189,7 @@ func TestJournalRingKeepsNewest(t *testing.T) {
 // wrapping, leaves a journal whose every record imports: none torn, none
 // half overwritten.
 func TestJournalKilledMidBatch(t *testing.T) {
-	clk := newClock()
-	src := filled(t, 0, clk)
-	jf := &journalFiles{tb: t, dir: t.TempDir()}
-	j, err := src.newJournal(jf.config(MinJournalBytes))
-	if err != nil {
-		t.Fatal(err)
-	}
+	clk, src, _, j := smallRing(t)
 	fillRing(t, src, j, 0, 3000)
 	points := 0
 	journalWriteHook = func() {
@@ -212,5 +220,35 @@ func TestJournalSize(t *testing.T) {
 	jf := &journalFiles{tb: t, dir: t.TempDir()}
 	if _, err := c.newJournal(jf.config(MinJournalBytes - 1)); err == nil {
 		t.Error("a ring below MinJournalBytes: got no error")
+	}
+}
+
+// Names in use survive a flood of new names that overwrites the ring
+// several times: a record hit since it was written is written again before
+// it is overwritten. Names not in use go.
+func TestJournalKeepsNamesInUse(t *testing.T) {
+	clk, src, jf, j := smallRing(t)
+	fillRing(t, src, j, 0, 20) // host-0..9 in use, host-10..19 not
+	for i := 20; i < 10000; i += 10 {
+		for k := range 10 {
+			if !hit(src, t, fmt.Sprintf("host-%d.example.", k), clk) {
+				t.Fatalf("host-%d in the source cache: a miss", k)
+			}
+		}
+		fillRing(t, src, j, i, i+10)
+	}
+	if err := j.flush(); err != nil { // the last second chances
+		t.Fatal(err)
+	}
+	st := j.Stats()
+	dst, scan, _ := restore(t, jf.last(), 0, clk)
+	for k := range 20 {
+		name := fmt.Sprintf("host-%d.example.", k)
+		if got, want := hit(dst, t, name, clk), k < 10; got != want {
+			t.Errorf("%s after a flood of %d records in a ring of %d: hit %v, want %v", name, st.Records, scan.Records, got, want)
+		}
+	}
+	if st.Rewritten == 0 || st.Rewritten > st.Records-st.Rewritten {
+		t.Errorf("journal stats %+v: want records written again, no more than the inserts", st)
 	}
 }

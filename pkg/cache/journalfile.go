@@ -19,12 +19,22 @@ const maxJournalBytes = 1 << 32
 // ringState is where the records are in a journal's ring.
 type ringState struct {
 	size, tail, used int64
-	// items are the records' lengths (length prefix included, > 0) and
-	// the skipped bytes before the ring's end (< 0), oldest first.
-	items []int64
+	items            []ringItem // oldest first
 	// dropped counts the bytes makeRoom took from the tail.
 	dropped int64
 }
+
+// ringItem is a record in the ring, or the bytes skipped before the
+// ring's end (n < 0). h, stored and hits say which entry a record holds
+// and how often it had been hit when written: one hit since is written
+// again before it is overwritten. h is zero when unknown.
+type ringItem struct {
+	h            uint64 // the key's hash in this process's cache
+	n            int32  // the record's bytes, its length included
+	stored, hits uint32 // the entry's stored time (low 32 bits) and hits
+}
+
+func (it ringItem) bytes() int64 { return int64(max(it.n, -it.n)) }
 
 // end is where the next record goes, unless it does not fit there.
 func (r *ringState) end() int64 { return (r.tail + r.used) % r.size }
@@ -42,32 +52,30 @@ func (r *ringState) place(n int64) (pad, at int64) {
 	return 0, e
 }
 
-// makeRoom drops the oldest items until need bytes are free, and returns
-// the records dropped.
-func (r *ringState) makeRoom(need int64) int {
-	n := 0
+// makeRoom drops the oldest items until need bytes are free, and appends
+// the records dropped to out.
+func (r *ringState) makeRoom(need int64, out []ringItem) []ringItem {
 	for r.size-r.used < need && len(r.items) > 0 {
 		it := r.items[0]
 		r.items = r.items[1:]
-		b := max(it, -it)
-		r.tail = (r.tail + b) % r.size
-		r.used -= b
-		r.dropped += b
-		if it > 0 {
-			n++
+		r.tail = (r.tail + it.bytes()) % r.size
+		r.used -= it.bytes()
+		r.dropped += it.bytes()
+		if it.n > 0 {
+			out = append(out, it)
 		}
 	}
-	return n
+	return out
 }
 
-// push adds a record of n bytes after a skip of pad bytes.
-func (r *ringState) push(pad, n int64) {
+// push adds a record after a skip of pad bytes.
+func (r *ringState) push(pad int64, it ringItem) {
 	if pad > 0 {
-		r.items = append(r.items, -pad)
+		r.items = append(r.items, ringItem{n: int32(-pad)})
 		r.used += pad
 	}
-	r.items = append(r.items, n)
-	r.used += n
+	r.items = append(r.items, it)
+	r.used += int64(it.n)
 }
 
 // JournalScan is what ScanJournal found in a journal file, for
@@ -113,7 +121,7 @@ func ScanJournal(f *os.File) (JournalScan, error) {
 			if skip > left {
 				break
 			}
-			r.items = append(r.items, -skip)
+			r.items = append(r.items, ringItem{n: int32(-skip)})
 			left -= skip
 			continue
 		}
@@ -124,7 +132,7 @@ func ScanJournal(f *os.File) (JournalScan, error) {
 		if err := rr.discard(l); err != nil {
 			break
 		}
-		r.items = append(r.items, 4+l)
+		r.items = append(r.items, ringItem{n: int32(4 + l)})
 		left -= 4 + l
 		s.Records++
 		s.Cost += l + entryOverhead
@@ -200,7 +208,9 @@ func (rr *ringReader) read(buf []byte) error {
 // holds its key, judged again as Import judges a predecessor's. When the
 // records would cost more than maxBytes (zero or less: no bound) the
 // oldest are skipped. It stops when ctx ends, and returns the number of
-// entries stored.
+// entries stored. It notes in scan which entry each record holds, for a
+// journal that continues the ring (JournalConfig.Scan): start that one's
+// writing after the import (JournalConfig.After).
 func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan, maxBytes int64) (int, error) {
 	skip := int64(0)
 	if maxBytes > 0 && scan.Cost > maxBytes {
@@ -209,8 +219,8 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 	rr := newRingReader(f, scan.ring.size, scan.ring.tail)
 	n, i := 0, 0
 	buf := make([]byte, 0, 4096)
-	for _, it := range scan.ring.items {
-		if it < 0 {
+	for k, it := range scan.ring.items {
+		if it.n < 0 {
 			rr.seek(0)
 			continue
 		}
@@ -218,7 +228,7 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 			return n, fmt.Errorf("importing cache journal: %w", err)
 		}
 		i++
-		l := it - 4
+		l := int64(it.n) - 4
 		if rr.pos == rr.size { // the last record ended at the ring's end
 			rr.seek(0)
 		}
@@ -244,24 +254,31 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 		if err != nil {
 			return n, fmt.Errorf("decoding cache journal record %d: %w: %w", i, ErrBadDump, err)
 		}
-		if e != nil && c.insertAbsent(e, now) {
+		if e == nil {
+			continue
+		}
+		h, ok := c.insertAbsent(e, now)
+		if ok {
 			n++
 		}
+		// The journal that continues this ring knows the entry: a hit
+		// before its record is overwritten writes it again.
+		scan.ring.items[k].h, scan.ring.items[k].stored = h, uint32(e.stored)
 	}
 	return n, nil
 }
 
 // insertAbsent stores e unless its key holds a newer entry already (one
-// fetched since the restart).
-func (c *Cache) insertAbsent(e *entry, now time.Time) bool {
+// fetched since the restart), and returns its key's hash.
+func (c *Cache) insertAbsent(e *entry, now time.Time) (uint64, bool) {
 	key := e.key()
 	h := key.Hash(c.seed)
 	s := c.shardOf(h)
 	s.mu.Lock()
 	if old, ok := s.lru.Peek(h); ok && old.stored > e.stored {
 		s.mu.Unlock()
-		return false
+		return h, false
 	}
 	s.mu.Unlock()
-	return c.insertUnjournalled(h, e, now) // its record is in the journal already
+	return h, c.insertUnjournalled(h, e, now) // its record is in the journal already
 }
