@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -93,6 +94,7 @@ func (s *supervisor) loop(sigs <-chan os.Signal) error {
 		if err != nil {
 			return err
 		}
+		debug.FreeOSMemory() // what starting it took goes back: the supervisor stays small
 		stopping := p.wait(sigs)
 		code, cause := status(p.state)
 		s.mu.Lock()

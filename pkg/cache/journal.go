@@ -45,7 +45,8 @@ const (
 	journalHdrLen  = int64(len(journalMagic) + 1 + 3*8)
 
 	journalDelay      = 20 * time.Millisecond // how long queued inserts wait to be written together
-	journalMaxPending = 1 << 16               // queued entries beyond this are dropped (not journalled)
+	journalMaxPending = 1 << 14               // queued entries beyond this are dropped (not journalled)
+	journalKeepBuf    = 256 << 10             // the largest batch buffer kept between batches
 
 	// DefaultJournalBytes is the ring's size when JournalConfig.MaxBytes is
 	// zero: with the supervisor's own ~5.5 MiB, the protection stays
@@ -116,7 +117,7 @@ type Journal struct {
 type pendingEntry struct {
 	e    *entry
 	h    uint64
-	hits uint32
+	hits uint16
 }
 
 // StartJournal starts journalling c's inserts as cfg says. There is one
@@ -257,11 +258,21 @@ func (j *Journal) flush() error {
 	}
 	// A batch fills at most half the ring, its newest records: the records
 	// it overwrites are then all older than it.
+	// A batch takes at most an eighth of the ring (half of the smallest),
+	// its newest records: the records it overwrites are then all older
+	// than it, and a flood's batch buffer stays small.
+	limit, total, from := min(max(j.ring.size/8, 4+maxRecordLen), j.ring.size/2), int64(0), len(batch)
+	for from > 0 {
+		if total += int64(4 + recordLen(batch[from-1].e)); total > limit {
+			break
+		}
+		from--
+	}
 	b := j.buf[:0]
 	var items []ringItem
 	inserts := 0
 	now := j.c.cfg.Now()
-	for _, p := range batch {
+	for _, p := range batch[from:] {
 		if !p.e.fresh(now) {
 			continue
 		}
@@ -271,20 +282,14 @@ func (j *Journal) flush() error {
 		n := len(b)
 		b = binary.BigEndian.AppendUint32(b, uint32(recordLen(p.e)))
 		b = encodeRecord(b, p.e)
-		items = append(items, ringItem{h: p.h, n: int32(len(b) - n), stored: uint32(p.e.stored), hits: p.hits})
+		items = append(items, ringItem{h: p.h, n: int32(len(b) - n), stored: uint16(p.e.stored), hits: p.hits})
 	}
-	skip := 0
-	for total := len(b); int64(total) > j.ring.size/2; skip++ {
-		total -= int(items[skip].n)
-		b = b[items[skip].n:]
-	}
-	items = items[skip:]
 	victims, err := j.write(b, items)
 	if err == nil {
 		j.secondChance(victims, now, inserts)
 	}
 	j.buf = b[:0]
-	if cap(j.buf) > 1<<20 {
+	if cap(j.buf) > journalKeepBuf {
 		j.buf = nil // a flood's buffer is not kept
 	}
 	return err
@@ -354,8 +359,10 @@ func (j *Journal) secondChance(victims []ringItem, now time.Time, inserts int) {
 		}
 		s := j.c.shardOf(v.h)
 		s.mu.Lock()
-		if e, ok := s.lru.Peek(v.h); ok && uint32(e.stored) == v.stored && e.hits > v.hits && e.fresh(now) {
-			again = append(again, pendingEntry{e: e, h: v.h, hits: e.hits})
+		// hits differs from its value then: a hit since (unless exactly a
+		// multiple of 65,536 hits since, which no second chance costs little).
+		if e, ok := s.lru.Peek(v.h); ok && uint16(e.stored) == v.stored && uint16(e.hits) != v.hits && e.fresh(now) {
+			again = append(again, pendingEntry{e: e, h: v.h, hits: max(uint16(e.hits), 1)})
 		}
 		s.mu.Unlock()
 	}

@@ -27,11 +27,12 @@ type ringState struct {
 // ringItem is a record in the ring, or the bytes skipped before the
 // ring's end (n < 0). h, stored and hits say which entry a record holds
 // and how often it had been hit when written: one hit since is written
-// again before it is overwritten. h is zero when unknown.
+// again before it is overwritten. h is zero when unknown. 16 bytes: about
+// 0.4 MiB for the default ring's 26,000 records.
 type ringItem struct {
 	h            uint64 // the key's hash in this process's cache
 	n            int32  // the record's bytes, its length included
-	stored, hits uint32 // the entry's stored time (low 32 bits) and hits
+	stored, hits uint16 // the low 16 bits of the entry's stored time and of its hits
 }
 
 func (it ringItem) bytes() int64 { return int64(max(it.n, -it.n)) }
@@ -263,7 +264,7 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 		}
 		// The journal that continues this ring knows the entry: a hit
 		// before its record is overwritten writes it again.
-		scan.ring.items[k].h, scan.ring.items[k].stored = h, uint32(e.stored)
+		scan.ring.items[k].h, scan.ring.items[k].stored = h, uint16(e.stored)
 	}
 	return n, nil
 }
