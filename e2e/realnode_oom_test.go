@@ -40,14 +40,8 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 	if _, err := exec.LookPath("dnsperf"); err != nil {
 		t.Fatalf("the OOM step needs dnsperf: %v", err)
 	}
-	agent := n.waitAgents(ctx, 1, time.Minute)[0]
+	agent, supervisor, serving := n.servingProcess(ctx)
 	before := restartCount(&agent)
-	supervisor := n.agentPID(ctx, &agent)
-	kids := children(supervisor)
-	if len(kids) != 1 {
-		t.Fatalf("the agent container's supervisor %d has children %v, want one serving process", supervisor, kids)
-	}
-	serving := kids[0]
 	supScore, servScore := procInt(supervisor, "oom_score"), procInt(serving, "oom_score")
 	t.Logf("oom: supervisor %d oom_score_adj %d oom_score %d; serving process %d oom_score_adj %d oom_score %d",
 		supervisor, procInt(supervisor, "oom_score_adj"), supScore, serving, procInt(serving, "oom_score_adj"), servScore)
