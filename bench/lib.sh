@@ -99,12 +99,29 @@ rss_kib() {
     v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null)
     t=$((t + ${v:-0}))
   done
-  v=$(for p in $(tree_pids "$1"); do
+  echo $((t + $(memfd_kib "$1")))
+}
+
+# pss_kib PID: like rss_kib, with each process's Pss instead of its VmRSS:
+# pages the tree's processes share (the supervisor's code pages are the
+# serving process's binary) count once, split between them.
+pss_kib() {
+  local p t=0 v
+  for p in $(tree_pids "$1"); do
+    v=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null)
+    t=$((t + ${v:-0}))
+  done
+  echo $((t + $(memfd_kib "$1")))
+}
+
+# memfd_kib PID: the memfd files PID's tree holds, each counted once.
+memfd_kib() {
+  local p f
+  for p in $(tree_pids "$1"); do
     for f in /proc/"$p"/fd/*; do
       case $(readlink "$f" 2>/dev/null) in /memfd:*) stat -L -c '%i %b %B' "$f" 2>/dev/null ;; esac
     done
-  done | sort -u | awk '{k += $2 * $3 / 1024} END {printf "%.0f", k}')
-  echo $((t + ${v:-0}))
+  done | sort -u | awk '{k += $2 * $3 / 1024} END {printf "%.0f", k}'
 }
 
 # rss_mib PID: rss_kib in MiB.

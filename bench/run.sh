@@ -16,6 +16,11 @@
 #   BENCH_KEEP=1         keep the work directory (logs, configs, profiles)
 #   BENCH_LOADBALANCE=1  run every nodecache with --loadbalance (A/AAAA shuffled in each answer), for
 #                        the on/off comparison: run once with and once without, same machine and sitting
+#   BENCH_NODECACHE_FLAGS  more flags for every nodecache of the run (e.g. "--supervise=false")
+#   BENCH_VARIANT_FLAGS  run the forwarding rows (cache hit, miss, RSS) a second time, right after the
+#                        default nodecache's, with a nodecache given these flags as well, and add a table
+#                        of the two side by side: e.g. BENCH_VARIANT_FLAGS=--supervise=false measures what
+#                        the supervisor and its cache journal cost, in one sitting
 #   NODECACHE_BENCH_CACHE  where CoreDNS is built (default ~/.cache/nodecache-bench)
 #   COREDNS_VERSION      default v1.15.0
 set -euo pipefail
