@@ -93,25 +93,22 @@ cpu_ticks() {
 # rss_kib PID: VmRSS of PID's tree in KiB, the kernel's own unit, plus the
 # memfd files the tree holds (the cache journal the supervisor keeps is
 # memory that no VmRSS shows), each counted once.
-rss_kib() {
-  local p t=0 v
-  for p in $(tree_pids "$1"); do
-    v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null)
-    t=$((t + ${v:-0}))
-  done
-  echo $((t + $(memfd_kib "$1")))
-}
+rss_kib() { echo $(($(tree_field_kib "$1" status VmRSS) + $(memfd_kib "$1"))); }
 
 # pss_kib PID: like rss_kib, with each process's Pss instead of its VmRSS:
 # pages the tree's processes share (the supervisor's code pages are the
 # serving process's binary) count once, split between them.
-pss_kib() {
+pss_kib() { echo $(($(tree_field_kib "$1" smaps_rollup Pss) + $(memfd_kib "$1"))); }
+
+# tree_field_kib PID FILE FIELD: the sum of FIELD (in kB) of /proc/P/FILE
+# over PID's tree.
+tree_field_kib() {
   local p t=0 v
   for p in $(tree_pids "$1"); do
-    v=$(awk '/^Pss:/ {print $2}' "/proc/$p/smaps_rollup" 2>/dev/null)
+    v=$(awk -v f="$3:" '$1 == f {print $2}' "/proc/$p/$2" 2>/dev/null)
     t=$((t + ${v:-0}))
   done
-  echo $((t + $(memfd_kib "$1")))
+  echo "$t"
 }
 
 # memfd_kib PID: the memfd files PID's tree holds, each counted once.
