@@ -49,8 +49,8 @@ const (
 	journalKeepBuf    = 256 << 10             // the largest batch buffer kept between batches
 
 	// DefaultJournalBytes is the ring's size when JournalConfig.MaxBytes is
-	// zero: with the supervisor's own ~5.5 MiB, the protection stays
-	// within 10 MiB. About 26,000 entries of ~160 bytes fit.
+	// zero: with the supervisor's own ~5 MiB, the protection stays within
+	// 10 MiB. About 30,000 entries of ~135 bytes fit.
 	DefaultJournalBytes = 4 << 20
 	// MinJournalBytes is the smallest ring: a few of the largest records.
 	MinJournalBytes = 256 << 10
