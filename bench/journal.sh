@@ -27,12 +27,7 @@ for t in dnsperf nsd dig curl shuf; do command -v "$t" >/dev/null || die "$t not
 
 max=$(printf '%s\n' "${SIZES[@]}" | sort -n | tail -1)
 mkdir -p "$WORK/nsd"
-{
-  printf '$ORIGIN %s\n$TTL 3600\n' "$ZONE"
-  printf '@ IN SOA ns hostmaster 1 7200 1800 86400 3600\n@ IN NS ns\nns IN A 127.0.0.1\n'
-  awk -v n="$max" 'BEGIN { for (i = 0; i < n; i++)
-    printf "n%d IN A 10.%d.%d.%d\n", i, int(i / 65536) % 256, int(i / 256) % 256, i % 256 }'
-} >"$WORK/nsd/zone"
+write_zone "$WORK/nsd/zone" "$max"
 NSD_PORT=$(free_port)
 write_nsd_conf "$WORK/nsd" "$NSD_PORT" "$WORK/nsd/zone"
 start nsd 1 nsd -d -c "$WORK/nsd/nsd.conf"

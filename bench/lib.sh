@@ -192,6 +192,16 @@ kv() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 
 # --- configurations ------------------------------------------------------
 
+# write_zone FILE N: the upstream zone $ZONE with names n0..n(N-1), each one A.
+write_zone() {
+  {
+    printf '$ORIGIN %s\n$TTL 3600\n' "$ZONE"
+    printf '@ IN SOA ns hostmaster 1 7200 1800 86400 3600\n@ IN NS ns\nns IN A 127.0.0.1\n'
+    awk -v n="$2" 'BEGIN { for (i = 0; i < n; i++)
+      printf "n%d IN A 10.%d.%d.%d\n", i, int(i / 65536) % 256, int(i / 256) % 256, i % 256 }'
+  } >"$1"
+}
+
 write_nsd_conf() { # DIR PORT ZONEFILE
   cat >"$1/nsd.conf" <<EOF
 server:

@@ -74,12 +74,7 @@ COREDNS=$(NODECACHE_BENCH_CACHE=$CACHE_DIR COREDNS_VERSION=$COREDNS_VERSION "$RO
 # --- data -----------------------------------------------------------------
 log "generating the upstream zone ($NAMES names) and query files"
 mkdir -p "$WORK/nsd"
-{
-  printf '$ORIGIN %s\n$TTL 3600\n' "$ZONE"
-  printf '@ IN SOA ns hostmaster 1 7200 1800 86400 3600\n@ IN NS ns\nns IN A 127.0.0.1\n'
-  awk -v n="$NAMES" 'BEGIN { for (i = 0; i < n; i++)
-    printf "n%d IN A 10.%d.%d.%d\n", i, int(i / 65536) % 256, int(i / 256) % 256, i % 256 }'
-} >"$WORK/nsd/zone"
+write_zone "$WORK/nsd/zone" "$NAMES"
 names() { awk -v a="$1" -v b="$2" -v z="$ZONE" 'BEGIN { for (i = a; i < b; i++) printf "n%d.%s A\n", i, z }'; }
 names 0 "$WARM" >"$WORK/warm.txt"
 names 0 "$HIT" >"$WORK/hit.txt"
