@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"encoding/binary"
 	"fmt"
 	"io"
 	"os"
@@ -250,5 +251,51 @@ func TestJournalKeepsNamesInUse(t *testing.T) {
 	}
 	if st.Rewritten == 0 || st.Rewritten > st.Records-st.Rewritten {
 		t.Errorf("journal stats %+v: want records written again, no more than the inserts", st)
+	}
+}
+
+// What ScanJournal finds is what the writer wrote, after every batch of a
+// ring wrapping over records whose lengths make the last one before the
+// ring's end end exactly there, or leave 1 to 3 bytes (no room for a
+// length), or leave room for the zero length that says skip.
+func TestJournalScanMatchesWriter(t *testing.T) {
+	_, _, _, j := smallRing(t)
+	for _, rest := range []int64{0, 1, 2, 3, 4, 50} {
+		n := int64(200)
+		for MinJournalBytes%n != rest {
+			n++
+		}
+		for range 3 * MinJournalBytes / n / 16 { // three times round, 16 records a batch
+			var b []byte
+			var items []ringItem
+			for range 16 {
+				b = binary.BigEndian.AppendUint32(b, uint32(n-4))
+				b = append(b, make([]byte, n-4)...)
+				items = append(items, ringItem{n: int32(n)})
+			}
+			if _, err := j.write(b, items); err != nil {
+				t.Fatal(err)
+			}
+			checkScan(t, j, fmt.Sprintf("records of %d bytes", n))
+		}
+	}
+}
+
+// checkScan wants ScanJournal to find in j's file what j wrote.
+func checkScan(t *testing.T, j *Journal, what string) {
+	t.Helper()
+	scan, err := ScanJournal(j.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := 0
+	for _, it := range j.ring.items {
+		if it.n > 0 {
+			records++
+		}
+	}
+	if scan.Records != records || scan.Bytes != j.ring.used || scan.ring.tail != j.ring.tail {
+		t.Fatalf("%s: scan found %d records in %d bytes from %d, the writer has %d in %d from %d",
+			what, scan.Records, scan.Bytes, scan.ring.tail, records, j.ring.used, j.ring.tail)
 	}
 }

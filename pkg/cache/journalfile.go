@@ -127,7 +127,7 @@ func ScanJournal(f *os.File) (JournalScan, error) {
 			continue
 		}
 		l, err := rr.length()
-		if err != nil || l < recordFixedLen+1 || l > maxRecordLen || 4+l > left || 4+l > r.size-rr.pos {
+		if err != nil || l < recordFixedLen+1 || l > maxRecordLen || 4+l > left || l > r.size-rr.pos {
 			break // malformed: the ring ends before it
 		}
 		if err := rr.discard(l); err != nil {
