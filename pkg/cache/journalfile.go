@@ -16,69 +16,6 @@ import (
 // against it).
 const maxJournalBytes = 1 << 32
 
-// ringState is where the records are in a journal's ring.
-type ringState struct {
-	size, tail, used int64
-	items            []ringItem // oldest first
-	// dropped counts the bytes makeRoom took from the tail.
-	dropped int64
-}
-
-// ringItem is a record in the ring, or the bytes skipped before the
-// ring's end (n < 0). h, stored and hits say which entry a record holds
-// and how often it had been hit when written: one hit since is written
-// again before it is overwritten. h is zero when unknown. 16 bytes: about
-// 0.4 MiB for the default ring's 26,000 records.
-type ringItem struct {
-	h            uint64 // the key's hash in this process's cache
-	n            int32  // the record's bytes, its length included
-	stored, hits uint16 // the low 16 bits of the entry's stored time and of its hits
-}
-
-func (it ringItem) bytes() int64 { return int64(max(it.n, -it.n)) }
-
-// end is where the next record goes, unless it does not fit there.
-func (r *ringState) end() int64 { return (r.tail + r.used) % r.size }
-
-// place returns the bytes to skip before a record of n bytes (those left
-// before the ring's end when it does not fit in them) and where it goes.
-func (r *ringState) place(n int64) (pad, at int64) {
-	e := r.end()
-	if r.used == 0 {
-		r.tail, e = 0, 0
-	}
-	if r.size-e < n {
-		return r.size - e, 0
-	}
-	return 0, e
-}
-
-// makeRoom drops the oldest items until need bytes are free, and appends
-// the records dropped to out.
-func (r *ringState) makeRoom(need int64, out []ringItem) []ringItem {
-	for r.size-r.used < need && len(r.items) > 0 {
-		it := r.items[0]
-		r.items = r.items[1:]
-		r.tail = (r.tail + it.bytes()) % r.size
-		r.used -= it.bytes()
-		r.dropped += it.bytes()
-		if it.n > 0 {
-			out = append(out, it)
-		}
-	}
-	return out
-}
-
-// push adds a record after a skip of pad bytes.
-func (r *ringState) push(pad int64, it ringItem) {
-	if pad > 0 {
-		r.items = append(r.items, ringItem{n: int32(-pad)})
-		r.used += pad
-	}
-	r.items = append(r.items, it)
-	r.used += int64(it.n)
-}
-
 // JournalScan is what ScanJournal found in a journal file, for
 // ImportJournal and for JournalConfig to continue the ring.
 type JournalScan struct {
