@@ -86,7 +86,7 @@ type JournalStats struct {
 	Records     uint64 // records appended since start
 	Overwritten uint64 // records overwritten by newer ones: the ring was full
 	Rewritten   uint64 // records written again, hit since they were written, before being overwritten
-	Dropped     uint64 // inserts not queued (the writer behind): not in the journal
+	Dropped     uint64 // inserts not queued, or not written (the writer behind): not in the journal
 }
 
 // Journal is a running journal; Close stops it.
@@ -245,34 +245,50 @@ func (j *Journal) run(ctx context.Context) {
 }
 
 // flush appends the queued entries (on a new file, first the cache's).
+// A batch takes at most an eighth of the ring (half of the smallest): the
+// records it overwrites are then all older than it, and a flood's batch
+// buffer stays small. Queued inserts beyond that, the oldest, are dropped;
+// the seed is written in as many batches as it takes.
 func (j *Journal) flush() error {
 	j.mu.Lock()
 	batch, seed := j.pending, j.seed
 	j.pending, j.seed = nil, false
 	j.mu.Unlock()
+	limit := min(max(j.ring.size/8, 4+maxRecordLen), j.ring.size/2)
 	if seed { // the queued entries are in the cache, and so in the seed
-		batch = j.c.journalSeed(j.ring.size / 2)
-	}
-	if len(batch) == 0 {
+		for all := j.c.journalSeed(j.ring.size / 2); len(all) > 0; {
+			n, total := 0, int64(0)
+			for n < len(all) && total+int64(4+recordLen(all[n].e)) <= limit {
+				total += int64(4 + recordLen(all[n].e))
+				n++
+			}
+			if err := j.writeBatch(all[:n]); err != nil {
+				return err
+			}
+			all = all[n:]
+		}
 		return nil
 	}
-	// A batch fills at most half the ring, its newest records: the records
-	// it overwrites are then all older than it.
-	// A batch takes at most an eighth of the ring (half of the smallest),
-	// its newest records: the records it overwrites are then all older
-	// than it, and a flood's batch buffer stays small.
-	limit, total, from := min(max(j.ring.size/8, 4+maxRecordLen), j.ring.size/2), int64(0), len(batch)
-	for from > 0 {
-		if total += int64(4 + recordLen(batch[from-1].e)); total > limit {
-			break
-		}
+	from, total := len(batch), int64(0)
+	for from > 0 && total+int64(4+recordLen(batch[from-1].e)) <= limit {
+		total += int64(4 + recordLen(batch[from-1].e))
 		from--
+	}
+	j.drops.Add(int64(from))
+	return j.writeBatch(batch[from:])
+}
+
+// writeBatch encodes and writes the fresh entries of batch, then gives
+// the records they overwrote their second chance.
+func (j *Journal) writeBatch(batch []pendingEntry) error {
+	if len(batch) == 0 {
+		return nil
 	}
 	b := j.buf[:0]
 	var items []ringItem
 	inserts := 0
 	now := j.c.cfg.Now()
-	for _, p := range batch[from:] {
+	for _, p := range batch {
 		if !p.e.fresh(now) {
 			continue
 		}

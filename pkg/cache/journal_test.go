@@ -299,3 +299,26 @@ func checkScan(t *testing.T, j *Journal, what string) {
 			what, scan.Records, scan.Bytes, scan.ring.tail, records, j.ring.used, j.ring.tail)
 	}
 }
+
+// A new journal on a warm cache is seeded with up to half its ring, in as
+// many batches as that takes.
+func TestJournalSeedsInBatches(t *testing.T) {
+	clk := newClock()
+	src := filled(t, 1000, clk)
+	jf := &journalFiles{tb: t, dir: t.TempDir()}
+	j, err := src.newJournal(jf.config(MinJournalBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.flush(); err != nil {
+		t.Fatal(err)
+	}
+	limit := int64(max(MinJournalBytes/8, 4+maxRecordLen))
+	if st := j.Stats(); st.Records != 1001 || st.Bytes <= limit {
+		t.Fatalf("journal stats after the seed: %+v, want all 1001 entries, more than one batch's %d bytes", st, limit)
+	}
+	dst, _, n := restore(t, jf.last(), 0, clk)
+	if n != 1001 || !hit(dst, t, "host-0.example.", clk) || !hit(dst, t, "host-999.example.", clk) {
+		t.Errorf("restore of the seed: %d entries, want 1001 with the first and last hosts", n)
+	}
+}
