@@ -47,7 +47,7 @@ func Main(args []string, version string) error {
 	}
 	if sup == nil && cfg.Supervise {
 		return supervise.Run(supervise.Config{Args: append([]string{"run"}, args...),
-			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: servingOOMScoreAdj})
+			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: ServingOOMScoreAdj})
 	}
 	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
 	applyGCDefault(log)

@@ -22,9 +22,13 @@ import (
 // sockets and cache journal it inherits and publishes, the crash loop it
 // reports, and the process started only to stop.
 
-// servingOOMScoreAdj is added to the serving process's oom_score_adj: the
-// kernel picks it, never the supervisor that keeps its sockets.
-const servingOOMScoreAdj = 500
+// ServingOOMScoreAdj is added to the serving process's oom_score_adj: the
+// kernel picks it, never the supervisor that keeps its sockets. The
+// kubelet's exec probes (`nodecache probe`) raise theirs as much: a probe
+// started while the container is at its memory limit, just after the
+// serving process was killed, would otherwise get the supervisor killed
+// next (its badness, the binary's pages it maps, is then the highest).
+const ServingOOMScoreAdj = 500
 
 // journalImportTimeout bounds a restarted process's import of the journal;
 // journalImportWait is how long it waits for it, beyond the zone's sync,

@@ -206,7 +206,7 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 	}
 	p := &proc{cmd: cmd, pid: cmd.Process.Pid, control: make(chan struct{})}
 	go s.readControl(c.(*net.UnixConn), p.control)
-	if err := raiseOOMScore(p.pid, s.cfg.OOMScoreAdj); err != nil {
+	if err := RaiseOOMScore(p.pid, s.cfg.OOMScoreAdj); err != nil {
 		s.log.Warn("the serving process keeps the supervisor's oom_score_adj", logkey.Err, err)
 	}
 	s.log.Info("serving process started", "pid", p.pid, "restarts", in.Restarts, "listeners", in.UDP+in.TCP,
@@ -303,9 +303,9 @@ func (s *supervisor) drop() {
 	s.listeners, s.journal = nil, nil
 }
 
-// raiseOOMScore sets pid's oom_score_adj to this process's plus by, at
+// RaiseOOMScore sets pid's oom_score_adj to this process's plus by, at
 // most 1000. Raising is allowed without privileges; lowering is not.
-func raiseOOMScore(pid, by int) error {
+func RaiseOOMScore(pid, by int) error {
 	if by <= 0 {
 		return nil
 	}
