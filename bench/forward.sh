@@ -11,6 +11,7 @@ measure_forward() {
   log "== $s: warming $WARM names"
   dnsperf_run "$pid" "$port" "$WORK/warm.txt" -n 1 -l 120 -q 50
   warm=$(rss_kib "$pid")
+  R[pss|$s]=$(awk -v k="$(pss_kib "$pid")" 'BEGIN { printf "%.0f", k / 1024 }')
   R[rssidle|$s]=$(awk -v k="$idle" 'BEGIN { printf "%.0f", k / 1024 }')
   R[rss|$s]=$(awk -v k="$warm" 'BEGIN { printf "%.0f", k / 1024 }')
   R[rssname|$s]=$(awk -v w="$warm" -v i="$idle" -v n="$WARM" 'BEGIN { printf "%.2f", (w - i) / n }')
@@ -31,7 +32,7 @@ nodecache_args() {
   mkdir -p "$d"
   echo run --local-ip 127.0.0.1 --port "$1" --setup-interface=false --setup-iptables=false \
     --cache-size "$CACHE_SIZE" --health-addr "127.0.0.1:$(free_port)" --log-level warn \
-    --admin-socket "$d/admin.sock" --handover-socket "$d/handover.sock"
+    --admin-socket "$d/admin.sock" --handover-socket "$d/handover.sock" ${BENCH_NODECACHE_FLAGS:-}
   # Only when asked: a binary of a tree before --loadbalance (NODECACHE_BIN,
   # for a before/after sitting) takes every other flag here.
   if [ "${BENCH_LOADBALANCE:-0}" = 1 ]; then echo --loadbalance=true; fi
@@ -87,6 +88,16 @@ measure_forwarders() {
     profile_path "$pid" "$port" "$pport" miss "$WORK/missprof.txt" -n 1 -q 100
   fi
   stop "$pid"
+  if [ -n "${BENCH_VARIANT_FLAGS:-}" ]; then
+    port=$(free_port)
+    # shellcheck disable=SC2046,SC2086
+    start nodecache-variant 0 "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
+      --metrics-addr "127.0.0.1:$(free_port)" $BENCH_VARIANT_FLAGS
+    pid=$PID
+    wait_dns "$port" "n1.$ZONE" A NOERROR
+    measure_forward variant "$pid" "$port"
+    stop "$pid"
+  fi
 
   port=$(free_port)
   write_corefile_forward "$WORK/Corefile.forward" "$port" "$NSD_PORT" "$(free_port)"

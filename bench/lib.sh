@@ -93,18 +93,32 @@ cpu_ticks() {
 # rss_kib PID: VmRSS of PID's tree in KiB, the kernel's own unit, plus the
 # memfd files the tree holds (the cache journal the supervisor keeps is
 # memory that no VmRSS shows), each counted once.
-rss_kib() {
+rss_kib() { echo $(($(tree_field_kib "$1" status VmRSS) + $(memfd_kib "$1"))); }
+
+# pss_kib PID: like rss_kib, with each process's Pss instead of its VmRSS:
+# pages the tree's processes share (the supervisor's code pages are the
+# serving process's binary) count once, split between them.
+pss_kib() { echo $(($(tree_field_kib "$1" smaps_rollup Pss) + $(memfd_kib "$1"))); }
+
+# tree_field_kib PID FILE FIELD: the sum of FIELD (in kB) of /proc/P/FILE
+# over PID's tree.
+tree_field_kib() {
   local p t=0 v
   for p in $(tree_pids "$1"); do
-    v=$(awk '/^VmRSS:/ {print $2}' "/proc/$p/status" 2>/dev/null)
+    v=$(awk -v f="$3:" '$1 == f {print $2}' "/proc/$p/$2" 2>/dev/null)
     t=$((t + ${v:-0}))
   done
-  v=$(for p in $(tree_pids "$1"); do
+  echo "$t"
+}
+
+# memfd_kib PID: the memfd files PID's tree holds, each counted once.
+memfd_kib() {
+  local p f
+  for p in $(tree_pids "$1"); do
     for f in /proc/"$p"/fd/*; do
       case $(readlink "$f" 2>/dev/null) in /memfd:*) stat -L -c '%i %b %B' "$f" 2>/dev/null ;; esac
     done
-  done | sort -u | awk '{k += $2 * $3 / 1024} END {printf "%.0f", k}')
-  echo $((t + ${v:-0}))
+  done | sort -u | awk '{k += $2 * $3 / 1024} END {printf "%.0f", k}'
 }
 
 # rss_mib PID: rss_kib in MiB.
@@ -177,6 +191,16 @@ udp_rcvbuf_errors() {
 kv() { tr ' ' '\n' <<<"$2" | sed -n "s/^$1=//p"; }
 
 # --- configurations ------------------------------------------------------
+
+# write_zone FILE N: the upstream zone $ZONE with names n0..n(N-1), each one A.
+write_zone() {
+  {
+    printf '$ORIGIN %s\n$TTL 3600\n' "$ZONE"
+    printf '@ IN SOA ns hostmaster 1 7200 1800 86400 3600\n@ IN NS ns\nns IN A 127.0.0.1\n'
+    awk -v n="$2" 'BEGIN { for (i = 0; i < n; i++)
+      printf "n%d IN A 10.%d.%d.%d\n", i, int(i / 65536) % 256, int(i / 256) % 256, i % 256 }'
+  } >"$1"
+}
 
 write_nsd_conf() { # DIR PORT ZONEFILE
   cat >"$1/nsd.conf" <<EOF

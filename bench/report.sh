@@ -17,6 +17,26 @@ row() {
 # HIT_PROFILE_LINES: how much of the hit path's pprof top goes into RESULTS.md.
 HIT_PROFILE_LINES=35
 
+# variant_table: nodecache as run and with BENCH_VARIANT_FLAGS, measured
+# one after the other in the same sitting (the forwarding rows).
+variant_table() {
+  local k
+  printf '\nnodecache and nodecache with `%s`, one after the other in this sitting, forwarding rows:\n\n' "$BENCH_VARIANT_FLAGS"
+  printf '| | nodecache | with %s | with ÷ without |\n|---|---:|---:|---:|\n' "$BENCH_VARIANT_FLAGS"
+  local rows=("hitqps|cache hit: QPS (max)" "hitcpu|cache hit: CPU µs/answer at max QPS"
+    "hitlcpu|cache hit: CPU µs/answer at $HIT_RATE qps" "hitp50|cache hit: p50 µs at $HIT_RATE qps"
+    "hitp99|cache hit: p99 µs at $HIT_RATE qps" "hitp999|cache hit: p99.9 µs at $HIT_RATE qps"
+    "missqps|miss: QPS (max)" "misscpu|miss: CPU µs/answer" "missp50|miss: p50 µs at $MISS_RATE qps"
+    "missp99|miss: p99 µs at $MISS_RATE qps" "rssidle|RSS MiB idle" "rss|RSS MiB after warming $WARM names"
+    "rssname|RSS KiB per cached name" "pss|PSS MiB after warming (pages the processes share count once)")
+  for k in "${rows[@]}"; do
+    printf '| %s | %s | %s | %s |\n' "${k#*|}" "${R[${k%%|*}|nodecache]:-–}" "${R[${k%%|*}|variant]:-–}" \
+      "$(ratio "${R[${k%%|*}|variant]:-}" "${R[${k%%|*}|nodecache]:-}")"
+  done
+  printf '\nCPU µs/answer of each max-QPS cache-hit run: nodecache %s; with %s %s.\n' \
+    "${R[hitruns|nodecache]:-–}" "$BENCH_VARIANT_FLAGS" "${R[hitruns|variant]:-–}"
+}
+
 report() {
   local commit big="$BIGZONE_SERVICES svc / $((BIGZONE_SERVICES * ZONE_ENDPOINTS)) endpoints"
   commit=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
@@ -25,7 +45,7 @@ report() {
 
 - date: $(date -u +%Y-%m-%dT%H:%MZ)
 - commit: $commit$(cd "$ROOT" && git diff --quiet HEAD -- pkg cmd 2>/dev/null || echo " (working tree differs in pkg/ or cmd/)")
-- command: \`make bench\` (bench/run.sh, BENCH_PHASE_SECONDS=$PHASE, BENCH_LOADBALANCE=${BENCH_LOADBALANCE:-0})
+- command: \`make bench\` (bench/run.sh, BENCH_PHASE_SECONDS=$PHASE, BENCH_LOADBALANCE=${BENCH_LOADBALANCE:-0}$([ -n "${BENCH_NODECACHE_FLAGS:-}" ] && printf ', BENCH_NODECACHE_FLAGS="%s"' "$BENCH_NODECACHE_FLAGS")$([ -n "${BENCH_VARIANT_FLAGS:-}" ] && printf ', BENCH_VARIANT_FLAGS="%s"' "$BENCH_VARIANT_FLAGS"))
 - machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(uname -r)
 - versions: nodecache $("$NODECACHE" version 2>/dev/null | head -1 || echo "?"), CoreDNS $COREDNS_VERSION,
   $(unbound -V 2>/dev/null | sed -n 's/^Version /Unbound /p'), $(nsd -v 2>&1 | head -1), $(dnsperf -h 2>&1 | sed -n 's/^Version /dnsperf /p')
@@ -107,6 +127,9 @@ EOF
       R[zoneheap|nodecache]=$(awk '/^BenchmarkZoneBuild\/10k/ { for (i = 2; i < NF; i++) if ($(i + 1) == "heap-MB") print $i }' "$WORK/gobench.txt")
       row zoneheap "heap MB, zone tables alone, same cluster (kubezone BenchmarkZoneBuild/10k)"
     fi
+  fi
+  if [ -n "${R[hitcpu|variant]:-}" ]; then
+    variant_table
   fi
   printf '\nCPU µs/answer of each max-QPS run, in order: cache hit: nodecache %s; CoreDNS %s; Unbound %s.' \
     "${R[hitruns|nodecache]:-–}" "${R[hitruns|coredns]:-–}" "${R[hitruns|unbound]:-–}"

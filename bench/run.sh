@@ -16,6 +16,11 @@
 #   BENCH_KEEP=1         keep the work directory (logs, configs, profiles)
 #   BENCH_LOADBALANCE=1  run every nodecache with --loadbalance (A/AAAA shuffled in each answer), for
 #                        the on/off comparison: run once with and once without, same machine and sitting
+#   BENCH_NODECACHE_FLAGS  more flags for every nodecache of the run (e.g. "--supervise=false")
+#   BENCH_VARIANT_FLAGS  run the forwarding rows (cache hit, miss, RSS) a second time, right after the
+#                        default nodecache's, with a nodecache given these flags as well, and add a table
+#                        of the two side by side: e.g. BENCH_VARIANT_FLAGS=--supervise=false measures what
+#                        the supervisor and its cache journal cost, in one sitting
 #   NODECACHE_BENCH_CACHE  where CoreDNS is built (default ~/.cache/nodecache-bench)
 #   COREDNS_VERSION      default v1.15.0
 set -euo pipefail
@@ -69,12 +74,7 @@ COREDNS=$(NODECACHE_BENCH_CACHE=$CACHE_DIR COREDNS_VERSION=$COREDNS_VERSION "$RO
 # --- data -----------------------------------------------------------------
 log "generating the upstream zone ($NAMES names) and query files"
 mkdir -p "$WORK/nsd"
-{
-  printf '$ORIGIN %s\n$TTL 3600\n' "$ZONE"
-  printf '@ IN SOA ns hostmaster 1 7200 1800 86400 3600\n@ IN NS ns\nns IN A 127.0.0.1\n'
-  awk -v n="$NAMES" 'BEGIN { for (i = 0; i < n; i++)
-    printf "n%d IN A 10.%d.%d.%d\n", i, int(i / 65536) % 256, int(i / 256) % 256, i % 256 }'
-} >"$WORK/nsd/zone"
+write_zone "$WORK/nsd/zone" "$NAMES"
 names() { awk -v a="$1" -v b="$2" -v z="$ZONE" 'BEGIN { for (i = a; i < b; i++) printf "n%d.%s A\n", i, z }'; }
 names 0 "$WARM" >"$WORK/warm.txt"
 names 0 "$HIT" >"$WORK/hit.txt"

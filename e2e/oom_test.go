@@ -45,7 +45,7 @@ func memoryCgroup(t *testing.T, limit int64) string {
 	return dir
 }
 
-func cgroupInt(t *testing.T, dir, file string) int64 {
+func cgroupInt(t testing.TB, dir, file string) int64 {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, file))
 	if err != nil {
@@ -60,7 +60,7 @@ func cgroupInt(t *testing.T, dir, file string) int64 {
 
 // floodNames writes n unique names under the upstream's zone, each long
 // (a cached NXDOMAIN of ~400 bytes), to a dnsperf query file.
-func floodNames(t *testing.T, n int) string {
+func floodNames(t testing.TB, n int) string {
 	t.Helper()
 	var b strings.Builder
 	pad := strings.Repeat("x", 50)

@@ -18,14 +18,8 @@ import (
 // restartCount stays) and the client's queries wait instead of failing.
 func (n *realNode) checkServingKill(ctx context.Context, client *corev1.Pod) {
 	t := n.t
-	agent := n.waitAgents(ctx, 1, time.Minute)[0]
+	agent, supervisor, serving := n.servingProcess(ctx)
 	before := restartCount(&agent)
-	supervisor := n.agentPID(ctx, &agent)
-	kids := children(supervisor)
-	if len(kids) != 1 {
-		t.Fatalf("the agent container's supervisor %d has children %v, want one serving process", supervisor, kids)
-	}
-	serving := kids[0]
 	killedAt := time.Now()
 	if err := syscall.Kill(serving, syscall.SIGKILL); err != nil {
 		t.Fatalf("kill -9 %d: %v", serving, err)
@@ -59,4 +53,16 @@ func (n *realNode) checkServingKill(ctx context.Context, client *corev1.Pod) {
 	if err := n.hostStateProblems(); err != nil {
 		t.Errorf("after the serving process's kill: %v", err)
 	}
+}
+
+// servingProcess is the agent's pod, its container's supervisor and the
+// supervisor's one child, the serving process.
+func (n *realNode) servingProcess(ctx context.Context) (corev1.Pod, int, int) {
+	agent := n.waitAgents(ctx, 1, time.Minute)[0]
+	supervisor := n.agentPID(ctx, &agent)
+	kids := children(supervisor)
+	if len(kids) != 1 {
+		n.t.Fatalf("the agent container's supervisor %d has children %v, want one serving process", supervisor, kids)
+	}
+	return agent, supervisor, kids[0]
 }

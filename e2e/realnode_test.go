@@ -72,6 +72,7 @@ func TestRealNode(t *testing.T) {
 
 	// 4. Crash.
 	n.checkServingKill(ctx, client)
+	n.checkServingOOM(ctx, client, metricsPort)
 	n.checkCrash(ctx, client)
 
 	// 5. Uninstall.

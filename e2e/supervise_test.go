@@ -237,4 +237,37 @@ func TestServingProcessCrashLoop(t *testing.T) {
 	if all.Outcomes[loadLost] > 3*4 {
 		t.Errorf("load: got %v, want at most 12 lost (4 sockets, 3 kills)", all)
 	}
+
+	// A pod deleted while its serving process is down (here in the 1 s
+	// back-off after a fourth death): the SIGTERM reaches the supervisor,
+	// which runs one more process only to stop: the link and rules go.
+	sup := r.agent.proc.cmd.Process.Pid
+	inBackoff := false
+	for range 6 { // each death within the window backs off longer
+		kids := children(sup)
+		if len(kids) == 1 {
+			_ = syscall.Kill(kids[0], syscall.SIGKILL)
+			for !processGone(kids[0]) {
+				time.Sleep(5 * time.Millisecond)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		if len(children(sup)) == 0 {
+			inBackoff = true
+			break
+		}
+	}
+	if !inBackoff {
+		t.Fatalf("no back-off seen after six more kills: the supervisor %d always had a serving process", sup)
+	}
+	r.agent.stop(t)
+	if out, err := ipCmd("-n", r.node.Name, "link", "show", "dev", "nodelocaldns"); err == nil {
+		t.Errorf("link nodelocaldns after SIGTERM in the back-off: got\n%s\nwant it removed", out)
+	}
+	if rules := rawRules(t, r.node); strings.Contains(rules, "nodecache") {
+		t.Errorf("raw table after SIGTERM in the back-off: got nodecache rules, want none\n%s", rules)
+	}
+	if log := r.agent.proc.logTail(1 << 20); !strings.Contains(log, "stopping while no serving process runs") {
+		t.Errorf("agent log: want the supervisor's stop while no serving process runs")
+	}
 }

@@ -13,6 +13,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/nodecache/nodecache/pkg/cache"
 	"github.com/nodecache/nodecache/pkg/iface"
 	"github.com/nodecache/nodecache/pkg/kubezone"
 	"github.com/nodecache/nodecache/pkg/tap"
@@ -91,6 +92,7 @@ type Config struct {
 	HandoverWait   time.Duration
 	PodStateDir    string
 	Supervise      bool
+	JournalSize    byteSize
 	PodUID         string
 	PodName        string
 	PodNamespace   string
@@ -188,6 +190,8 @@ func (c *Config) validate() error {
 		return errors.New("--kubeconfig and --fixture are exclusive: the zone comes from one source")
 	case c.CacheSize < 1<<20:
 		return fmt.Errorf("--cache-size %d bytes is too small: give at least 1MiB", c.CacheSize)
+	case c.JournalSize != 0 && (c.JournalSize < cache.MinJournalBytes || c.JournalSize > 1<<30):
+		return fmt.Errorf("--cache-journal-size %d bytes: want 0 (no journal) or 256KiB to 1GiB", c.JournalSize)
 	case c.RelistSpread < 0:
 		return errors.New("--relist-spread must not be negative (0 relists at once), e.g. 10s")
 	case c.SnapshotAge <= 0:

@@ -47,11 +47,11 @@ func Main(args []string, version string) error {
 	}
 	if sup == nil && cfg.Supervise {
 		return supervise.Run(supervise.Config{Args: append([]string{"run"}, args...),
-			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: servingOOMScoreAdj})
+			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: ServingOOMScoreAdj})
 	}
 	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
 	applyGCDefault(log)
-	applyMemoryLimit(log, "/", sup != nil, int64(cfg.CacheSize))
+	applyMemoryLimit(log, "/", sup != nil, int64(cfg.JournalSize), int64(cfg.CacheSize))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	a := New(cfg, log, version)

@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+
+	"github.com/nodecache/nodecache/pkg/cache"
 )
 
 // The Go runtime's soft memory limit (GOMEMLIMIT), derived at start from
@@ -17,10 +19,20 @@ import (
 // same cgroup. At 256Mi it leaves 25.6 MiB, GOMEMLIMIT 230 MiB.
 const memLimitHeadroom = 10
 
-// journalCap is the most the cache journal holds: the cache budget, and no
-// more than an eighth of the cgroup limit. The journal is a memfd, charged
-// to the same cgroup as the heap.
-func journalCap(limit, cacheSize int64) int64 { return min(cacheSize, limit/8) }
+// journalCap is the cache journal's size: --cache-journal-size, no more
+// than the cache budget nor, when bounded, an eighth of the cgroup limit,
+// and at least the smallest ring; zero when size is (no journal). The
+// journal is a memfd, charged to the same cgroup as the heap.
+func journalCap(size, limit int64, bounded bool, cacheSize int64) int64 {
+	if size <= 0 {
+		return 0
+	}
+	size = min(size, cacheSize)
+	if bounded {
+		size = min(size, limit/8)
+	}
+	return max(size, cache.MinJournalBytes)
+}
 
 // goMemLimit is the soft limit for a cgroup limit of limit bytes when
 // journal bytes of it may go to the cache journal: the limit less the
@@ -34,7 +46,7 @@ func goMemLimit(limit, journal int64) int64 {
 // set GOMEMLIMIT, which then stands. supervised says the cache journal runs
 // beside the heap. It returns the limit in effect and where it came from:
 // "GOMEMLIMIT", "cgroup", or "" (no limit: none set and none found).
-func applyMemoryLimit(log *slog.Logger, root string, supervised bool, cacheSize int64) (int64, string) {
+func applyMemoryLimit(log *slog.Logger, root string, supervised bool, journalSize, cacheSize int64) (int64, string) {
 	if v, ok := os.LookupEnv("GOMEMLIMIT"); ok && v != "" {
 		n := debug.SetMemoryLimit(-1)
 		log.Debug("memory limit from GOMEMLIMIT", "gomemlimit", v, "bytes", n)
@@ -46,7 +58,7 @@ func applyMemoryLimit(log *slog.Logger, root string, supervised bool, cacheSize 
 	}
 	var journal int64
 	if supervised {
-		journal = journalCap(limit, cacheSize)
+		journal = journalCap(journalSize, limit, true, cacheSize)
 	}
 	soft := goMemLimit(limit, journal)
 	if soft <= 0 || soft == math.MaxInt64 {

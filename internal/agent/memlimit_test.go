@@ -93,8 +93,20 @@ func TestGoMemLimit(t *testing.T) {
 			t.Errorf("goMemLimit(%d, %d) = %d, want %d", c.limit, c.journal, got, c.want)
 		}
 	}
-	if got := journalCap(256*mib, 64*mib); got != 32*mib {
-		t.Errorf("journalCap(256Mi, 64Mi) = %d, want an eighth of the limit, 32Mi", got)
+	for _, c := range []struct {
+		size, limit int64
+		bounded     bool
+		cache, want int64
+	}{
+		{4 * mib, 256 * mib, true, 64 * mib, 4 * mib},   // the default size
+		{64 * mib, 256 * mib, true, 64 * mib, 32 * mib}, // an eighth of the limit
+		{64 * mib, 0, false, 16 * mib, 16 * mib},        // the cache budget
+		{4 * mib, 1 * mib, true, 64 * mib, 256 << 10},   // at least the smallest ring
+		{0, 256 * mib, true, 64 * mib, 0},               // none
+	} {
+		if got := journalCap(c.size, c.limit, c.bounded, c.cache); got != c.want {
+			t.Errorf("journalCap(%d, %d, %v, %d) = %d, want %d", c.size, c.limit, c.bounded, c.cache, got, c.want)
+		}
 	}
 }
 
@@ -118,8 +130,8 @@ func TestApplyMemoryLimit(t *testing.T) {
 		for _, c := range []struct {
 			supervised bool
 			want       int64
-		}{{false, goMemLimit(256*mib, 0)}, {true, goMemLimit(256*mib, 32*mib)}} {
-			got, src := applyMemoryLimit(log, limited, c.supervised, 64*mib)
+		}{{false, goMemLimit(256*mib, 0)}, {true, goMemLimit(256*mib, 4*mib)}} {
+			got, src := applyMemoryLimit(log, limited, c.supervised, 4*mib, 64*mib)
 			if got != c.want || src != "cgroup" || debug.SetMemoryLimit(-1) != c.want {
 				t.Errorf("supervised %v: got %d from %q, runtime %d; want %d from the cgroup", c.supervised, got, src, debug.SetMemoryLimit(-1), c.want)
 			}
@@ -129,14 +141,14 @@ func TestApplyMemoryLimit(t *testing.T) {
 		t.Setenv("GOMEMLIMIT", "")
 		unsetenv(t, "GOMEMLIMIT")
 		debug.SetMemoryLimit(math.MaxInt64)
-		if got, src := applyMemoryLimit(log, unlimited, false, 64*mib); got != math.MaxInt64 || src != "" {
+		if got, src := applyMemoryLimit(log, unlimited, false, 4*mib, 64*mib); got != math.MaxInt64 || src != "" {
 			t.Errorf("got %d from %q, want no limit", got, src)
 		}
 	})
 	t.Run("set by the operator", func(t *testing.T) {
 		t.Setenv("GOMEMLIMIT", "100MiB")
 		debug.SetMemoryLimit(100 * mib) // what the runtime read from GOMEMLIMIT at start
-		if got, src := applyMemoryLimit(log, limited, false, 64*mib); got != 100*mib || src != "GOMEMLIMIT" {
+		if got, src := applyMemoryLimit(log, limited, false, 4*mib, 64*mib); got != 100*mib || src != "GOMEMLIMIT" {
 			t.Errorf("got %d from %q, want the operator's 100MiB", got, src)
 		}
 		if got := debug.SetMemoryLimit(-1); got != 100*mib {

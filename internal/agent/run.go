@@ -68,7 +68,8 @@ type Agent struct {
 	sup          *supervise.Conn      // the supervisor's control socket; nil when unsupervised
 	journal      *cache.Journal       // the cache journal the supervisor keeps; nil without one
 	jfile        *os.File             // the inherited journal, until startJournal continues it
-	jsize        int64                // where its whole records end
+	jscan        cache.JournalScan    // what ScanJournal found in it
+	jrestored    <-chan struct{}      // closed when its import ends
 	httpGuards   sync.Map             // health/metrics address -> *connGuard
 	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
 	// used, for the status; nil when none is refused (downgrade.go).

@@ -22,9 +22,13 @@ import (
 // sockets and cache journal it inherits and publishes, the crash loop it
 // reports, and the process started only to stop.
 
-// servingOOMScoreAdj is added to the serving process's oom_score_adj: the
-// kernel picks it, never the supervisor that keeps its sockets.
-const servingOOMScoreAdj = 500
+// ServingOOMScoreAdj is added to the serving process's oom_score_adj: the
+// kernel picks it, never the supervisor that keeps its sockets. The
+// kubelet's exec probes (`nodecache probe`) raise theirs as much: a probe
+// started while the container is at its memory limit, just after the
+// serving process was killed, would otherwise get the supervisor killed
+// next (its badness, the binary's pages it maps, is then the highest).
+const ServingOOMScoreAdj = 500
 
 // journalImportTimeout bounds a restarted process's import of the journal;
 // journalImportWait is how long it waits for it, beyond the zone's sync,
@@ -84,9 +88,6 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 		return nil
 	}
 	scan, err := cache.ScanJournal(f)
-	if err == nil {
-		err = f.Truncate(scan.End) // a torn record goes: appends follow the whole ones
-	}
 	var reader *os.File
 	if err == nil && scan.Records > 0 {
 		var fd int
@@ -99,7 +100,7 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 		_ = f.Close()
 		return nil
 	}
-	a.jfile, a.jsize = f, scan.End
+	a.jfile, a.jscan = f, scan
 	if reader == nil {
 		return nil
 	}
@@ -110,6 +111,7 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 		budget = min(budget, max(limit-usage, 0)/2)
 	}
 	done := make(chan struct{})
+	a.jrestored = done // the journal overwrites records only once they are imported
 	g.Go(func() error {
 		defer close(done)
 		defer reader.Close()
@@ -118,7 +120,7 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 		defer cancel()
 		n, err := a.cache.ImportJournal(ictx, reader, scan, budget)
 		a.log.Info("restored the cache from the journal", "entries", n, "records", scan.Records,
-			"journal_bytes", scan.End, "budget_bytes", budget, "took", time.Since(start).Round(time.Millisecond), logkey.Err, err)
+			"journal_bytes", scan.Bytes, "budget_bytes", budget, "took", time.Since(start).Round(time.Millisecond), logkey.Err, err)
 		return nil
 	})
 	return done
@@ -142,10 +144,16 @@ func waitRestored(done <-chan struct{}) {
 // startJournal continues the journal restoreCache kept, or starts a new
 // one from the cache as it is.
 func (a *Agent) startJournal() error {
-	jcfg := cache.JournalConfig{File: a.jfile, Size: a.jsize, NewFile: newJournalFile, Publish: a.sup.PublishJournal}
+	limit, _, bounded := cgroupMemory()
+	size := journalCap(int64(a.cfg.JournalSize), limit, bounded, int64(a.cfg.CacheSize))
+	jcfg := cache.JournalConfig{File: a.jfile, Scan: a.jscan, MaxBytes: size, NewFile: newJournalFile,
+		Publish: a.sup.PublishJournal, After: a.jrestored}
 	a.jfile = nil
-	if limit, _, bounded := cgroupMemory(); bounded {
-		jcfg.MaxBytes = journalCap(limit, int64(a.cfg.CacheSize))
+	if size == 0 { // --cache-journal-size=0
+		if jcfg.File != nil {
+			_ = jcfg.File.Close()
+		}
+		return nil
 	}
 	j, err := a.cache.StartJournal(jcfg)
 	if err != nil {
@@ -228,9 +236,9 @@ func (a *Agent) registerSupervisorMetrics(reg prometheus.Registerer) {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodecache_cache_journal_bytes",
 			Help: "Size of the cache journal the supervisor keeps (memory, a memfd)."},
 			func() float64 { return float64(jstats().Bytes) }),
-		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nodecache_cache_journal_compactions_total",
-			Help: "Times the cache journal was rewritten from the cache, having doubled or reached its bound."},
-			func() float64 { return float64(jstats().Compactions) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nodecache_cache_journal_overwritten_total",
+			Help: "Records of the cache journal overwritten by newer ones (its ring is full): their entries are not restored after a crash."},
+			func() float64 { return float64(jstats().Overwritten) }),
 	)
 }
 

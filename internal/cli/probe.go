@@ -4,9 +4,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/nodecache/nodecache/internal/agent"
+	"github.com/nodecache/nodecache/internal/supervise"
 )
 
 // cmdProbe is `nodecache probe live|ready`: the kubelet's exec probe. It asks
@@ -23,6 +25,9 @@ func cmdProbe(args []string) error {
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
+	// As the serving process's: killed before the supervisor when the
+	// container is at its memory limit (agent.ServingOOMScoreAdj).
+	_ = supervise.RaiseOOMScore(os.Getpid(), agent.ServingOOMScoreAdj)
 	body, err := agent.Probe(*dir, what, *timeout)
 	fmt.Print(string(body))
 	return err

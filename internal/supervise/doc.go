@@ -34,7 +34,10 @@
 //
 // The serving process gets the supervisor's oom_score_adj plus
 // Config.OOMScoreAdj, so the kernel kills it, not the supervisor, when
-// memory runs out; it dies with the supervisor (PR_SET_PDEATHSIG).
+// memory runs out; it dies with the supervisor (PR_SET_PDEATHSIG). Once it
+// is started the supervisor drops the binary's pages from its own page
+// tables (dropFilePages), so that it is not the kernel's next pick either
+// while the container is still at its limit.
 //
 // The package has no metrics of its own: the serving process exports
 // nodecache_supervisor_restarts_total and nodecache_supervisor_crash_loop

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,6 +93,10 @@ func (s *supervisor) loop(sigs <-chan os.Signal) error {
 		p, err := s.start(in)
 		if err != nil {
 			return err
+		}
+		debug.FreeOSMemory() // what starting it took goes back: the supervisor stays small
+		if err := dropFilePages(); err != nil {
+			s.log.Warn("keeping the binary's pages mapped", logkey.Err, err)
 		}
 		stopping := p.wait(sigs)
 		code, cause := status(p.state)
@@ -211,7 +216,7 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 	}
 	p := &proc{cmd: cmd, pid: cmd.Process.Pid, control: make(chan struct{})}
 	go s.readControl(c.(*net.UnixConn), p.control)
-	if err := raiseOOMScore(p.pid, s.cfg.OOMScoreAdj); err != nil {
+	if err := RaiseOOMScore(p.pid, s.cfg.OOMScoreAdj); err != nil {
 		s.log.Warn("the serving process keeps the supervisor's oom_score_adj", logkey.Err, err)
 	}
 	s.log.Info("serving process started", "pid", p.pid, "restarts", in.Restarts, "listeners", in.UDP+in.TCP,
@@ -315,9 +320,9 @@ func (s *supervisor) drop() {
 	s.listeners, s.journal = nil, nil
 }
 
-// raiseOOMScore sets pid's oom_score_adj to this process's plus by, at
+// RaiseOOMScore sets pid's oom_score_adj to this process's plus by, at
 // most 1000. Raising is allowed without privileges; lowering is not.
-func raiseOOMScore(pid, by int) error {
+func RaiseOOMScore(pid, by int) error {
 	if by <= 0 {
 		return nil
 	}
@@ -334,4 +339,62 @@ func raiseOOMScore(pid, by int) error {
 		return fmt.Errorf("raising the serving process's oom_score_adj to %s: %w", v, err)
 	}
 	return nil
+}
+
+// dropFilePages takes the code pages of files this process maps (the
+// binary's, which starting it touched a good part of) out of its page
+// tables: they stay in the page cache, and what the
+// supervisor touches again faults back in. Its RSS is then mostly its own
+// heap, so that when the container is at its memory limit and the serving
+// process is already the OOM killer's victim, the kernel's next pick is a
+// process that is starting (a probe) rather than the supervisor, whose
+// mapped binary made it the largest. Executable mappings are never
+// written; read-only ones too (the binary's read-only data) when the
+// binary is static and not position-independent (pristineReadOnly), as
+// `make build` and the image build it: else they may hold relocations
+// (RELRO) that discarding would undo.
+func dropFilePages() error {
+	b, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		return err
+	}
+	readOnly := pristineReadOnly(string(b))
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || (f[1] != "r-xp" && (f[1] != "r--p" || !readOnly)) || !strings.HasPrefix(f[5], "/") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		if !ok {
+			continue
+		}
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if err1 != nil || err2 != nil || end <= start {
+			continue
+		}
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_DONTNEED); errno != 0 {
+			return fmt.Errorf("madvise %s: %w", f[0], errno)
+		}
+	}
+	return nil
+}
+
+// pristineReadOnly says whether the read-only file mappings in maps are
+// the files' bytes as they are: no dynamic loader is mapped and this
+// binary is ET_EXEC (not PIE), so nothing relocated them.
+func pristineReadOnly(maps string) bool {
+	if strings.Contains(maps, "/ld-") || strings.Contains(maps, ".so") {
+		return false
+	}
+	f, err := os.Open("/proc/self/exe")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	var hdr [18]byte
+	if _, err := io.ReadFull(f, hdr[:]); err != nil {
+		return false
+	}
+	return string(hdr[:4]) == "\x7fELF" && hdr[5] == 1 && hdr[16] == 2 && hdr[17] == 0 // little-endian ET_EXEC
 }

@@ -44,11 +44,11 @@
 // Export and Import hand the warm cache to a successor process over a
 // versioned, length-prefixed stream. The journal (journal.go) keeps a copy
 // in a file another process holds, for a restart after a crash: a miss's
-// insert queues its entry, a goroutine of the journal's own appends the
-// queued records every 20 ms, and compacts into a new file (published to
-// whoever holds it) when the file has doubled since the last compaction or
-// passes its bound. Lookup does not touch it. ScanJournal and ImportJournal
-// read it back, skipping a record torn by a kill and, under a byte bound,
+// insert queues its entry, and a goroutine of the journal's own appends the
+// queued records every 20 ms to a ring of a fixed size (DefaultJournalBytes,
+// 4 MiB), overwriting the oldest records once it is full; it is never
+// rewritten nor copied. Lookup does not touch it. ScanJournal and
+// ImportJournal read it back, oldest first, skipping under a byte bound
 // the oldest records.
 //
 // Config (zero values select defaults): MaxBytes 64 MiB, MaxTTL 1h,

@@ -65,12 +65,41 @@ func (c *Cache) Export(w io.Writer, maxBytes int64, deadline time.Time) (int, er
 // recently used entries of every shard come first. It stops cleanly at
 // maxBytes, and with an error wrapping os.ErrDeadlineExceeded at deadline.
 func (c *Cache) exportEntries(bw *bufio.Writer, maxBytes, written int64, deadline time.Time) (int, error) {
+	n := 0
+	var rec []byte
+	var err error
+	c.eachRecent(func(e *entry) bool {
+		now := c.cfg.Now()
+		if !deadline.IsZero() && !now.Before(deadline) {
+			err = fmt.Errorf("exporting cache: %w", os.ErrDeadlineExceeded)
+			return false
+		}
+		if !e.fresh(now) {
+			return true
+		}
+		rec = encodeRecord(binary.BigEndian.AppendUint32(rec[:0], uint32(recordLen(e))), e)
+		if maxBytes > 0 && written+int64(len(rec)) > maxBytes {
+			return false
+		}
+		if _, werr := bw.Write(rec); werr != nil {
+			err = fmt.Errorf("writing cache dump: %w", werr)
+			return false
+		}
+		written += int64(len(rec))
+		n++
+		return true
+	})
+	return n, err
+}
+
+// eachRecent calls fn with the cache's entries, the shards interleaved so
+// that the most recently used of every shard come first, until fn returns
+// false.
+func (c *Cache) eachRecent(fn func(*entry) bool) {
 	snaps := make([][]*entry, len(c.shards))
 	for i, s := range c.shards {
 		snaps[i] = s.snapshot()
 	}
-	n := 0
-	var rec []byte
 	for i := 0; ; i++ {
 		more := false
 		for _, snap := range snaps {
@@ -78,26 +107,12 @@ func (c *Cache) exportEntries(bw *bufio.Writer, maxBytes, written int64, deadlin
 				continue
 			}
 			more = true
-			now := c.cfg.Now()
-			if !deadline.IsZero() && !now.Before(deadline) {
-				return n, fmt.Errorf("exporting cache: %w", os.ErrDeadlineExceeded)
+			if !fn(snap[i]) {
+				return
 			}
-			e := snap[i]
-			if !e.fresh(now) {
-				continue
-			}
-			rec = encodeRecord(binary.BigEndian.AppendUint32(rec[:0], uint32(recordLen(e))), e)
-			if maxBytes > 0 && written+int64(len(rec)) > maxBytes {
-				return n, nil
-			}
-			if _, err := bw.Write(rec); err != nil {
-				return n, fmt.Errorf("writing cache dump: %w", err)
-			}
-			written += int64(len(rec))
-			n++
 		}
 		if !more {
-			return n, nil
+			return
 		}
 	}
 }

@@ -17,48 +17,76 @@ import (
 // another process holds (a memfd the supervisor keeps), so that a process
 // killed at any moment restarts warm. It costs the hit path nothing: only
 // an insert (a miss) queues its entry, and a goroutine of its own appends
-// the queued records in batches. When the file has grown to twice what it
-// held after the last compaction (or past JournalConfig.MaxBytes), that
-// goroutine writes the live entries to a new file and publishes it, so the
-// work of compacting is proportional to what was inserted.
+// the queued records in batches.
 //
-// The file: journalMagic and journalVersion, then records as in the
-// handover stream (a big-endian uint32 length, the record), oldest first,
-// with no end marker: a process killed in the middle of a write leaves a
-// torn last record, which ImportJournal ignores.
+// The file is a ring of a fixed size (JournalConfig.MaxBytes): once full,
+// each new record overwrites the oldest ones, so the journal holds the most
+// recently inserted entries that fit, never more memory than its size, and
+// is never rewritten or copied (no compaction, no second file). A record
+// about to be overwritten whose entry is still cached and was hit since it
+// was written gets a second chance: the writer appends it again with the
+// next batch (JournalStats.Rewritten), so a flood of new names does not push
+// out the names in use; the hit path does nothing for it. An entry whose
+// insert was dropped with the writer behind (JournalStats.Dropped) is not
+// in the journal.
+//
+// The layout (journalfile.go): a header of journalHdrLen bytes, the
+// magic, the version, the ring's size, where the oldest record starts
+// (tail) and how many bytes of records follow it (used), then the ring.
+// A record is a big-endian uint32 length and the record as in the handover
+// stream; a record never wraps: the bytes before the ring's end that cannot
+// hold the next one are skipped (a zero length marks them when there is
+// room for it). A batch that overwrites records first writes a header
+// without them, then the records, then the header with them, so a process
+// killed at any point leaves only whole records between tail and used.
 const (
 	journalMagic   = "NCJRNL\x00"
-	journalVersion = 1
-	journalHdrLen  = int64(len(journalMagic) + 1)
+	journalVersion = 2
+	journalHdrLen  = int64(len(journalMagic) + 1 + 3*8)
 
 	journalDelay      = 20 * time.Millisecond // how long queued inserts wait to be written together
-	journalMaxPending = 1 << 16               // queued entries beyond this are dropped, and the next batch compacts
-	journalMinCompact = 4 << 20               // no compaction below this size
+	journalMaxPending = 1 << 14               // queued entries beyond this are dropped (not journalled)
+	journalKeepBuf    = 256 << 10             // the largest batch buffer kept between batches
+
+	// DefaultJournalBytes is the ring's size when JournalConfig.MaxBytes is
+	// zero: with the supervisor's own ~5 MiB, the protection stays within
+	// 10 MiB. About 30,000 entries of ~135 bytes fit.
+	DefaultJournalBytes = 4 << 20
+	// MinJournalBytes is the smallest ring: a few of the largest records.
+	MinJournalBytes = 256 << 10
 )
+
+// journalWriteHook runs between the writes of a batch: tests read the file
+// there as a process killed at that point leaves it.
+var journalWriteHook = func() {}
 
 // JournalConfig says where the journal goes.
 type JournalConfig struct {
-	// File is the journal to append to: one ImportJournal read (at Size), or
-	// nil to start with a compaction into a file from NewFile.
+	// File is the journal to continue: one ScanJournal read (Scan is what
+	// it found, and its ring size stands), or nil to start a new file from
+	// NewFile, seeded with the cache's most recently used entries.
 	File *os.File
-	// Size is where File's whole records end (ImportJournal's end).
-	Size int64
-	// MaxBytes bounds the file; zero: the cache's MaxBytes. A compaction
-	// keeps the most recently used entries within half of it.
+	Scan JournalScan
+	// MaxBytes is a new file's ring size, at least MinJournalBytes; zero:
+	// DefaultJournalBytes.
 	MaxBytes int64
-	// NewFile returns a new, empty file for a compaction.
+	// NewFile returns a new, empty file.
 	NewFile func() (*os.File, error)
-	// Publish is given every file the journal starts writing, before the
-	// one before it is closed; an error stops the journal.
+	// Publish is given the file the journal writes, once, before it does;
+	// an error stops the journal.
 	Publish func(*os.File) error
+	// After, when not nil, holds the writing back until it is closed: the
+	// import of File (ImportJournal) reads the records it would overwrite.
+	After <-chan struct{}
 }
 
 // JournalStats are the journal's figures.
 type JournalStats struct {
-	Bytes       int64  // the current file's size
-	Records     uint64 // records appended since start, compactions included
-	Compactions uint64
-	Dropped     uint64 // inserts not queued (the writer behind); each forces a compaction
+	Bytes       int64  // memory the file holds: its size (the header and the ring once it has wrapped)
+	Records     uint64 // records appended since start
+	Overwritten uint64 // records overwritten by newer ones: the ring was full
+	Rewritten   uint64 // records written again, hit since they were written, before being overwritten
+	Dropped     uint64 // inserts not queued, or not written (the writer behind): not in the journal
 }
 
 // Journal is a running journal; Close stops it.
@@ -67,8 +95,8 @@ type Journal struct {
 	cfg JournalConfig
 
 	mu      sync.Mutex // guards following
-	pending []*entry
-	dropped bool // an insert was not queued: the file misses it until a compaction
+	pending []pendingEntry
+	seed    bool // the first flush writes the cache's entries (a new file)
 
 	kick   chan struct{} // cap 1: pending became non-empty
 	cancel context.CancelFunc
@@ -76,12 +104,20 @@ type Journal struct {
 	err    error // the writer's end; read after done
 
 	// Owned by the writer goroutine.
-	file     *os.File
-	size     int64
-	lastSize int64 // size after the last compaction
-	buf      []byte
+	file   *os.File
+	ring   ringState
+	extent int64 // the file's size
+	buf    []byte
 
-	bytes, records, compactions, drops atomic.Int64
+	bytes, records, overwritten, rewritten, drops atomic.Int64
+}
+
+// pendingEntry is an entry for the writer, its key's hash, and its hits
+// when queued (a record written again) or zero (an insert).
+type pendingEntry struct {
+	e    *entry
+	h    uint64
+	hits uint16
 }
 
 // StartJournal starts journalling c's inserts as cfg says. There is one
@@ -103,33 +139,52 @@ func (c *Cache) newJournal(cfg JournalConfig) (*Journal, error) {
 	if cfg.NewFile == nil || cfg.Publish == nil {
 		return nil, errors.New("cache journal: NewFile and Publish are required")
 	}
-	if cfg.MaxBytes <= 0 {
-		cfg.MaxBytes = c.cfg.MaxBytes
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = DefaultJournalBytes
 	}
-	j := &Journal{c: c, cfg: cfg, kick: make(chan struct{}, 1), done: make(chan struct{}),
-		file: cfg.File, size: cfg.Size, lastSize: cfg.Size}
-	if j.file == nil {
-		j.dropped = true // compact first: the file is written from the cache as it is
-	} else if err := cfg.Publish(j.file); err != nil {
+	if cfg.MaxBytes < MinJournalBytes || cfg.MaxBytes > maxJournalBytes {
+		return nil, fmt.Errorf("cache journal: size %d bytes: want %d to %d", cfg.MaxBytes, MinJournalBytes, int64(maxJournalBytes))
+	}
+	j := &Journal{c: c, cfg: cfg, kick: make(chan struct{}, 1), done: make(chan struct{})}
+	if cfg.File != nil {
+		j.file, j.ring = cfg.File, cfg.Scan.ring
+		if j.ring.size == 0 {
+			return nil, errors.New("cache journal: a file to continue needs its ScanJournal")
+		}
+		j.extent = cfg.Scan.extent
+	} else {
+		f, err := cfg.NewFile()
+		if err != nil {
+			return nil, fmt.Errorf("cache journal: %w", err)
+		}
+		j.file, j.ring, j.seed = f, ringState{size: cfg.MaxBytes}, true
+		if err := j.writeHeader(); err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+	}
+	if err := cfg.Publish(j.file); err != nil {
+		if cfg.File == nil {
+			_ = j.file.Close()
+		}
 		return nil, fmt.Errorf("cache journal: publishing %s: %w", j.file.Name(), err)
 	}
 	if !c.jnl.CompareAndSwap(nil, j) {
 		return nil, errors.New("cache journal: already started")
 	}
-	j.bytes.Store(j.size)
+	j.bytes.Store(j.extent)
 	return j, nil
 }
 
 // add queues e, just stored, for the writer. It never blocks.
-func (j *Journal) add(e *entry) {
+func (j *Journal) add(h uint64, e *entry) {
 	j.mu.Lock()
 	if len(j.pending) >= journalMaxPending {
-		j.dropped = true
 		j.mu.Unlock()
 		j.drops.Add(1)
 		return
 	}
-	j.pending = append(j.pending, e)
+	j.pending = append(j.pending, pendingEntry{e: e, h: h})
 	first := len(j.pending) == 1
 	j.mu.Unlock()
 	if first {
@@ -155,16 +210,18 @@ func (j *Journal) Close() error {
 // Stats returns the journal's figures.
 func (j *Journal) Stats() JournalStats {
 	return JournalStats{Bytes: j.bytes.Load(), Records: uint64(j.records.Load()),
-		Compactions: uint64(j.compactions.Load()), Dropped: uint64(j.drops.Load())}
+		Overwritten: uint64(j.overwritten.Load()), Rewritten: uint64(j.rewritten.Load()), Dropped: uint64(j.drops.Load())}
 }
 
 func (j *Journal) run(ctx context.Context) {
 	defer close(j.done)
-	defer func() {
-		if j.file != nil {
-			_ = j.file.Close()
+	defer func() { _ = j.file.Close() }()
+	if j.cfg.After != nil {
+		select {
+		case <-ctx.Done():
+		case <-j.cfg.After:
 		}
-	}()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -187,58 +244,92 @@ func (j *Journal) run(ctx context.Context) {
 	}
 }
 
-// flush appends the queued entries, or compacts when the file has grown
-// enough or missed an insert.
+// flush appends the queued entries (on a new file, first the cache's).
+// A batch takes at most an eighth of the ring (half of the smallest): the
+// records it overwrites are then all older than it, and a flood's batch
+// buffer stays small. Queued inserts beyond that, the oldest, are dropped;
+// the seed is written in as many batches as it takes.
 func (j *Journal) flush() error {
 	j.mu.Lock()
-	batch, dropped := j.pending, j.dropped
-	j.pending, j.dropped = nil, false
+	batch, seed := j.pending, j.seed
+	j.pending, j.seed = nil, false
 	j.mu.Unlock()
-	if len(batch) == 0 && !dropped {
+	limit := min(max(j.ring.size/8, 4+maxRecordLen), j.ring.size/2)
+	if seed { // the queued entries are in the cache, and so in the seed
+		for all := j.c.journalSeed(j.ring.size / 2); len(all) > 0; {
+			n, total := 0, int64(0)
+			for n < len(all) && total+int64(4+recordLen(all[n].e)) <= limit {
+				total += int64(4 + recordLen(all[n].e))
+				n++
+			}
+			if err := j.writeBatch(all[:n]); err != nil {
+				return err
+			}
+			all = all[n:]
+		}
+		return nil
+	}
+	from, total := len(batch), int64(0)
+	for from > 0 && total+int64(4+recordLen(batch[from-1].e)) <= limit {
+		total += int64(4 + recordLen(batch[from-1].e))
+		from--
+	}
+	j.drops.Add(int64(from))
+	return j.writeBatch(batch[from:])
+}
+
+// writeBatch encodes and writes the fresh entries of batch, then gives
+// the records they overwrote their second chance.
+func (j *Journal) writeBatch(batch []pendingEntry) error {
+	if len(batch) == 0 {
 		return nil
 	}
 	b := j.buf[:0]
-	for _, e := range batch {
-		b = binary.BigEndian.AppendUint32(b, uint32(recordLen(e)))
-		b = encodeRecord(b, e)
+	var items []ringItem
+	inserts := 0
+	now := j.c.cfg.Now()
+	for _, p := range batch {
+		if !p.e.fresh(now) {
+			continue
+		}
+		if p.hits == 0 {
+			inserts++
+		}
+		n := len(b)
+		b = binary.BigEndian.AppendUint32(b, uint32(recordLen(p.e)))
+		b = encodeRecord(b, p.e)
+		items = append(items, ringItem{h: p.h, n: int32(len(b) - n), stored: uint16(p.e.stored), hits: p.hits})
+	}
+	victims, err := j.write(b, items)
+	if err == nil {
+		j.secondChance(victims, now, inserts)
 	}
 	j.buf = b[:0]
-	if cap(j.buf) > 1<<20 {
+	if cap(j.buf) > journalKeepBuf {
 		j.buf = nil // a flood's buffer is not kept
 	}
-	if grown := j.size + int64(len(b)); dropped || grown > j.cfg.MaxBytes || grown > max(2*j.lastSize, journalMinCompact) {
-		return j.compact() // the batch's entries are in the cache: the compaction writes them
-	}
-	if _, err := j.file.WriteAt(b, j.size); err != nil {
-		return fmt.Errorf("appending to the cache journal: %w", err)
-	}
-	j.size += int64(len(b))
-	j.records.Add(int64(len(batch)))
-	j.bytes.Store(j.size)
-	return nil
+	return err
 }
 
-// compact writes the cache's fresh entries, oldest first and within half
-// of MaxBytes, to a new file, publishes it and closes the old one.
-func (j *Journal) compact() error {
-	f, err := j.cfg.NewFile()
-	if err != nil {
-		return fmt.Errorf("compacting the cache journal: %w", err)
+// journalSeed returns the cache's fresh entries, the most recently used
+// within maxBytes of records, oldest first and the shards interleaved.
+func (c *Cache) journalSeed(maxBytes int64) []pendingEntry {
+	now := c.cfg.Now()
+	var out []pendingEntry
+	var total int64
+	c.eachRecent(func(e *entry) bool {
+		if !e.fresh(now) {
+			return true
+		}
+		if total += int64(4 + recordLen(e)); total > maxBytes {
+			return false
+		}
+		k := e.key()
+		out = append(out, pendingEntry{e: e, h: k.Hash(c.seed)})
+		return true
+	})
+	for l, r := 0, len(out)-1; l < r; l, r = l+1, r-1 {
+		out[l], out[r] = out[r], out[l]
 	}
-	n, size, err := j.c.writeJournal(f, j.cfg.MaxBytes/2)
-	if err == nil {
-		err = j.cfg.Publish(f)
-	}
-	if err != nil {
-		_ = f.Close()
-		return fmt.Errorf("compacting the cache journal: %w", err)
-	}
-	if j.file != nil {
-		_ = j.file.Close()
-	}
-	j.file, j.size, j.lastSize = f, size, size
-	j.records.Add(int64(n))
-	j.compactions.Add(1)
-	j.bytes.Store(size)
-	return nil
+	return out
 }

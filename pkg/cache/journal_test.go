@@ -1,7 +1,9 @@
 package cache
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -72,9 +74,9 @@ func hit(c *Cache, tb testing.TB, name string, clk *clock) bool {
 	return ok
 }
 
-// A journal started on a warm cache holds it (its first compaction) and
-// then every insert; a record torn by a kill in mid-write is ignored.
-func TestJournalRestoresAfterTornWrite(t *testing.T) {
+// A journal started on a warm cache holds it (the seed) and then every
+// insert; bytes written past its records by a kill are ignored.
+func TestJournalRestoresAfterKill(t *testing.T) {
 	clk := newClock()
 	src := filled(t, 20, clk)
 	jf := &journalFiles{tb: t, dir: t.TempDir()}
@@ -86,21 +88,20 @@ func TestJournalRestoresAfterTornWrite(t *testing.T) {
 	if err := j.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
-	if st := j.Stats(); st.Records != 31 || st.Compactions != 1 {
-		t.Errorf("journal stats: got %+v, want 31 records and the first compaction", st)
+	if st := j.Stats(); st.Records != 31 || st.Overwritten != 0 {
+		t.Errorf("journal stats: got %+v, want 31 records, none overwritten", st)
 	}
 	f := jf.last()
 	fi, err := f.Stat()
 	if err != nil {
 		t.Fatal(err)
 	}
-	whole := fi.Size()
-	if _, err := f.WriteAt([]byte{0, 0, 0, 90, 5, 'h'}, whole); err != nil { // a record cut short
+	if _, err := f.WriteAt([]byte{0, 0, 0, 90, 5, 'h'}, fi.Size()); err != nil { // a record cut short
 		t.Fatal(err)
 	}
 	dst, scan, n := restore(t, f, 0, clk)
-	if scan.End != whole || scan.Records != 31 || n != 31 {
-		t.Fatalf("restore: got end %d, %d records, %d imported; want end %d, 31, 31", scan.End, scan.Records, n, whole)
+	if scan.Records != 31 || n != 31 || scan.Bytes != fi.Size()-journalHdrLen {
+		t.Fatalf("restore: got %d records in %d bytes, %d imported; want 31 in %d, 31", scan.Records, scan.Bytes, n, fi.Size()-journalHdrLen)
 	}
 	for _, name := range []string{"host-0.example.", "host-29.example.", "nx.example."} {
 		if !hit(dst, t, name, clk) {
@@ -109,35 +110,215 @@ func TestJournalRestoresAfterTornWrite(t *testing.T) {
 	}
 }
 
-// A journal that grows past MaxBytes compacts into a new file holding the
-// most recently used entries, and an import bounded in bytes keeps the
-// newest records.
-func TestJournalCompactsAndImportKeepsNewest(t *testing.T) {
+// smallRing is a cache and a journal of the smallest ring on it, with no
+// writer goroutine: the test flushes.
+func smallRing(t *testing.T) (*clock, *Cache, *journalFiles, *Journal) {
+	t.Helper()
 	clk := newClock()
 	src := filled(t, 0, clk)
 	jf := &journalFiles{tb: t, dir: t.TempDir()}
-	j, err := src.newJournal(jf.config(8 << 10)) // no writer goroutine: the test flushes
+	j, err := src.newJournal(jf.config(MinJournalBytes))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 400; i += 10 {
-		resolveHosts(t, src, i, i+10)
+	return clk, src, jf, j
+}
+
+// fillRing journals hosts from..to into j in batches of ten.
+func fillRing(t *testing.T, c *Cache, j *Journal, from, to int) {
+	t.Helper()
+	for i := from; i < to; i += 10 {
+		resolveHosts(t, c, i, min(i+10, to))
 		if err := j.flush(); err != nil {
 			t.Fatalf("flush: %v", err)
 		}
 	}
-	_ = j.file.Close()
+}
+
+// A full ring overwrites its oldest records and never grows past its
+// size; what it holds is the newest inserts, and a process that continues
+// it (a restart) writes on after them.
+func TestJournalRingKeepsNewest(t *testing.T) {
+	clk := newClock()
+	src := filled(t, 0, clk)
+	jf := &journalFiles{tb: t, dir: t.TempDir()}
+	j, err := src.newJournal(jf.config(MinJournalBytes)) // no writer goroutine: the test flushes
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillRing(t, src, j, 0, 6000)
 	st := j.Stats()
-	if st.Compactions < 2 || st.Bytes > 8<<10 {
-		t.Fatalf("journal stats: got %+v, want compactions past the first and at most 8 KiB", st)
+	if st.Overwritten == 0 || st.Bytes > journalHdrLen+MinJournalBytes {
+		t.Fatalf("journal stats: got %+v, want records overwritten and at most the ring's %d bytes", st, journalHdrLen+MinJournalBytes)
+	}
+	dst, scan, n := restore(t, jf.last(), 0, clk)
+	if !hit(dst, t, "host-5999.example.", clk) || hit(dst, t, "host-0.example.", clk) {
+		t.Errorf("after restore: newest hit %v, oldest hit %v; want the newest only", hit(dst, t, "host-5999.example.", clk), hit(dst, t, "host-0.example.", clk))
+	}
+	for i := 6000 - n; i < 6000; i++ {
+		if name := fmt.Sprintf("host-%d.example.", i); !hit(dst, t, name, clk) {
+			t.Fatalf("%s, among the newest %d: got a miss after restore", name, n)
+		}
+	}
+	t.Logf("a %d KiB ring holds %d records (%d bytes of them)", MinJournalBytes>>10, scan.Records, scan.Bytes)
+
+	// A restart continues the ring.
+	_ = j.file.Close()
+	cont := filled(t, 0, clk)
+	if _, err := cont.ImportJournal(t.Context(), jf.last(), scan, 0); err != nil {
+		t.Fatal(err)
+	}
+	j2, err := cont.newJournal(JournalConfig{File: jf.last(), Scan: scan, NewFile: jf.config(0).NewFile, Publish: jf.config(0).Publish})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillRing(t, cont, j2, 6000, 7000)
+	again, scan2, _ := restore(t, jf.last(), 0, clk)
+	if !hit(again, t, "host-6999.example.", clk) || !hit(again, t, "host-5990.example.", clk) || scan2.Records < n-1000 {
+		t.Errorf("after a second restore: %d records; host-6999 hit %v, host-5990 hit %v; want both", scan2.Records,
+			hit(again, t, "host-6999.example.", clk), hit(again, t, "host-5990.example.", clk))
+	}
+
+	small, _, m := restore(t, jf.last(), 20*(entryOverhead+60), clk)
+	if m == 0 || m >= scan2.Records || !hit(small, t, "host-6999.example.", clk) {
+		t.Errorf("bounded import: got %d of %d entries (newest hit %v), want fewer, the newest among them", m, scan2.Records,
+			hit(small, t, "host-6999.example.", clk))
+	}
+}
+
+// A process killed between any two writes of a batch, the ring full and
+// wrapping, leaves a journal whose every record imports: none torn, none
+// half overwritten.
+func TestJournalKilledMidBatch(t *testing.T) {
+	clk, src, _, j := smallRing(t)
+	fillRing(t, src, j, 0, 3000)
+	points := 0
+	journalWriteHook = func() {
+		points++
+		cp, err := os.Create(filepath.Join(t.TempDir(), "copy"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cp.Close()
+		if _, err := io.Copy(cp, io.NewSectionReader(j.file, 0, 1<<30)); err != nil {
+			t.Fatal(err)
+		}
+		_, scan, n := restore(t, cp, 0, clk)
+		if n != scan.Records || n == 0 {
+			t.Fatalf("killed at write %d: %d of %d records imported", points, n, scan.Records)
+		}
+	}
+	t.Cleanup(func() { journalWriteHook = func() {} })
+	fillRing(t, src, j, 3000, 3150)
+	if points < 80 || j.Stats().Overwritten == 0 {
+		t.Fatalf("%d kill points, %+v: want the ring wrapping under them", points, j.Stats())
+	}
+}
+
+// A journal's size is checked.
+func TestJournalSize(t *testing.T) {
+	c := filled(t, 0, newClock())
+	jf := &journalFiles{tb: t, dir: t.TempDir()}
+	if _, err := c.newJournal(jf.config(MinJournalBytes - 1)); err == nil {
+		t.Error("a ring below MinJournalBytes: got no error")
+	}
+}
+
+// Names in use survive a flood of new names that overwrites the ring
+// several times: a record hit since it was written is written again before
+// it is overwritten. Names not in use go.
+func TestJournalKeepsNamesInUse(t *testing.T) {
+	clk, src, jf, j := smallRing(t)
+	fillRing(t, src, j, 0, 20) // host-0..9 in use, host-10..19 not
+	for i := 20; i < 10000; i += 10 {
+		for k := range 10 {
+			if !hit(src, t, fmt.Sprintf("host-%d.example.", k), clk) {
+				t.Fatalf("host-%d in the source cache: a miss", k)
+			}
+		}
+		fillRing(t, src, j, i, i+10)
+	}
+	if err := j.flush(); err != nil { // the last second chances
+		t.Fatal(err)
+	}
+	st := j.Stats()
+	dst, scan, _ := restore(t, jf.last(), 0, clk)
+	for k := range 20 {
+		name := fmt.Sprintf("host-%d.example.", k)
+		if got, want := hit(dst, t, name, clk), k < 10; got != want {
+			t.Errorf("%s after a flood of %d records in a ring of %d: hit %v, want %v", name, st.Records, scan.Records, got, want)
+		}
+	}
+	if st.Rewritten == 0 || st.Rewritten > st.Records-st.Rewritten {
+		t.Errorf("journal stats %+v: want records written again, no more than the inserts", st)
+	}
+}
+
+// What ScanJournal finds is what the writer wrote, after every batch of a
+// ring wrapping over records whose lengths make the last one before the
+// ring's end end exactly there, or leave 1 to 3 bytes (no room for a
+// length), or leave room for the zero length that says skip.
+func TestJournalScanMatchesWriter(t *testing.T) {
+	_, _, _, j := smallRing(t)
+	for _, rest := range []int64{0, 1, 2, 3, 4, 50} {
+		n := int64(200)
+		for MinJournalBytes%n != rest {
+			n++
+		}
+		for range 3 * MinJournalBytes / n / 16 { // three times round, 16 records a batch
+			var b []byte
+			var items []ringItem
+			for range 16 {
+				b = binary.BigEndian.AppendUint32(b, uint32(n-4))
+				b = append(b, make([]byte, n-4)...)
+				items = append(items, ringItem{n: int32(n)})
+			}
+			if _, err := j.write(b, items); err != nil {
+				t.Fatal(err)
+			}
+			checkScan(t, j, fmt.Sprintf("records of %d bytes", n))
+		}
+	}
+}
+
+// checkScan wants ScanJournal to find in j's file what j wrote.
+func checkScan(t *testing.T, j *Journal, what string) {
+	t.Helper()
+	scan, err := ScanJournal(j.file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	records := 0
+	for _, it := range j.ring.items {
+		if it.n > 0 {
+			records++
+		}
+	}
+	if scan.Records != records || scan.Bytes != j.ring.used || scan.ring.tail != j.ring.tail {
+		t.Fatalf("%s: scan found %d records in %d bytes from %d, the writer has %d in %d from %d",
+			what, scan.Records, scan.Bytes, scan.ring.tail, records, j.ring.used, j.ring.tail)
+	}
+}
+
+// A new journal on a warm cache is seeded with up to half its ring, in as
+// many batches as that takes.
+func TestJournalSeedsInBatches(t *testing.T) {
+	clk := newClock()
+	src := filled(t, 1000, clk)
+	jf := &journalFiles{tb: t, dir: t.TempDir()}
+	j, err := src.newJournal(jf.config(MinJournalBytes))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := j.flush(); err != nil {
+		t.Fatal(err)
+	}
+	limit := int64(max(MinJournalBytes/8, 4+maxRecordLen))
+	if st := j.Stats(); st.Records != 1001 || st.Bytes <= limit {
+		t.Fatalf("journal stats after the seed: %+v, want all 1001 entries, more than one batch's %d bytes", st, limit)
 	}
 	dst, _, n := restore(t, jf.last(), 0, clk)
-	if !hit(dst, t, "host-399.example.", clk) {
-		t.Error("newest entry after compaction: got a miss, want a hit")
-	}
-	small, _, m := restore(t, jf.last(), 20*(entryOverhead+60), clk)
-	if m == 0 || m >= n || !hit(small, t, "host-399.example.", clk) {
-		t.Errorf("bounded import: got %d of %d entries (newest hit %v), want fewer, the newest among them", m, n,
-			hit(small, t, "host-399.example.", clk))
+	if n != 1001 || !hit(dst, t, "host-0.example.", clk) || !hit(dst, t, "host-999.example.", clk) {
+		t.Errorf("restore of the seed: %d entries, want 1001 with the first and last hosts", n)
 	}
 }

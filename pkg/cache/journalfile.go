@@ -10,175 +10,213 @@ import (
 	"time"
 )
 
-// The journal file's two readers and its one full writer (journal.go
-// appends to it).
+// The journal file's ring (journal.go writes it) and its readers.
 
-// writeJournal writes a whole journal to f: the header, then the fresh
-// entries, each shard oldest first and the shards interleaved, leaving
-// out the oldest of each shard alike when all would exceed maxBytes. It
-// returns the entries written and the file's size.
-func (c *Cache) writeJournal(f *os.File, maxBytes int64) (int, int64, error) {
-	now := c.cfg.Now()
-	snaps := make([][]*entry, len(c.shards))
-	var total int64
-	for i, s := range c.shards {
-		snap := s.snapshot() // most recently used first
-		fresh := make([]*entry, 0, len(snap))
-		for k := len(snap) - 1; k >= 0; k-- {
-			if snap[k].fresh(now) {
-				fresh = append(fresh, snap[k])
-			}
-		}
-		snaps[i] = fresh
-		for _, e := range fresh {
-			total += int64(4 + recordLen(e))
-		}
-	}
-	if budget := maxBytes - journalHdrLen; total > budget {
-		keep := float64(budget) / float64(total)
-		for i, snap := range snaps {
-			var bytes int64
-			for _, e := range snap {
-				bytes += int64(4 + recordLen(e))
-			}
-			target := int64(keep * float64(bytes))
-			for len(snap) > 0 && bytes > target {
-				bytes -= int64(4 + recordLen(snap[0]))
-				snap = snap[1:]
-			}
-			snaps[i] = snap
-		}
-	}
-	bw := bufio.NewWriterSize(f, 64<<10)
-	bw.WriteString(journalMagic) //nolint:errcheck,gosec // bufio keeps the first error for Flush
-	bw.WriteByte(journalVersion) //nolint:errcheck,gosec
-	size, n := journalHdrLen, 0
-	var rec []byte
-	for i := 0; ; i++ {
-		more := false
-		for _, snap := range snaps {
-			if i >= len(snap) {
-				continue
-			}
-			more = true
-			rec = encodeRecord(binary.BigEndian.AppendUint32(rec[:0], uint32(recordLen(snap[i]))), snap[i])
-			bw.Write(rec) //nolint:errcheck,gosec
-			size += int64(len(rec))
-			n++
-		}
-		if !more {
-			break
-		}
-	}
-	if err := bw.Flush(); err != nil {
-		return 0, 0, fmt.Errorf("writing cache journal: %w", err)
-	}
-	return n, size, nil
-}
+// maxJournalBytes bounds a ring's size (the header's offsets are checked
+// against it).
+const maxJournalBytes = 1 << 32
 
-// JournalScan is what ScanJournal found in a journal file.
+// JournalScan is what ScanJournal found in a journal file, for
+// ImportJournal and for JournalConfig to continue the ring.
 type JournalScan struct {
-	End     int64 // where the last whole record ends: the journal continues here
 	Records int   // whole records
+	Bytes   int64 // bytes of the ring they take
 	// Cost is what holding every record would charge the cache, about.
 	Cost int64
+
+	ring   ringState
+	extent int64 // the file's size
 }
 
-// ScanJournal reads the record lengths of the journal in f (from offset
-// 0, without moving f's offset) and says where its whole records end. A
-// torn last record, left by a process killed while writing it, is not
-// counted. It fails for a file that is not a journal of this version.
+// ScanJournal reads the header and the record lengths of the journal in f
+// (without moving f's offset) and says where its whole records are.
+// Records past the first malformed length are not counted (a kill leaves
+// none: see journal.go). It fails for a file that is not a journal of this
+// version.
 func ScanJournal(f *os.File) (JournalScan, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return JournalScan{}, fmt.Errorf("reading cache journal: %w", err)
 	}
-	br := bufio.NewReaderSize(io.NewSectionReader(f, 0, fi.Size()), 64<<10)
-	var hdr [len(journalMagic) + 1]byte
-	if _, err := io.ReadFull(br, hdr[:]); err != nil {
+	var hdr [journalHdrLen]byte
+	if _, err := f.ReadAt(hdr[:], 0); err != nil {
 		return JournalScan{}, fmt.Errorf("reading cache journal header: %w: %w", ErrBadDump, err)
 	}
 	if string(hdr[:len(journalMagic)]) != journalMagic || hdr[len(journalMagic)] != journalVersion {
 		return JournalScan{}, fmt.Errorf("reading cache journal header: %w: not a version %d journal", ErrBadDump, journalVersion)
 	}
-	s := JournalScan{End: journalHdrLen}
-	for {
-		var lb [4]byte
-		if _, err := io.ReadFull(br, lb[:]); err != nil {
-			return s, nil // the end, or a torn length
+	h := hdr[len(journalMagic)+1:]
+	r := ringState{size: int64(binary.BigEndian.Uint64(h)), tail: int64(binary.BigEndian.Uint64(h[8:])),
+		used: int64(binary.BigEndian.Uint64(h[16:]))}
+	if r.size < MinJournalBytes || r.size > maxJournalBytes || r.tail < 0 || r.tail >= r.size || r.used < 0 || r.used > r.size {
+		return JournalScan{}, fmt.Errorf("reading cache journal header: %w: ring of %d bytes, tail %d, used %d", ErrBadDump, r.size, r.tail, r.used)
+	}
+	s := JournalScan{extent: fi.Size()}
+	rr := newRingReader(f, r.size, r.tail)
+	left := r.used
+	for left > 0 {
+		if skip := rr.skip(); skip > 0 {
+			if skip > left {
+				break
+			}
+			r.items = append(r.items, ringItem{n: int32(-skip)})
+			left -= skip
+			continue
 		}
-		l := int64(binary.BigEndian.Uint32(lb[:]))
-		if l < recordFixedLen+1 || l > maxRecordLen {
-			return s, nil // torn: stop before it
+		l, err := rr.length()
+		if err != nil || l < recordFixedLen+1 || l > maxRecordLen || 4+l > left || l > r.size-rr.pos {
+			break // malformed: the ring ends before it
 		}
-		if n, _ := br.Discard(int(l)); int64(n) < l {
-			return s, nil
+		if err := rr.discard(l); err != nil {
+			break
 		}
-		s.End += 4 + l
+		r.items = append(r.items, ringItem{n: int32(4 + l)})
+		left -= 4 + l
 		s.Records++
 		s.Cost += l + entryOverhead
 	}
+	r.used -= left
+	s.Bytes, s.ring = r.used, r
+	return s, nil
+}
+
+// ringReader reads a ring's records in order from a position, starting
+// again at the ring's start when it reaches its end.
+type ringReader struct {
+	f    *os.File
+	size int64
+	pos  int64 // in the ring
+	br   *bufio.Reader
+}
+
+func newRingReader(f *os.File, size, pos int64) *ringReader {
+	rr := &ringReader{f: f, size: size, br: bufio.NewReaderSize(nil, 64<<10)}
+	rr.seek(pos)
+	return rr
+}
+
+func (rr *ringReader) seek(pos int64) {
+	rr.pos = pos
+	rr.br.Reset(io.NewSectionReader(rr.f, journalHdrLen+pos, rr.size-pos))
+}
+
+// skip moves to the ring's start when the bytes left before its end are
+// skipped ones (fewer than a length, or a zero length) and returns how
+// many; zero when a record starts here.
+func (rr *ringReader) skip() int64 {
+	left := rr.size - rr.pos
+	if left >= 4 {
+		lb, err := rr.br.Peek(4)
+		if err != nil || binary.BigEndian.Uint32(lb) != 0 {
+			return 0
+		}
+	}
+	rr.seek(0)
+	return left
+}
+
+// length reads a record's length.
+func (rr *ringReader) length() (int64, error) {
+	var lb [4]byte
+	if _, err := io.ReadFull(rr.br, lb[:]); err != nil {
+		return 0, err
+	}
+	rr.pos += 4
+	return int64(binary.BigEndian.Uint32(lb[:])), nil
+}
+
+func (rr *ringReader) discard(n int64) error {
+	if _, err := rr.br.Discard(int(n)); err != nil {
+		return err
+	}
+	rr.pos += n
+	return nil
+}
+
+func (rr *ringReader) read(buf []byte) error {
+	if _, err := io.ReadFull(rr.br, buf); err != nil {
+		return err
+	}
+	rr.pos += int64(len(buf))
+	return nil
 }
 
 // ImportJournal stores the fresh entries of the journal in f that scan
-// (from ScanJournal) found, each unless the cache already holds its key,
-// judged again as Import judges a predecessor's. When the records would
-// cost more than maxBytes (zero or less: no bound) the oldest are skipped.
-// It stops when ctx ends, and returns the number of entries stored.
+// (from ScanJournal) found, oldest first, each unless the cache already
+// holds its key, judged again as Import judges a predecessor's. When the
+// records would cost more than maxBytes (zero or less: no bound) the
+// oldest are skipped. It stops when ctx ends, and returns the number of
+// entries stored. It notes in scan which entry each record holds, for a
+// journal that continues the ring (JournalConfig.Scan): start that one's
+// writing after the import (JournalConfig.After).
 func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan, maxBytes int64) (int, error) {
-	br := bufio.NewReaderSize(io.NewSectionReader(f, journalHdrLen, scan.End-journalHdrLen), 64<<10)
 	skip := int64(0)
 	if maxBytes > 0 && scan.Cost > maxBytes {
 		skip = scan.Cost - maxBytes
 	}
-	n := 0
+	rr := newRingReader(f, scan.ring.size, scan.ring.tail)
+	n, i := 0, 0
 	buf := make([]byte, 0, 4096)
-	for i := range scan.Records {
+	for k, it := range scan.ring.items {
+		if it.n < 0 {
+			rr.seek(0)
+			continue
+		}
 		if err := ctx.Err(); err != nil {
 			return n, fmt.Errorf("importing cache journal: %w", err)
 		}
-		now := c.cfg.Now()
-		var lb [4]byte
-		if _, err := io.ReadFull(br, lb[:]); err != nil {
+		i++
+		l := int64(it.n) - 4
+		if rr.pos == rr.size { // the last record ended at the ring's end
+			rr.seek(0)
+		}
+		if err := rr.discard(4); err != nil {
 			return n, fmt.Errorf("reading cache journal record %d: %w: %w", i, ErrBadDump, err)
 		}
-		l := int(binary.BigEndian.Uint32(lb[:]))
 		if skip > 0 {
-			skip -= int64(l) + entryOverhead
-			if _, err := br.Discard(l); err != nil {
+			skip -= l + entryOverhead
+			if err := rr.discard(l); err != nil {
 				return n, fmt.Errorf("reading cache journal record %d: %w: %w", i, ErrBadDump, err)
 			}
 			continue
 		}
-		if l > cap(buf) {
+		if l > int64(cap(buf)) {
 			buf = make([]byte, l)
 		}
 		buf = buf[:l]
-		if _, err := io.ReadFull(br, buf); err != nil {
+		if err := rr.read(buf); err != nil {
 			return n, fmt.Errorf("reading cache journal record %d: %w: %w", i, ErrBadDump, err)
 		}
+		now := c.cfg.Now()
 		e, err := c.decodeRecord(buf, now)
 		if err != nil {
 			return n, fmt.Errorf("decoding cache journal record %d: %w: %w", i, ErrBadDump, err)
 		}
-		if e != nil && c.insertAbsent(e, now) {
+		if e == nil {
+			continue
+		}
+		h, ok := c.insertAbsent(e, now)
+		if ok {
 			n++
 		}
+		// The journal that continues this ring knows the entry: a hit
+		// before its record is overwritten writes it again.
+		scan.ring.items[k].h, scan.ring.items[k].stored = h, uint16(e.stored)
 	}
 	return n, nil
 }
 
 // insertAbsent stores e unless its key holds a newer entry already (one
-// fetched since the restart).
-func (c *Cache) insertAbsent(e *entry, now time.Time) bool {
+// fetched since the restart), and returns its key's hash.
+func (c *Cache) insertAbsent(e *entry, now time.Time) (uint64, bool) {
 	key := e.key()
 	h := key.Hash(c.seed)
 	s := c.shardOf(h)
 	s.mu.Lock()
 	if old, ok := s.lru.Peek(h); ok && old.stored > e.stored {
 		s.mu.Unlock()
-		return false
+		return h, false
 	}
 	s.mu.Unlock()
-	return c.insertUnjournalled(h, e, now) // its record is in the journal already
+	return h, c.insertUnjournalled(h, e, now) // its record is in the journal already
 }

@@ -291,7 +291,7 @@ func (c *Cache) insert(h uint64, e *entry, now time.Time) bool {
 		return false
 	}
 	if j := c.jnl.Load(); j != nil {
-		j.add(e)
+		j.add(h, e)
 	}
 	return true
 }
