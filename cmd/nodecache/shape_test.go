@@ -192,4 +192,3 @@ func TestPackageMapComplete(t *testing.T) {
 		}
 	}
 }
-
