@@ -6,10 +6,11 @@
 # load them in turn with dnsperf (CPU 1, as bench/run.sh: 4 clients, 500
 # outstanding). perf stat counts each run over the server's whole process
 # tree (every thread) and prints task-clock µs per answer, and the
-# supervisor's part of it; context switches, system calls, recvmmsg and
+# root process's part of it (the supervisor; the server itself with --supervise=false); context switches, system calls, recvmmsg and
 # epoll_pwait per 1000 answers.
 #
 #   HITAB_ROUNDS=5 HITAB_SECONDS=5 bench/hitab.sh /tmp/nc.before bin/nodecache floor
+#   bench/hitab.sh bin/nodecache bin/nodecache,--supervise=false   # BIN,FLAG...: flags of that one
 #
 # With HITAB_RATE=10000 each round also runs `benchtool latency` at that
 # fixed rate against each binary (p50/p99/p99.9 of answered queries, as
@@ -56,7 +57,8 @@ for b in "$@"; do
   else
     d=$WORK/nc.$i
     mkdir -p "$d"
-    start "nc.$i" 0 "$b" run --local-ip 127.0.0.1 --port "$port" --setup-interface=false --setup-iptables=false \
+    IFS=, read -r -a bflags <<<"$b" # BIN,--flag,--flag: the binary, then flags of its own
+    start "nc.$i" 0 "${bflags[0]}" run "${bflags[@]:1}" --local-ip 127.0.0.1 --port "$port" --setup-interface=false --setup-iptables=false \
       --cache-size "$CACHE_SIZE" --health-addr "127.0.0.1:$(free_port)" --log-level warn \
       --admin-socket "$d/admin.sock" --handover-socket "$d/handover.sock" --upstream "127.0.0.1:$NSD_PORT" \
       --metrics-addr "127.0.0.1:$(free_port)"
@@ -86,7 +88,7 @@ for r in $(seq "$ROUNDS"); do
     awk -F, -v n="$n" -v qps="$qps" -v lost="$lost" -v name="$b" -v r="$r" -v sup="$sup" '
       /task-clock/ {tc = $1} /context-switches/ {cs = $1} /raw_syscalls/ {sc = $1}
       /recvmmsg/ {rv = $1} /epoll_pwait/ {ep = $1}
-      END { printf "round %d %-28s qps %7d (lost %d)  cpu %.2f us/answer (supervisor %.2f)  per 1000 answers: %6.1f context switches %6.1f syscalls %6.1f recvmmsg %6.1f epoll_pwait\n",
+      END { printf "round %d %-28s qps %7d (lost %d)  cpu %.2f us/answer (root process %.2f)  per 1000 answers: %6.1f context switches %6.1f syscalls %6.1f recvmmsg %6.1f epoll_pwait\n",
         r, name, qps, lost, tc * 1000 / n, sup * 1000 / n, cs * 1000 / n, sc * 1000 / n, rv * 1000 / n, ep * 1000 / n }' "$tree"
     if [ -n "${HITAB_RATE:-}" ]; then
       latency_run "${pids[$i]}" "${ports[$i]}" "$WORK/hit.txt" "$HITAB_RATE"
