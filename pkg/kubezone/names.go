@@ -127,6 +127,17 @@ func parseOctet(s string) (byte, bool) {
 	return byte(n), true
 }
 
+// hexNibble parses one lowercase hex digit, as a reverse name writes it.
+func hexNibble(c byte) (byte, bool) {
+	switch {
+	case '0' <= c && c <= '9':
+		return c - '0', true
+	case 'a' <= c && c <= 'f':
+		return c - 'a' + 10, true
+	}
+	return 0, false
+}
+
 // parseReverse6 parses the 32 nibbles of an ip6.arpa. name, lowest first.
 func parseReverse6(s string) (addrKey, bool) {
 	var k addrKey
@@ -137,14 +148,8 @@ func parseReverse6(s string) (addrKey, bool) {
 		if j > 0 && s[2*j-1] != '.' {
 			return k, false
 		}
-		c := s[2*j]
-		var nib byte
-		switch {
-		case '0' <= c && c <= '9':
-			nib = c - '0'
-		case 'a' <= c && c <= 'f':
-			nib = c - 'a' + 10
-		default:
+		nib, ok := hexNibble(s[2*j])
+		if !ok {
 			return k, false
 		}
 		i := 15 - j/2

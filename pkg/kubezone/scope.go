@@ -244,14 +244,3 @@ func reverseKeyWire(name []byte) (addrKey, bool) {
 	}
 	return k, false
 }
-
-// hexNibble parses one lowercase hex digit, as a reverse name writes it.
-func hexNibble(c byte) (byte, bool) {
-	switch {
-	case '0' <= c && c <= '9':
-		return c - '0', true
-	case 'a' <= c && c <= 'f':
-		return c - 'a' + 10, true
-	}
-	return 0, false
-}
