@@ -18,10 +18,13 @@ measure_forward() {
   log "$s: RSS $idle KiB idle, $warm KiB with $WARM names cached"
   dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
   R[hitqps|$s]=$QPS; R[hitcpu|$s]=$CPU_US; R[hitruns|$s]=$RUNS
+  dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE" -q 100
+  R[hit100qps|$s]=$QPS; R[hit100cpu|$s]=$CPU_US; R[hit100runs|$s]=$RUNS
   latency_run "$pid" "$port" "$WORK/hit.txt" "$HIT_RATE"
   R[hitp50|$s]=$P50; R[hitp99|$s]=$P99; R[hitp999|$s]=$P999; R[hitlcpu|$s]=$LCPU_US; R[hitlost|$s]=$LOST_PCT
-  dnsperf_run "$pid" "$port" "$WORK/miss.txt" -n 1 -l "$PHASE" -q 100
-  R[missqps|$s]=$QPS; R[misscpu|$s]=$CPU_US
+  # each run its own never-asked names: miss.0.txt, miss.1.txt, ...
+  dnsperf_median "$pid" "$port" "$WORK/miss.%i.txt" -n 1 -l "$PHASE" -q 100
+  R[missqps|$s]=$QPS; R[misscpu|$s]=$CPU_US; R[missruns|$s]=$RUNS
   latency_run "$pid" "$port" "$WORK/misslat.txt" "$MISS_RATE"
   R[missp50|$s]=$P50; R[missp99|$s]=$P99; R[missp999|$s]=$P999; R[misslatlost|$s]=$LOST_PCT
 }
@@ -68,6 +71,8 @@ measure_floor() {
   sleep 0.2
   dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
   R[hitqps|floor]=$QPS; R[hitcpu|floor]=$CPU_US; R[hitruns|floor]=$RUNS
+  dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE" -q 100
+  R[hit100qps|floor]=$QPS; R[hit100cpu|floor]=$CPU_US; R[hit100runs|floor]=$RUNS
   stop "$pid"
 }
 
@@ -96,6 +101,16 @@ measure_forwarders() {
     pid=$PID
     wait_dns "$port" "n1.$ZONE" A NOERROR
     measure_forward variant "$pid" "$port"
+    stop "$pid"
+  fi
+  if [ -n "${BENCH_BEFORE_BIN:-}" ]; then
+    port=$(free_port)
+    # shellcheck disable=SC2046
+    start nodecache-before 0 "$BENCH_BEFORE_BIN" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
+      --metrics-addr "127.0.0.1:$(free_port)"
+    pid=$PID
+    wait_dns "$port" "n1.$ZONE" A NOERROR
+    measure_forward before "$pid" "$port"
     stop "$pid"
   fi
 

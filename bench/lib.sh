@@ -154,11 +154,13 @@ dnsperf_run() {
 # dnsperf_median PID PORT FILE DNSPERF-ARGS...: $REPEAT runs of dnsperf_run;
 # sets QPS and CPU_US to those of the run with the median CPU per answer,
 # and RUNS to every run's CPU per answer in order ("5.8 6.4 6.1"). One run
-# on this shared VM moves by ±10 %; the median of three holds still.
+# on this shared VM moves by ±10 %; the median of three holds still. A %i
+# in FILE is the run's number (0, 1, ...): runs that must not share names.
 dnsperf_median() {
-  local i runs=() mid
+  local i runs=() mid pid=$1 port=$2 file=$3
+  shift 3
   for ((i = 0; i < REPEAT; i++)); do
-    dnsperf_run "$@"
+    dnsperf_run "$pid" "$port" "${file//%i/$i}" "$@"
     runs+=("$CPU_US $QPS")
   done
   mid=$(printf '%s\n' "${runs[@]}" | sort -g | sed -n "$(((REPEAT + 1) / 2))p")

@@ -17,24 +17,27 @@ row() {
 # HIT_PROFILE_LINES: how much of the hit path's pprof top goes into RESULTS.md.
 HIT_PROFILE_LINES=35
 
-# variant_table: nodecache as run and with BENCH_VARIANT_FLAGS, measured
-# one after the other in the same sitting (the forwarding rows).
-variant_table() {
-  local k
-  printf '\nnodecache and nodecache with `%s`, one after the other in this sitting, forwarding rows:\n\n' "$BENCH_VARIANT_FLAGS"
-  printf '| | nodecache | with %s | with ÷ without |\n|---|---:|---:|---:|\n' "$BENCH_VARIANT_FLAGS"
+# compare_table COL HEADER INTRO: nodecache as run beside the server
+# measured as COL (variant: BENCH_VARIANT_FLAGS; before: BENCH_BEFORE_BIN)
+# right after it in the same sitting (the forwarding rows).
+compare_table() {
+  local k col=$1 head=$2
+  printf '\n%s\n\n' "$3"
+  printf '| | nodecache | %s | %s ÷ nodecache |\n|---|---:|---:|---:|\n' "$head" "$head"
   local rows=("hitqps|cache hit: QPS (max)" "hitcpu|cache hit: CPU µs/answer at max QPS"
+    "hit100cpu|cache hit: CPU µs/answer at max QPS, 4 clients × 100 outstanding"
     "hitlcpu|cache hit: CPU µs/answer at $HIT_RATE qps" "hitp50|cache hit: p50 µs at $HIT_RATE qps"
     "hitp99|cache hit: p99 µs at $HIT_RATE qps" "hitp999|cache hit: p99.9 µs at $HIT_RATE qps"
     "missqps|miss: QPS (max)" "misscpu|miss: CPU µs/answer" "missp50|miss: p50 µs at $MISS_RATE qps"
     "missp99|miss: p99 µs at $MISS_RATE qps" "rssidle|RSS MiB idle" "rss|RSS MiB after warming $WARM names"
     "rssname|RSS KiB per cached name" "pss|PSS MiB after warming (pages the processes share count once)")
   for k in "${rows[@]}"; do
-    printf '| %s | %s | %s | %s |\n' "${k#*|}" "${R[${k%%|*}|nodecache]:-–}" "${R[${k%%|*}|variant]:-–}" \
-      "$(ratio "${R[${k%%|*}|variant]:-}" "${R[${k%%|*}|nodecache]:-}")"
+    printf '| %s | %s | %s | %s |\n' "${k#*|}" "${R[${k%%|*}|nodecache]:-–}" "${R[${k%%|*}|$col]:-–}" \
+      "$(ratio "${R[${k%%|*}|$col]:-}" "${R[${k%%|*}|nodecache]:-}")"
   done
-  printf '\nCPU µs/answer of each max-QPS cache-hit run: nodecache %s; with %s %s.\n' \
-    "${R[hitruns|nodecache]:-–}" "$BENCH_VARIANT_FLAGS" "${R[hitruns|variant]:-–}"
+  printf '\nCPU µs/answer of each run: cache hit at 500 outstanding: nodecache %s, %s %s; at 100: nodecache %s, %s %s; miss: nodecache %s, %s %s.\n' \
+    "${R[hitruns|nodecache]:-–}" "$head" "${R[hitruns|$col]:-–}" "${R[hit100runs|nodecache]:-–}" "$head" \
+    "${R[hit100runs|$col]:-–}" "${R[missruns|nodecache]:-–}" "$head" "${R[missruns|$col]:-–}"
 }
 
 report() {
@@ -45,7 +48,7 @@ report() {
 
 - date: $(date -u +%Y-%m-%dT%H:%MZ)
 - commit: $commit$(cd "$ROOT" && git diff --quiet HEAD -- pkg cmd 2>/dev/null || echo " (working tree differs in pkg/ or cmd/)")
-- command: \`make bench\` (bench/run.sh, BENCH_PHASE_SECONDS=$PHASE, BENCH_LOADBALANCE=${BENCH_LOADBALANCE:-0}$([ -n "${BENCH_NODECACHE_FLAGS:-}" ] && printf ', BENCH_NODECACHE_FLAGS="%s"' "$BENCH_NODECACHE_FLAGS")$([ -n "${BENCH_VARIANT_FLAGS:-}" ] && printf ', BENCH_VARIANT_FLAGS="%s"' "$BENCH_VARIANT_FLAGS"))
+- command: \`make bench\` (bench/run.sh, BENCH_PHASE_SECONDS=$PHASE, BENCH_LOADBALANCE=${BENCH_LOADBALANCE:-0}$([ -n "${BENCH_NODECACHE_FLAGS:-}" ] && printf ', BENCH_NODECACHE_FLAGS="%s"' "$BENCH_NODECACHE_FLAGS")$([ -n "${BENCH_VARIANT_FLAGS:-}" ] && printf ', BENCH_VARIANT_FLAGS="%s"' "$BENCH_VARIANT_FLAGS")$([ -n "${BENCH_BEFORE_BIN:-}" ] && printf ', BENCH_BEFORE_BIN=%s' "$(basename "$BENCH_BEFORE_BIN")"))
 - machine: $(nproc) CPUs, $(sed -n 's/^model name\s*: //p' /proc/cpuinfo | head -1); $(uname -r)
 - versions: nodecache $("$NODECACHE" version 2>/dev/null | head -1 || echo "?"), CoreDNS $COREDNS_VERSION,
   $(unbound -V 2>/dev/null | sed -n 's/^Version /Unbound /p'), $(nsd -v 2>&1 | head -1), $(dnsperf -h 2>&1 | sed -n 's/^Version /dnsperf /p')
@@ -53,9 +56,9 @@ report() {
 Each server runs alone, pinned to CPU 0 (\`taskset -c 0\`); dnsperf, the Go latency client, NSD (the upstream)
 and the API server share CPU 1. Same upstream (NSD, $NAMES names, TTL 3600), same cache budget
 ($CACHE_SIZE; CoreDNS sizes by entries: 400,000; Unbound msg and rrset caches $CACHE_SIZE_UNBOUND each).
-QPS is dnsperf's (UDP, 4 clients, 500 outstanding, ${PHASE} s); CPU µs/answer is the server's utime+stime
-delta over answers (the max-QPS hit and zone rows: the run with the median CPU of $REPEAT, each run's figure
-listed under the table); latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s): percentiles
+QPS is dnsperf's (UDP, 4 clients, 500 outstanding unless a row says 100, ${PHASE} s; a miss run ends sooner
+when its $MISS_RUN names are all asked); CPU µs/answer is the server's utime+stime delta over answers (the
+max-QPS hit, miss and zone rows: the run with the median CPU of $REPEAT, each run's figure listed under the table); latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s): percentiles
 of the answered queries, the share never answered within 1 s in its own row. RSS per cached name is (RSS after
 warming − RSS once the server has answered its first query) ÷ $WARM names, in KiB (1024 bytes).
 EOF
@@ -82,6 +85,14 @@ EOF
     R[hitfloor|coredns]=$(ratio "${R[hitcpu|coredns]:-}" "$f")
     R[hitfloor|unbound]=$(ratio "${R[hitcpu|unbound]:-}" "$f")
     row hitfloor "cache hit: CPU at max QPS ÷ the floor server's ($f µs, runs ${R[hitruns|floor]})"
+  fi
+  row hit100cpu "cache hit: CPU µs/answer at max QPS, 4 clients × 100 outstanding"
+  if [ -n "${R[hit100cpu|floor]:-}" ]; then
+    local f=${R[hit100cpu|floor]}
+    R[hit100floor|nodecache]=$(ratio "${R[hit100cpu|nodecache]:-}" "$f")
+    R[hit100floor|coredns]=$(ratio "${R[hit100cpu|coredns]:-}" "$f")
+    R[hit100floor|unbound]=$(ratio "${R[hit100cpu|unbound]:-}" "$f")
+    row hit100floor "cache hit, 100 outstanding: CPU ÷ the floor server's ($f µs, runs ${R[hit100runs|floor]})"
   fi
   row hitp50 "cache hit: p50 µs at $HIT_RATE qps"
   row hitp99 "cache hit: p99 µs at $HIT_RATE qps"
@@ -129,10 +140,19 @@ EOF
     fi
   fi
   if [ -n "${R[hitcpu|variant]:-}" ]; then
-    variant_table
+    compare_table variant "with $BENCH_VARIANT_FLAGS" \
+      "nodecache and nodecache with \`$BENCH_VARIANT_FLAGS\`, one after the other in this sitting, forwarding rows:"
+  fi
+  if [ -n "${R[hitcpu|before]:-}" ]; then
+    compare_table before "before" \
+      "This tree beside an older build (BENCH_BEFORE_BIN=$(basename "$BENCH_BEFORE_BIN"), \`version\`: $("$BENCH_BEFORE_BIN" version 2>/dev/null | head -1 || echo "?")), measured right after it in this sitting, forwarding rows:"
   fi
   printf '\nCPU µs/answer of each max-QPS run, in order: cache hit: nodecache %s; CoreDNS %s; Unbound %s.' \
     "${R[hitruns|nodecache]:-–}" "${R[hitruns|coredns]:-–}" "${R[hitruns|unbound]:-–}"
+  printf ' Cache hit at 100 outstanding: nodecache %s; CoreDNS %s; Unbound %s.' \
+    "${R[hit100runs|nodecache]:-–}" "${R[hit100runs|coredns]:-–}" "${R[hit100runs|unbound]:-–}"
+  printf ' Miss (each run its own %s never-asked names): nodecache %s; CoreDNS %s; Unbound %s.' \
+    "$MISS_RUN" "${R[missruns|nodecache]:-–}" "${R[missruns|coredns]:-–}" "${R[missruns|unbound]:-–}"
   if [ -n "${R[zoneruns|nodecache]:-}" ]; then
     printf ' Cluster zone: nodecache %s; CoreDNS + cache 30 %s; CoreDNS alone %s.' \
       "${R[zoneruns|nodecache]}" "${R[zoneruns|coredns]:-–}" "${R[zonerunsnc|coredns]:-–}"

@@ -5,7 +5,7 @@
 #
 # Environment:
 #   BENCH_PHASE_SECONDS  length of each load phase (default 10)
-#   BENCH_REPEAT         runs of each max-QPS hit and zone phase; the median counts (default 3)
+#   BENCH_REPEAT         runs of each max-QPS hit, miss and zone phase; the median counts (default 3)
 #   BENCH_GO=0           skip the `go test -bench` rows
 #   BENCH_PROFILE=0      skip the CPU profiles of nodecache's hit and miss paths
 #   BENCH_PROFILE_DIR    where they go (default ~/.cache/nodecache-bench/profiles; not the repo)
@@ -17,6 +17,8 @@
 #   BENCH_LOADBALANCE=1  run every nodecache with --loadbalance (A/AAAA shuffled in each answer), for
 #                        the on/off comparison: run once with and once without, same machine and sitting
 #   BENCH_NODECACHE_FLAGS  more flags for every nodecache of the run (e.g. "--supervise=false")
+#   BENCH_BEFORE_BIN     an older nodecache binary (the tree before a change): its forwarding rows are
+#                        measured right after this tree's, and a table of the two goes beside the main one
 #   BENCH_VARIANT_FLAGS  run the forwarding rows (cache hit, miss, RSS) a second time, right after the
 #                        default nodecache's, with a nodecache given these flags as well, and add a table
 #                        of the two side by side: e.g. BENCH_VARIANT_FLAGS=--supervise=false measures what
@@ -28,16 +30,18 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PHASE=${BENCH_PHASE_SECONDS:-10}
 REPEAT=${BENCH_REPEAT:-3}
+[[ "$REPEAT" =~ ^[1-9]$ ]] || { echo "BENCH_REPEAT=$REPEAT: want 1 to 9" >&2; exit 1; }
 CACHE_DIR=${NODECACHE_BENCH_CACHE:-$HOME/.cache/nodecache-bench}
 PROFILE_DIR=${BENCH_PROFILE_DIR:-$CACHE_DIR/profiles}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 NODECACHE=${NODECACHE_BIN:-$ROOT/bin/nodecache}
 ZONE=bench.example.
-NAMES=300000          # names in the upstream zone
 WARM=100000           # names warmed before the RSS reading: n0..n99999
 HIT=10000             # cache-hit working set: n0..n9999 (inside WARM)
 MISS_FROM=100000      # miss throughput: n100000.. (never asked before)
-MISSLAT_FROM=250000   # miss latency: n250000.. (never asked before)
+MISS_RUN=100000       # names of each miss run (one set a run: $REPEAT sets)
+MISSLAT_FROM=$((MISS_FROM + REPEAT * MISS_RUN)) # miss latency: never asked before
+NAMES=$((MISSLAT_FROM + 50000)) # names in the upstream zone
 HIT_RATE=10000        # fixed rate of the latency rows
 MISS_RATE=2000
 CACHE_SIZE=256MiB
@@ -61,7 +65,7 @@ trap 'exit 130' INT TERM
 for t in dnsperf nsd unbound taskset dig ss cc; do command -v "$t" >/dev/null || die "$t not installed"; done
 [ -x "$NODECACHE" ] || die "$NODECACHE missing: run make build"
 [ "$PHASE" -ge 2 ] && [ "$PHASE" -le 60 ] || die "BENCH_PHASE_SECONDS=$PHASE: want 2 to 60"
-[[ "$REPEAT" =~ ^[1-9]$ ]] || die "BENCH_REPEAT=$REPEAT: want 1 to 9"
+[ -z "${BENCH_BEFORE_BIN:-}" ] || [ -x "$BENCH_BEFORE_BIN" ] || die "BENCH_BEFORE_BIN=$BENCH_BEFORE_BIN is not an executable"
 
 # --- tools ----------------------------------------------------------------
 BENCHTOOL=$WORK/benchtool
@@ -78,7 +82,9 @@ write_zone "$WORK/nsd/zone" "$NAMES"
 names() { awk -v a="$1" -v b="$2" -v z="$ZONE" 'BEGIN { for (i = a; i < b; i++) printf "n%d.%s A\n", i, z }'; }
 names 0 "$WARM" >"$WORK/warm.txt"
 names 0 "$HIT" >"$WORK/hit.txt"
-names "$MISS_FROM" "$MISSLAT_FROM" >"$WORK/miss.txt"
+for ((i = 0; i < REPEAT; i++)); do
+  names $((MISS_FROM + i * MISS_RUN)) $((MISS_FROM + (i + 1) * MISS_RUN)) >"$WORK/miss.$i.txt"
+done
 names "$MISSLAT_FROM" "$NAMES" >"$WORK/misslat.txt"
 names 0 "$WARM" | sed 's/ A$/ AAAA/' >"$WORK/missprof.txt"
 
