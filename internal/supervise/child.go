@@ -45,8 +45,9 @@ type Inherited struct {
 
 // Death is one serving process's end.
 type Death struct {
-	At    time.Time `json:"at"`
-	Cause string    `json:"cause"` // "signal: killed", "exit status 2", ...
+	At    time.Time     `json:"at"`
+	Cause string        `json:"cause"` // "signal: killed", "exit status 2", ...
+	Lived time.Duration `json:"lived"` // from its start to its death
 }
 
 // CrashLoopUntil is when a crash loop stops being reported: CrashWindow

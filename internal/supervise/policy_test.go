@@ -10,7 +10,7 @@ func TestBackoff(t *testing.T) {
 	deaths := func(n int) []Death {
 		d := make([]Death, n)
 		for i := range d {
-			d[i] = Death{At: t0.Add(time.Duration(i) * time.Second)}
+			d[i] = Death{At: t0.Add(time.Duration(i) * time.Second), Lived: time.Second}
 		}
 		return d
 	}
@@ -29,6 +29,33 @@ func TestBackoff(t *testing.T) {
 		d, loop := backoff(deaths(tc.n))
 		if d != tc.delay || loop != tc.loop {
 			t.Errorf("%d deaths: got %v, crash loop %v; want %v, %v", tc.n, d, loop, tc.delay, tc.loop)
+		}
+	}
+}
+
+// TestBackoffServedProcess: a process that served QuickDeath or longer is
+// restarted at once, whatever died before it, and ends the quick streak;
+// the crash loop still counts every death in the window.
+func TestBackoffServedProcess(t *testing.T) {
+	t0 := time.Unix(1_700_000_000, 0)
+	quick, served := time.Second, QuickDeath
+	for _, tc := range []struct {
+		lived []time.Duration
+		delay time.Duration
+		loop  bool
+	}{
+		{[]time.Duration{served, served}, 0, false},       // kill -9, then an OOM kill 30 s later
+		{[]time.Duration{quick, served}, 0, false},        // a bad start, then one that served
+		{[]time.Duration{quick, served, served}, 0, true}, // three deaths: reported, not delayed
+		{[]time.Duration{served, quick, quick}, 250 * time.Millisecond, true},
+		{[]time.Duration{quick, quick, served, quick}, 0, true}, // the streak restarts after a served one
+	} {
+		d := make([]Death, len(tc.lived))
+		for i, l := range tc.lived {
+			d[i] = Death{At: t0.Add(time.Duration(i) * time.Second), Lived: l}
+		}
+		if got, loop := backoff(d); got != tc.delay || loop != tc.loop {
+			t.Errorf("lived %v: got %v, crash loop %v; want %v, %v", tc.lived, got, loop, tc.delay, tc.loop)
 		}
 	}
 }

@@ -110,7 +110,7 @@ func (s *supervisor) loop(sigs <-chan os.Signal) error {
 			return &ExitError{Code: code, Cause: cause}
 		}
 		now := time.Now()
-		s.deaths = append(recent(s.deaths, now), Death{At: now, Cause: cause})
+		s.deaths = append(recent(s.deaths, now), Death{At: now, Cause: cause, Lived: now.Sub(p.started)})
 		delay, loop := backoff(s.deaths)
 		s.log.Error("serving process died; starting another on the kept sockets", "cause", cause, "pid", p.pid,
 			"restarts", s.restarts+1, "deaths_in_window", len(s.deaths), "delay", delay, "crash_loop", loop)
@@ -159,6 +159,7 @@ func (s *supervisor) stop(sigs <-chan os.Signal) error {
 type proc struct {
 	cmd     *exec.Cmd
 	pid     int
+	started time.Time
 	state   *os.ProcessState
 	control chan struct{} // closed when its control socket has been read to the end
 }
@@ -214,7 +215,7 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 		_ = c.Close()
 		return nil, fmt.Errorf("supervisor: starting the serving process: %w", err)
 	}
-	p := &proc{cmd: cmd, pid: cmd.Process.Pid, control: make(chan struct{})}
+	p := &proc{cmd: cmd, pid: cmd.Process.Pid, started: time.Now(), control: make(chan struct{})}
 	go s.readControl(c.(*net.UnixConn), p.control)
 	if err := RaiseOOMScore(p.pid, s.cfg.OOMScoreAdj); err != nil {
 		s.log.Warn("the serving process keeps the supervisor's oom_score_adj", logkey.Err, err)
