@@ -233,9 +233,18 @@ func (p *proc) wait(sigs <-chan os.Signal) bool {
 		_ = p.cmd.Wait()
 		close(exited)
 	}()
+	// The binary's pages the supervisor touches again (the runtime, the
+	// control socket's messages) are dropped every second, so that its RSS
+	// stays below that of a process starting in the container (runc's init
+	// for an exec probe, about 10 MiB): in an OOM kill's aftermath the
+	// kernel picks the largest of those, and it must not be the supervisor.
+	drop := time.NewTicker(time.Second)
+	defer drop.Stop()
 	stopping := false
 	for {
 		select {
+		case <-drop.C:
+			_ = dropFilePages()
 		case sig := <-sigs:
 			stopping = stopping || sig != syscall.SIGHUP
 			_ = p.cmd.Process.Signal(sig)
