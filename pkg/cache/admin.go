@@ -93,6 +93,7 @@ func (c *Cache) FlushAll() int {
 		s.lru.Purge()
 		s.bytes = 0
 		s.kinds = [numKinds]int{}
+		s.failed = nil
 		s.mu.Unlock()
 	}
 	return n

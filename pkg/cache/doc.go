@@ -15,10 +15,11 @@
 // never evicted for space.
 //
 // An entry keeps no separate copy of its name: the key is the reply's
-// question. A one-A-record name costs about 230 bytes of heap (the entry
-// with its Packed, one buffer for the reply and its TTL offsets, the LRU's
-// list element and map slot); the cache charges about 250 against MaxBytes
-// (shard.go, entryOverhead), so the budget bounds the heap it holds.
+// question. A one-A-record name costs about 215 bytes of heap (the 48-byte
+// entry with its Packed, one buffer for the reply and its TTL offsets, the
+// LRU's 80-byte list element and its map slot; BenchmarkMemoryPerName); the
+// cache charges about 230 against MaxBytes (shard.go, entryOverhead), so the
+// budget bounds the heap it holds.
 //
 // The miss path, Resolve, folds concurrent misses for a key into one
 // upstream query (a flight), except that a flight older than FlightMaxAge

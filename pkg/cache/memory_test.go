@@ -77,14 +77,14 @@ func TestAccountingCoversHeap(t *testing.T) {
 	runtime.KeepAlive(c)
 }
 
-// TestEntrySize pins an entry to the 64-byte size class entryOverhead
-// charges for: a field that pushed it into the next class (80) would cost
-// every cached name 16 bytes more. Its Packed is 32 of those bytes.
+// TestEntrySize pins an entry to the 48-byte size class entryOverhead
+// charges for: a field that pushed it into the next class (64) would cost
+// every cached name 16 bytes more. Its Packed is 24 of those bytes.
 func TestEntrySize(t *testing.T) {
-	if got := unsafe.Sizeof(entry{}); got > 64 {
-		t.Errorf("entry size: got %d bytes, want at most 64", got)
+	if got := unsafe.Sizeof(entry{}); got > 48 {
+		t.Errorf("entry size: got %d bytes, want at most 48", got)
 	}
-	if got := unsafe.Sizeof(wire.Packed{}); got > 32 {
-		t.Errorf("wire.Packed size: got %d bytes, want at most 32", got)
+	if got := unsafe.Sizeof(wire.Packed{}); got > 24 {
+		t.Errorf("wire.Packed size: got %d bytes, want at most 24", got)
 	}
 }

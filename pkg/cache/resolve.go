@@ -112,7 +112,7 @@ func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (wire.Answer, boo
 		s.hits++
 		e.hits++
 		return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
-	case e.failedAt != 0 && now.Sub(time.Unix(0, e.failedAt)) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
+	case s.failedAtLocked(e) != 0 && now.Sub(time.Unix(0, s.failedAtLocked(e))) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
 		s.touchLocked(h, e)
 		c.met.stale.Add(1)
 		return c.staleResult(e), true
@@ -139,7 +139,7 @@ func (c *Cache) stale(key *wire.Key, h uint64, now time.Time, kick bool) (wire.A
 		s.mu.Unlock()
 		return wire.Answer{}, false
 	}
-	e.failedAt = now.UnixNano()
+	s.setFailedLocked(e, now.UnixNano())
 	s.mu.Unlock()
 	c.met.stale.Add(1)
 	if kick {

@@ -191,7 +191,21 @@ func TestServeStale(t *testing.T) {
 		if got := c.Stats().Stale; got != 3 {
 			t.Errorf("stale answers: got %d, want 3", got)
 		}
+		if got := failedEntries(c); got != 0 {
+			t.Errorf("failure times kept after the entry was replaced: got %d, want 0", got)
+		}
 	})
+}
+
+// failedEntries counts the upstream failure times c's shards keep.
+func failedEntries(c *Cache) int {
+	n := 0
+	for _, s := range c.shards {
+		s.mu.Lock()
+		n += len(s.failed)
+		s.mu.Unlock()
+	}
+	return n
 }
 
 func TestStaleLimits(t *testing.T) {

@@ -12,19 +12,21 @@ import (
 )
 
 // entryOverhead is what an entry costs beyond its reply buffer: the entry
-// struct (one 64-byte size class, the Packed in it included), the LRU's
+// struct (one 48-byte size class, the Packed in it included), the LRU's
 // list element (80: links, key, value, and an expiry simplelru keeps for
 // its expirable sibling) and its map slot (16 bytes, plus a control byte,
 // in a table 7/16 to 7/8 full: at most 40). It errs high, so that the byte
 // budget stays a bound on the heap the cache holds; BenchmarkMemoryPerName
 // reports both figures.
-const entryOverhead = 64 + 80 + 40
+const entryOverhead = 48 + 80 + 40
 
 // entry is one cached reply. Its first fields never change after insert;
 // the rest are guarded by the owning shard's mu. It keeps no key: the name,
 // type and class are the reply's own question, and only the DO and CD bits,
 // which a reply does not carry, are stored beside it. Fields are ordered
-// and sized to fit a 64-byte size class (see TestEntrySize).
+// and sized to fit a 48-byte size class (see TestEntrySize); what few
+// entries need, the time of an upstream failure while stale, is kept in
+// the shard (shard.failed).
 type entry struct {
 	packed wire.Packed // its question is the key's name, type and class
 	stored int64       // wall clock, Unix nanoseconds (not time.Time: 8 bytes, not 24, per entry)
@@ -32,12 +34,11 @@ type entry struct {
 	// touched is the owning shard's insert count when e was last moved to
 	// the front of its LRU (inserted or promoted by a hit; see touchLocked).
 	touched uint32
+	hits    uint32 // fresh hits in this entry's life
 	kind    kind
 	do, cd  bool // the key's DNSSEC bits
 
-	prefetching bool   // a prefetch was started; never again for this entry
-	hits        uint32 // fresh hits in this entry's life
-	failedAt    int64  // Unix nanoseconds of the last upstream failure while stale; 0: none
+	prefetching bool // a prefetch was started; never again for this entry
 }
 
 // newEntry stores p, the reply to key, for ttl (whole seconds, > 0; capped
@@ -123,7 +124,12 @@ type shard struct {
 	kinds   [numKinds]int // entries held, by kind
 	// evictedDenials counts negative and SERVFAIL entries evicted for space.
 	evictedDenials uint64
-	budget         int64 // immutable
+	// failed holds, for the entries served stale after an upstream failure,
+	// the time of the last failure (Unix nanoseconds), until the entry
+	// leaves the shard. Few entries ever have one, so it is not a field of
+	// every entry.
+	failed map[*entry]int64
+	budget int64 // immutable
 
 	_ [64]byte // keeps neighbouring shards' locks off one cache line
 }
@@ -211,9 +217,29 @@ func (s *shard) removeLocked(h uint64) bool {
 		return false
 	}
 	s.lru.Remove(h)
-	s.bytes -= old.size()
-	s.kinds[old.kind]--
+	s.dropLocked(old)
 	return true
+}
+
+// dropLocked forgets e, just removed from the LRU.
+func (s *shard) dropLocked(e *entry) {
+	s.bytes -= e.size()
+	s.kinds[e.kind]--
+	if s.failed != nil {
+		delete(s.failed, e)
+	}
+}
+
+// failedAtLocked returns when the upstream last failed for e while it was
+// stale, Unix nanoseconds; zero: never.
+func (s *shard) failedAtLocked(e *entry) int64 { return s.failed[e] }
+
+// setFailedLocked records an upstream failure for e, a cached entry, at at.
+func (s *shard) setFailedLocked(e *entry, at int64) {
+	if s.failed == nil {
+		s.failed = make(map[*entry]int64)
+	}
+	s.failed[e] = at
 }
 
 // removeOldestLocked removes the least recently used entry and returns
@@ -223,8 +249,7 @@ func (s *shard) removeOldestLocked() (kind, bool) {
 	if !ok {
 		return 0, false
 	}
-	s.bytes -= old.size()
-	s.kinds[old.kind]--
+	s.dropLocked(old)
 	return old.kind, true
 }
 

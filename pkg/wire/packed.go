@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/miekg/dns"
 )
@@ -19,18 +20,27 @@ const DefaultUDPSize = 1232
 // bytes); AppendReply writes a copy fitted to one query. The zero Packed is
 // not a reply: build one with Pack or PackOwned.
 //
-// A cache holds one Packed per name, so its layout is kept small: one
-// allocation holds the reply and, after it, the TTL offsets, and the header
-// fields fit in the padding a slice header leaves in a 32-byte struct.
+// A cache holds one Packed per name, so its layout is kept small (24
+// bytes, pkg/cache's TestEntrySize): one allocation holds the reply and, after it, the
+// TTL offsets, and Packed keeps a pointer to it with lengths of 2 and 4
+// bytes rather than a slice header's two of 8.
 type Packed struct {
-	// buf is the reply (buf[:msgLen]), then each record's TTL field offset
-	// in it as a big-endian uint16 (OPT excluded). Never modified after
-	// Pack; its capacity is the allocator's size class, so that BufSize
-	// is what it really costs.
-	buf    []byte
-	msgLen uint16 // length of the reply; at most dns.MaxMsgSize
-	qEnd   uint16 // offset just past the question
-	minTTL uint32
+	// data starts the buffer (see buf): the reply (msgLen bytes), then each
+	// record's TTL field offset in it as a big-endian uint16 (OPT
+	// excluded), records of them. Never modified after Pack. The buffer
+	// holds size bytes, the allocator's size class, so that BufSize is
+	// what it really costs.
+	data    *byte
+	size    uint32
+	minTTL  uint32
+	msgLen  uint16 // length of the reply; at most dns.MaxMsgSize
+	qEnd    uint16 // offset just past the question
+	records uint16 // TTL offsets after the reply
+}
+
+// buf is the reply and its TTL offsets (nil for the zero Packed).
+func (p *Packed) buf() []byte {
+	return unsafe.Slice(p.data, int(p.msgLen)+2*int(p.records))
 }
 
 // Pack turns m into a Packed reply. m is not modified. The question name is
@@ -138,45 +148,46 @@ func indexTTLs(buf []byte, msgLen, qEnd, n int, maxTTL uint32) (Packed, error) {
 	if n == 0 {
 		minTTL = 0
 	}
-	return Packed{buf: buf, msgLen: uint16(msgLen), qEnd: uint16(qEnd), minTTL: minTTL}, nil
+	return Packed{data: unsafe.SliceData(buf), size: uint32(cap(buf)), minTTL: minTTL,
+		msgLen: uint16(msgLen), qEnd: uint16(qEnd), records: uint16(n)}, nil
 }
 
 // Rcode returns the reply's rcode (the 4-bit header part: a stored reply
 // has no OPT record to extend it).
-func (p *Packed) Rcode() int { return int(p.buf[3] & rcodeMask) }
+func (p *Packed) Rcode() int { return int(p.buf()[3] & rcodeMask) }
 
 // Len returns the size of the stored reply in bytes.
 func (p *Packed) Len() int { return int(p.msgLen) }
 
 // BufSize is the heap memory p's buffer takes (reply and TTL offsets), for
 // byte-bounded caches. The Packed struct itself is its holder's to count.
-func (p *Packed) BufSize() int { return cap(p.buf) }
+func (p *Packed) BufSize() int { return int(p.size) }
 
 // MinTTL returns the smallest TTL in the reply (0 when it has no records).
 func (p *Packed) MinTTL() uint32 { return p.minTTL }
 
 // Records returns the number of resource records in the reply.
-func (p *Packed) Records() int { return len(p.ttlOffs()) / 2 }
+func (p *Packed) Records() int { return int(p.records) }
 
 // ttlOffs returns the TTL field offsets, two bytes each.
-func (p *Packed) ttlOffs() []byte { return p.buf[p.msgLen:] }
+func (p *Packed) ttlOffs() []byte { return p.buf()[p.msgLen:] }
 
 // Question returns the reply's question: its name in wire form, lowercased,
 // and its type and class. name aliases p and must not be modified. A cache
 // keys its entries by it rather than keeping a second copy of the name.
 func (p *Packed) Question() (name []byte, typ, class uint16) {
-	t := int(p.qEnd) - 4
-	return p.buf[HeaderLen:t:t], binary.BigEndian.Uint16(p.buf[t:]), binary.BigEndian.Uint16(p.buf[t+2:])
+	t, b := int(p.qEnd)-4, p.buf()
+	return b[HeaderLen:t:t], binary.BigEndian.Uint16(b[t:]), binary.BigEndian.Uint16(b[t+2:])
 }
 
 // Wire returns the stored reply in wire form: the question name lowercased,
 // TTLs as stored. It aliases p and must not be modified.
-func (p *Packed) Wire() []byte { return p.buf[:p.msgLen:p.msgLen] }
+func (p *Packed) Wire() []byte { return p.buf()[:p.msgLen:p.msgLen] }
 
 // Msg unpacks the stored reply, for the slow paths (CLI dumps, tests).
 func (p *Packed) Msg() (*dns.Msg, error) {
 	m := new(dns.Msg)
-	if err := m.Unpack(p.buf[:p.msgLen]); err != nil {
+	if err := m.Unpack(p.Wire()); err != nil {
 		return nil, fmt.Errorf("unpacking stored reply: %w", err)
 	}
 	return m, nil
@@ -205,7 +216,7 @@ type TTLMode struct {
 // room.
 func (p *Packed) AppendReply(dst []byte, q *Query, mode TTLMode, maxSize int) []byte {
 	start := len(dst)
-	dst = append(dst, p.buf[:p.msgLen]...)
+	dst = append(dst, p.Wire()...)
 	out := dst[start:]
 	binary.BigEndian.PutUint16(out, q.ID)
 	flags := binary.BigEndian.Uint16(out[2:])

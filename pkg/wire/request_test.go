@@ -66,8 +66,8 @@ func TestReadUpstream(t *testing.T) {
 			clear(msg)
 			after := PackUpstream(c.Raw, &c.Scan, 0)
 			copy(msg, orig)
-			if !bytes.Equal(before.buf, after.buf) {
-				t.Errorf("clone packs\n%x\nwant\n%x", after.buf, before.buf)
+			if !bytes.Equal(before.buf(), after.buf()) {
+				t.Errorf("clone packs\n%x\nwant\n%x", after.buf(), before.buf())
 			}
 		})
 	}
