@@ -13,7 +13,9 @@ import (
 // when larger than a slot; and a park refused while replies wait.
 func TestLateQueue(t *testing.T) {
 	l := newLateQueue()
-	to := func(i int) netip.AddrPort { return netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), uint16(1000+i)) }
+	to := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), uint16(1000+i))
+	}
 	reply := func(i int) []byte { return []byte(fmt.Sprintf("reply %d", i)) }
 	for i := range 3 {
 		if !l.offer(reply(i), to(i)) {
