@@ -73,7 +73,7 @@ type batchConn struct {
 	wn     int
 	is6    bool
 
-	late   *lateQueue // the slow path's replies for the next flush; never nil
+	late   *lateQueue // the slow path's replies for the next flush; nil in a sender
 	parked bool       // late is parked: set by recvmmsg before a wait
 
 	putLate func(reply []byte, to netip.AddrPort) // b.queueCopy, made once
@@ -86,22 +86,40 @@ type batchConn struct {
 }
 
 func newBatchConn(c *net.UDPConn) (*batchConn, error) {
-	rc, err := c.SyscallConn()
+	b, err := newBatchSender(c, batchSlotSize)
 	if err != nil {
 		return nil, err
 	}
-	la, _ := c.LocalAddr().(*net.UDPAddr)
-	b := &batchConn{rc: rc, sys: batchSyscall, is6: la != nil && la.IP.To4() == nil, late: newLateQueue()}
-	b.readFn, b.writeFn, b.putLate = b.recvmmsg, b.sendmmsg, b.queueCopy
-	slab := make([]byte, 2*batchSize*batchSlotSize)
-	wslab := slab[batchSize*batchSlotSize:]
+	b.readFn = b.recvmmsg
+	slab := make([]byte, batchSize*batchSlotSize)
 	for i := range b.rbufs {
-		b.wbufs[i] = wslab[i*batchSlotSize : i*batchSlotSize : (i+1)*batchSlotSize]
 		b.rbufs[i] = slab[i*batchSlotSize : (i+1)*batchSlotSize : (i+1)*batchSlotSize]
 		b.riovs[i].Base = &b.rbufs[i][0]
 		b.rhdrs[i].hdr.Iov = &b.riovs[i]
 		b.rhdrs[i].hdr.Iovlen = 1
 		b.rhdrs[i].hdr.Name = (*byte)(unsafe.Pointer(&b.rnames[i]))
+	}
+	out, err := newBatchSender(c, lateSlot)
+	if err != nil {
+		return nil, err
+	}
+	b.late = newLateQueue(out)
+	return b, nil
+}
+
+// newBatchSender is a batchConn that only sends, replies of at most slot
+// bytes: a lateQueue's flusher's.
+func newBatchSender(c *net.UDPConn, slot int) (*batchConn, error) {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	la, _ := c.LocalAddr().(*net.UDPAddr)
+	b := &batchConn{rc: rc, sys: batchSyscall, is6: la != nil && la.IP.To4() == nil}
+	b.writeFn, b.putLate = b.sendmmsg, b.queueCopy
+	slab := make([]byte, batchSize*slot)
+	for i := range b.wbufs {
+		b.wbufs[i] = slab[i*slot : i*slot : (i+1)*slot]
 		b.whdrs[i].hdr.Iov = &b.wiovs[i]
 		b.whdrs[i].hdr.Iovlen = 1
 		b.whdrs[i].hdr.Name = (*byte)(unsafe.Pointer(&b.wnames[i]))

@@ -96,7 +96,7 @@ func TestBatchedPartialSend(t *testing.T) {
 	seam := installSeam(t)
 	seam.sendMax = 1
 	_, addr := startServerOn(t, netip.MustParseAddr("127.0.0.1"), 1, Config{}, Deps{Resolver: &fakeResolver{}})
-	exchange(t, addr.String(), name(0), dns.TypeA) // a miss: cached, not sent by sendmmsg
+	exchange(t, addr.String(), name(0), dns.TypeA) // a miss: cached
 	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
 	if err != nil {
 		t.Fatal(err)
@@ -200,6 +200,23 @@ func TestBatchedLateReply(t *testing.T) {
 	}
 	if n, most := seam.sendCalls.Load()-sends, seam.sendMaxVec.Load(); n != 1 || most != 2 {
 		t.Errorf("after the loop went on: %d sendmmsg calls, at most %d replies in one; want one with both", n, most)
+	}
+}
+
+// TestBatchedMissReply: a miss's reply goes out with sendmmsg, whether the
+// read loop is still running when it is ready (the loop sends it) or has
+// parked (its worker flushes the late replies): one call, no sendto.
+func TestBatchedMissReply(t *testing.T) {
+	seam := installSeam(t)
+	_, addr := startServerOn(t, netip.MustParseAddr("127.0.0.1"), 1, Config{}, Deps{Resolver: &fakeResolver{}})
+	for i := range 3 {
+		before := seam.sendCalls.Load()
+		if r := exchange(t, addr.String(), name(2+i), dns.TypeA); r.Rcode != dns.RcodeSuccess || len(r.Answer) != 1 {
+			t.Fatalf("miss %d: got %v, want one A record", i, r)
+		}
+		if n := seam.sendCalls.Load() - before; n != 1 {
+			t.Errorf("miss %d: %d sendmmsg calls, want 1", i, n)
+		}
 	}
 }
 

@@ -1,7 +1,11 @@
+//go:build linux
+
 package server
 
 import (
+	"errors"
 	"net/netip"
+	"runtime"
 	"sync"
 
 	"github.com/nodecache/nodecache/pkg/wire"
@@ -15,27 +19,34 @@ const (
 	lateSlot = wire.DefaultUDPSize
 )
 
-// lateQueue carries the replies the slow-path workers finish (misses) to
-// one socket's batched read loop, so that they leave with the loop's next
-// sendmmsg rather than one sendto each. Under a miss load the loop runs
-// between the workers anyway: a reply waits at most until the loop is done
-// with the batch it has read, or finds nothing to read. While the loop
-// waits for the socket to become readable (parked), or after it has ended,
-// offer refuses and the worker sends its reply itself, so that no reply
-// waits on a quiet socket.
+// lateQueue carries the replies the slow-path workers finish (misses) for
+// one UDP socket, so that several leave in one sendmmsg rather than one
+// sendto each. While the socket's batched read loop runs, it sends them
+// with the next batch it sends: a reply waits at most until the loop is
+// done with the batch it has read, or finds nothing to read. While the
+// loop waits for the socket to become readable (parked), or after it has
+// ended, the worker that queues the first reply becomes the flusher: it
+// lets the goroutines that are ready to run go first (runtime.Gosched;
+// under a miss load, workers whose upstream replies arrived together),
+// then sends what they queued meanwhile with its own. A reply never waits
+// for the loop on a quiet socket, nor for more than the goroutines
+// already ready to run.
 //
-// The read loop owns the receiving end (park, unpark, take, end); any
-// number of workers offer.
+// The read loop owns park, unpark and end, and takes with its own batch;
+// any number of workers offer; one at a time flushes.
 type lateQueue struct {
-	mu     sync.Mutex // guards following
-	parked bool       // the loop waits for readability, or has ended
-	n      int        // replies queued: bufs[:n], to[:n]
-	to     [lateMax]netip.AddrPort
-	bufs   [lateMax][]byte // each with its own lateSlot bytes of slab
+	out *batchConn // the flusher's send slots, used by it alone
+
+	mu       sync.Mutex // guards following
+	parked   bool       // the loop waits for readability, or has ended
+	flushing bool       // a worker has taken on to send what is queued
+	n        int        // replies queued: bufs[:n], to[:n]
+	to       [lateMax]netip.AddrPort
+	bufs     [lateMax][]byte // each with its own lateSlot bytes of slab
 }
 
-func newLateQueue() *lateQueue {
-	l := &lateQueue{}
+func newLateQueue(out *batchConn) *lateQueue {
+	l := &lateQueue{out: out}
 	slab := make([]byte, lateMax*lateSlot)
 	for i := range l.bufs {
 		l.bufs[i] = slab[i*lateSlot : i*lateSlot : (i+1)*lateSlot]
@@ -43,31 +54,57 @@ func newLateQueue() *lateQueue {
 	return l
 }
 
-// offer queues a copy of reply for to, and reports whether it did: not
-// when the loop is parked or has ended, the queue is full or the reply
-// larger than lateSlot. The caller sends a refused reply itself.
-func (l *lateQueue) offer(reply []byte, to netip.AddrPort) bool {
+// offer queues a copy of reply for to, and reports whether it did; not
+// when the queue is full or the reply larger than lateSlot: the caller
+// then sends it itself. With flush the caller is to send what is queued
+// (flushQueued): the loop is parked and no other worker does.
+func (l *lateQueue) offer(reply []byte, to netip.AddrPort) (queued, flush bool) {
 	if len(reply) > lateSlot {
-		return false
+		return false, false
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.parked || l.n == lateMax {
-		return false
+	if l.n == lateMax {
+		return false, false
 	}
 	l.bufs[l.n] = append(l.bufs[l.n][:0], reply...)
 	l.to[l.n] = to
 	l.n++
-	return true
+	if l.parked && !l.flushing {
+		l.flushing = true
+		return true, true
+	}
+	return true, false
+}
+
+// flushQueued is the flusher's part (offer said flush): after the
+// goroutines ready to run have had their turn, it sends what is queued,
+// batchSize at a time, until nothing is.
+func (l *lateQueue) flushQueued() error {
+	runtime.Gosched()
+	var errs []error
+	for {
+		l.mu.Lock()
+		l.takeLocked(batchSize, l.out.putLate)
+		if l.out.wn == 0 {
+			l.flushing = false
+			l.mu.Unlock()
+			return errors.Join(errs...)
+		}
+		l.mu.Unlock()
+		if err := l.out.flush(); err != nil {
+			errs = append(errs, err)
+		}
+	}
 }
 
 // park marks the loop as about to wait for readability, unless replies are
-// queued: then it reports false, and the loop sends them instead of
-// waiting.
+// queued that no flusher sends: then it reports false, and the loop sends
+// them instead of waiting.
 func (l *lateQueue) park() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.n > 0 {
+	if l.n > 0 && !l.flushing {
 		return false
 	}
 	l.parked = true
@@ -87,6 +124,10 @@ func (l *lateQueue) unpark() {
 func (l *lateQueue) take(max int, put func(reply []byte, to netip.AddrPort)) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	return l.takeLocked(max, put)
+}
+
+func (l *lateQueue) takeLocked(max int, put func(reply []byte, to netip.AddrPort)) bool {
 	k := min(l.n, max)
 	for i := 0; i < k; i++ {
 		put(l.bufs[i], l.to[i])
@@ -101,8 +142,8 @@ func (l *lateQueue) take(max int, put func(reply []byte, to netip.AddrPort)) boo
 	return l.n > 0
 }
 
-// end marks the loop as gone for good: from now on every worker sends its
-// own reply. The caller then takes what is queued.
+// end marks the loop as gone for good: from now on the workers send their
+// replies (a flusher at a time). The caller then takes what is queued.
 func (l *lateQueue) end() {
 	l.mu.Lock()
 	l.parked = true

@@ -1,3 +1,5 @@
+//go:build linux
+
 package server
 
 import (
@@ -7,19 +9,21 @@ import (
 	"testing"
 )
 
-// TestLateQueue checks the hand-over of slow-path replies to the read
-// loop: taken oldest first, each keeping its own bytes when some stay
-// queued; refused while the loop is parked, after it ended, when full and
-// when larger than a slot; and a park refused while replies wait.
+// TestLateQueue checks the hand-over of slow-path replies: to the running
+// read loop, taken oldest first, each keeping its own bytes when some stay
+// queued, a park refused while replies wait that no flusher sends; while
+// the loop is parked or after it ended, to the first worker that queues
+// one, as the flusher; refused when full and when larger than a slot.
 func TestLateQueue(t *testing.T) {
-	l := newLateQueue()
+	l := newLateQueue(nil)
 	to := func(i int) netip.AddrPort {
 		return netip.AddrPortFrom(netip.MustParseAddr("192.0.2.1"), uint16(1000+i))
 	}
 	reply := func(i int) []byte { return []byte(fmt.Sprintf("reply %d", i)) }
+	offer := func(i int) (queued, flush bool) { return l.offer(reply(i), to(i)) }
 	for i := range 3 {
-		if !l.offer(reply(i), to(i)) {
-			t.Fatalf("offer %d to a running loop: refused", i)
+		if queued, flush := offer(i); !queued || flush {
+			t.Fatalf("offer %d to a running loop: got queued %v, flush %v; want queued for the loop", i, queued, flush)
 		}
 	}
 	if l.park() {
@@ -34,7 +38,7 @@ func TestLateQueue(t *testing.T) {
 	if more := l.take(1, put); !more || len(got) != 1 || got[0] != (sent{"reply 0", to(0)}) {
 		t.Fatalf("take(1) of 3: got %v, more %v; want reply 0 and more", got, more)
 	}
-	if !l.offer(reply(3), to(3)) { // into the slot the taken one had
+	if queued, _ := offer(3); !queued { // into the slot the taken one had
 		t.Fatal("offer after a take: refused")
 	}
 	if more := l.take(lateMax, put); more || len(got) != 4 {
@@ -49,27 +53,35 @@ func TestLateQueue(t *testing.T) {
 	if !l.park() {
 		t.Fatal("park with nothing queued: got false")
 	}
-	if l.offer(reply(9), to(9)) {
-		t.Error("offer to a parked loop: taken, want refused (the worker sends it)")
+	if queued, flush := offer(9); !queued || !flush {
+		t.Fatalf("first offer to a parked loop: got queued %v, flush %v; want the offerer to flush", queued, flush)
+	}
+	if queued, flush := offer(8); !queued || flush {
+		t.Fatalf("second offer with a flusher: got queued %v, flush %v; want queued for the flusher", queued, flush)
 	}
 	l.unpark()
-	if l.offer(bytes.Repeat([]byte{1}, lateSlot+1), to(0)) {
-		t.Errorf("offer of %d bytes: taken, want refused (larger than a slot)", lateSlot+1)
+	if !l.park() {
+		t.Error("park with replies a flusher sends: got false, want true")
 	}
-	for i := range lateMax {
-		if !l.offer(reply(i), to(i)) {
+	l.unpark()
+	if queued, _ := l.offer(bytes.Repeat([]byte{1}, lateSlot+1), to(0)); queued {
+		t.Errorf("offer of %d bytes: queued, want refused (larger than a slot)", lateSlot+1)
+	}
+	for i := 2; i < lateMax; i++ {
+		if queued, _ := offer(i); !queued {
 			t.Fatalf("offer %d of %d: refused", i, lateMax)
 		}
 	}
-	if l.offer(reply(0), to(0)) {
-		t.Error("offer to a full queue: taken, want refused")
+	if queued, _ := offer(0); queued {
+		t.Error("offer to a full queue: queued, want refused")
 	}
-	l.end()
 	got = got[:0]
 	if more := l.take(lateMax, put); more || len(got) != lateMax {
-		t.Errorf("take after end: got %d replies, more %v; want the %d queued", len(got), more, lateMax)
+		t.Errorf("take: got %d replies, more %v; want the %d queued", len(got), more, lateMax)
 	}
-	if l.offer(reply(0), to(0)) {
-		t.Error("offer after end: taken, want refused")
+	l.flushing = false // as the flusher leaves when it finds nothing more
+	l.end()
+	if queued, flush := offer(0); !queued || !flush {
+		t.Errorf("offer after the loop ended: got queued %v, flush %v; want the offerer to flush", queued, flush)
 	}
 }

@@ -129,13 +129,24 @@ func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, star
 	s.sendLate(c, b.late, reply, client)
 }
 
-// sendLate sends a slow-path reply: with the read loop's next batch when
-// late takes it, else at once.
+// sendLate sends a slow-path reply through late (lateQueue), or at once
+// when there is none or it is full.
 func (s *Server) sendLate(c *net.UDPConn, late *lateQueue, reply []byte, client netip.AddrPort) {
-	if late != nil && late.offer(reply, client) {
+	if late == nil {
+		s.writeUDP(c, reply, client)
 		return
 	}
-	s.writeUDP(c, reply, client)
+	queued, flush := late.offer(reply, client)
+	if !queued {
+		s.writeUDP(c, reply, client)
+		return
+	}
+	if flush {
+		if err := late.flushQueued(); err != nil {
+			s.metrics.dropped("write_error")
+			s.logRated("udp-write", "writing udp replies", logkey.Addr, c.LocalAddr(), logkey.Err, err)
+		}
+	}
 }
 
 // slowBuf holds what the slow path needs for one query: its copy of the
