@@ -211,9 +211,15 @@ func (b *batchConn) queue(reply []byte, to netip.AddrPort) error {
 // this loop (replyQueue).
 func (b *batchConn) lateReplies() *lateQueue { return b.late }
 
-// queueCopy queues a copy of reply for to in a free slot (take's put).
+// queueCopy queues a copy of reply for to in a free slot (take's put: it
+// is given no more replies than there are free slots). Unlike queue it
+// never flushes: take runs under the lateQueue's lock, and its caller
+// flushes once that is released.
 func (b *batchConn) queueCopy(reply []byte, to netip.AddrPort) {
-	_ = b.queue(append(b.slot(), reply...), to) // never full here: take is given the free slots
+	i := b.wn
+	b.wbufs[i] = append(b.wbufs[i][:0], reply...)
+	addrPortToSockaddr(to, b.is6, &b.wnames[i], &b.whdrs[i].hdr)
+	b.wn++
 }
 
 // flushAll sends the queued replies with the slow path's late ones,

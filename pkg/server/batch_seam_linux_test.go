@@ -3,6 +3,7 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -217,6 +218,45 @@ func TestBatchedMissReply(t *testing.T) {
 		if n := seam.sendCalls.Load() - before; n != 1 {
 			t.Errorf("miss %d: %d sendmmsg calls, want 1", i, n)
 		}
+	}
+}
+
+// TestBatchedManyMissReplies: more misses than a sendmmsg holds, answered
+// at once while the read loop waits, all get their reply: the flusher
+// sends batch after batch until nothing is queued.
+func TestBatchedManyMissReplies(t *testing.T) {
+	installSeam(t)
+	f := &fakeResolver{block: make(chan struct{})}
+	_, addr := startServerOn(t, netip.MustParseAddr("127.0.0.1"), 1, Config{}, Deps{Resolver: f})
+	c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const n = 2*batchSize + 5 // under the 100 in flight a client may have
+	for id := 1; id <= n; id++ {
+		m := new(dns.Msg)
+		m.SetQuestion(fmt.Sprintf("m%d.burst.example.", id), dns.TypeA)
+		m.Id = uint16(id)
+		if _, err := c.Write(mustPack(t, m)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "every miss to reach the resolver", func() bool { return f.calls.Load() == n })
+	close(f.block)
+	got := map[uint16]bool{}
+	buf := make([]byte, 2048)
+	for len(got) < n {
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		k, err := c.Read(buf)
+		if err != nil {
+			t.Fatalf("%d of %d replies: %v", len(got), n, err)
+		}
+		var r dns.Msg
+		if err := r.Unpack(buf[:k]); err != nil || len(r.Answer) != 1 {
+			t.Fatalf("reply %v: %v", r, err)
+		}
+		got[r.Id] = true
 	}
 }
 
