@@ -157,9 +157,9 @@ func (b *batchConn) read() (int, error) {
 // of another thread and a netpoller round trip on it per batch, and the
 // loop waiting for its P back after the call.
 //
-// Before it waits, the loop parks its lateQueue (the slow path then sends
-// its own replies), unless replies are queued there: then it returns with
-// nothing read, to send them.
+// Before it waits, the loop parks its lateQueue (the slow path's workers
+// then flush their replies themselves), unless replies no worker flushes
+// are queued there: then it returns with nothing read, to send them.
 func (b *batchConn) recvmmsg(fd uintptr) bool {
 	if b.parked {
 		b.late.unpark()
