@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nodecache/nodecache/pkg/wire"
 )
@@ -37,8 +38,13 @@ const (
 type lateQueue struct {
 	out *batchConn // the flusher's send slots, used by it alone
 
+	// Atomic, so that the loop's side costs no lock while nothing is
+	// queued (a hit load): the loop stores parked then loads count, an
+	// offer stores count then loads parked, so one of them sees the other.
+	parked atomic.Bool  // the loop waits for readability, or has ended
+	count  atomic.Int32 // n, stored under mu
+
 	mu       sync.Mutex // guards following
-	parked   bool       // the loop waits for readability, or has ended
 	flushing bool       // a worker has taken on to send what is queued
 	n        int        // replies queued: bufs[:n], to[:n]
 	to       [lateMax]netip.AddrPort
@@ -70,7 +76,8 @@ func (l *lateQueue) offer(reply []byte, to netip.AddrPort) (queued, flush bool) 
 	l.bufs[l.n] = append(l.bufs[l.n][:0], reply...)
 	l.to[l.n] = to
 	l.n++
-	if l.parked && !l.flushing {
+	l.count.Store(int32(l.n))
+	if l.parked.Load() && !l.flushing {
 		l.flushing = true
 		return true, true
 	}
@@ -102,26 +109,29 @@ func (l *lateQueue) flushQueued() error {
 // queued that no flusher sends: then it reports false, and the loop sends
 // them instead of waiting.
 func (l *lateQueue) park() bool {
+	l.parked.Store(true)
+	if l.count.Load() == 0 {
+		return true // an offer from now on sees parked
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.n > 0 && !l.flushing {
+		l.parked.Store(false)
 		return false
 	}
-	l.parked = true
 	return true
 }
 
 // unpark marks the loop as running again: it will take what is offered.
-func (l *lateQueue) unpark() {
-	l.mu.Lock()
-	l.parked = false
-	l.mu.Unlock()
-}
+func (l *lateQueue) unpark() { l.parked.Store(false) }
 
 // take hands at most max queued replies, oldest first, to put (which
 // copies them: the bytes are reused once take returns) and reports
 // whether more are queued.
 func (l *lateQueue) take(max int, put func(reply []byte, to netip.AddrPort)) bool {
+	if l.count.Load() == 0 {
+		return false // one offered meanwhile is seen by the loop's next park
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.takeLocked(max, put)
@@ -139,13 +149,10 @@ func (l *lateQueue) takeLocked(max int, put func(reply []byte, to netip.AddrPort
 		l.to[i-k] = l.to[i]
 	}
 	l.n -= k
+	l.count.Store(int32(l.n))
 	return l.n > 0
 }
 
 // end marks the loop as gone for good: from now on the workers send their
 // replies (a flusher at a time). The caller then takes what is queued.
-func (l *lateQueue) end() {
-	l.mu.Lock()
-	l.parked = true
-	l.mu.Unlock()
-}
+func (l *lateQueue) end() { l.parked.Store(true) }
