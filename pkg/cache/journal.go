@@ -56,9 +56,11 @@ const (
 	MinJournalBytes = 256 << 10
 )
 
-// journalWriteHook runs between the writes of a batch: tests read the file
-// there as a process killed at that point leaves it.
-var journalWriteHook = func() {}
+// journalWriteHook runs between the writes of a batch, given the records
+// about to be written at off (nil before the header): tests read the file
+// there as a process killed at that point, or in the middle of that write,
+// leaves it.
+var journalWriteHook = func(off int64, b []byte) {}
 
 // JournalConfig says where the journal goes.
 type JournalConfig struct {

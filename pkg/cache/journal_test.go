@@ -186,15 +186,14 @@ func TestJournalRingKeepsNewest(t *testing.T) {
 	}
 }
 
-// A process killed between any two writes of a batch, the ring full and
-// wrapping, leaves a journal whose every record imports: none torn, none
-// half overwritten.
+// A process killed between any two writes of a batch, or in the middle of
+// one (half its bytes written), the ring full and wrapping, leaves a
+// journal whose every record imports: none torn, none half overwritten.
 func TestJournalKilledMidBatch(t *testing.T) {
 	clk, src, _, j := smallRing(t)
 	fillRing(t, src, j, 0, 3000)
-	points := 0
-	journalWriteHook = func() {
-		points++
+	points, torn := 0, 0
+	check := func(what string, off int64, part []byte) {
 		cp, err := os.Create(filepath.Join(t.TempDir(), "copy"))
 		if err != nil {
 			t.Fatal(err)
@@ -203,15 +202,39 @@ func TestJournalKilledMidBatch(t *testing.T) {
 		if _, err := io.Copy(cp, io.NewSectionReader(j.file, 0, 1<<30)); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := cp.WriteAt(part, off); err != nil {
+			t.Fatal(err)
+		}
 		_, scan, n := restore(t, cp, 0, clk)
 		if n != scan.Records || n == 0 {
-			t.Fatalf("killed at write %d: %d of %d records imported", points, n, scan.Records)
+			t.Fatalf("killed %s write %d: %d of %d records imported", what, points, n, scan.Records)
 		}
 	}
-	t.Cleanup(func() { journalWriteHook = func() {} })
+	writes, most := 0, 0 // record writes in this batch, and the most in one
+	journalWriteHook = func(off int64, b []byte) {
+		points++
+		check("before", 0, nil)
+		if len(b) > 1 {
+			torn++
+			check("in the middle of", off, b[:len(b)/2])
+		}
+		if b == nil { // the header that ends a batch
+			most, writes = max(most, writes), 0
+		} else {
+			writes++
+		}
+	}
+	t.Cleanup(func() { journalWriteHook = func(int64, []byte) {} })
 	fillRing(t, src, j, 3000, 3150)
-	if points < 80 || j.Stats().Overwritten == 0 {
-		t.Fatalf("%d kill points, %+v: want the ring wrapping under them", points, j.Stats())
+	// 15 batches: at least their records' write and the header's each.
+	if points < 30 || torn < 15 || j.Stats().Overwritten == 0 {
+		t.Fatalf("%d kill points (%d in a write), %+v: want the ring wrapping under them", points, torn, j.Stats())
+	}
+	// The records of a batch go out in one write, or three where the ring
+	// wraps (the zero length that marks the skip, then the records before
+	// and after): not one write each.
+	if most > 3 {
+		t.Errorf("record writes in one batch of 10: got %d, want at most 3", most)
 	}
 }
 

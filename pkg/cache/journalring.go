@@ -85,16 +85,26 @@ func (j *Journal) write(b []byte, items []ringItem) ([]ringItem, error) {
 	var victims []ringItem
 	usedBefore := j.ring.used
 	j.ring.dropped = 0
+	from := -1 // where in b the last span's bytes start; -1: it holds none of b
+	pos := 0
 	for _, it := range items {
-		rec := b[:it.n]
-		b = b[it.n:]
+		end := pos + int(it.n)
 		pad, at := j.ring.place(int64(it.n))
 		if pad >= 4 {
 			spans = append(spans, span{j.ring.end(), make([]byte, 4)}) // a zero length: continue at the start
+			from = -1
 		}
 		victims = j.ring.makeRoom(pad+int64(it.n), victims)
 		j.ring.push(pad, it)
-		spans = append(spans, span{at, rec})
+		// Records next to each other in the ring (and so in b) go out in
+		// one write: a system call per batch, not one per record.
+		if last := len(spans) - 1; from >= 0 && pad == 0 && spans[last].off+int64(len(spans[last].b)) == at {
+			spans[last].b = b[from:end]
+		} else {
+			spans = append(spans, span{at, b[pos:end]})
+			from = pos
+		}
+		pos = end
 	}
 	if len(victims) > 0 {
 		// The header without what is about to be overwritten, nor the new
@@ -104,13 +114,13 @@ func (j *Journal) write(b []byte, items []ringItem) ([]ringItem, error) {
 		}
 	}
 	for _, s := range spans {
-		journalWriteHook()
+		journalWriteHook(journalHdrLen+s.off, s.b)
 		if _, err := j.file.WriteAt(s.b, journalHdrLen+s.off); err != nil {
 			return nil, fmt.Errorf("appending to the cache journal: %w", err)
 		}
 		j.extent = max(j.extent, journalHdrLen+s.off+int64(len(s.b)))
 	}
-	journalWriteHook()
+	journalWriteHook(0, nil)
 	if err := j.writeHeader(); err != nil {
 		return nil, err
 	}

@@ -73,6 +73,11 @@ type batchConn struct {
 	wn     int
 	is6    bool
 
+	late   *lateQueue // the slow path's replies for the next flush; nil in a sender
+	parked bool       // late is parked: set by recvmmsg before a wait
+
+	putLate func(reply []byte, to netip.AddrPort) // b.queueCopy, made once
+
 	// Results of the syscall bodies, and the bodies as method values made
 	// once, so that a read or a flush allocates nothing.
 	readFn, writeFn func(fd uintptr) bool
@@ -81,22 +86,40 @@ type batchConn struct {
 }
 
 func newBatchConn(c *net.UDPConn) (*batchConn, error) {
+	b, err := newBatchSender(c, batchSlotSize)
+	if err != nil {
+		return nil, err
+	}
+	b.readFn = b.recvmmsg
+	slab := make([]byte, batchSize*batchSlotSize)
+	for i := range b.rbufs {
+		b.rbufs[i] = slab[i*batchSlotSize : (i+1)*batchSlotSize : (i+1)*batchSlotSize]
+		b.riovs[i].Base = &b.rbufs[i][0]
+		b.rhdrs[i].hdr.Iov = &b.riovs[i]
+		b.rhdrs[i].hdr.Iovlen = 1
+		b.rhdrs[i].hdr.Name = (*byte)(unsafe.Pointer(&b.rnames[i]))
+	}
+	out, err := newBatchSender(c, lateSlot)
+	if err != nil {
+		return nil, err
+	}
+	b.late = newLateQueue(out)
+	return b, nil
+}
+
+// newBatchSender is a batchConn that only sends, replies of at most slot
+// bytes: a lateQueue's flusher's.
+func newBatchSender(c *net.UDPConn, slot int) (*batchConn, error) {
 	rc, err := c.SyscallConn()
 	if err != nil {
 		return nil, err
 	}
 	la, _ := c.LocalAddr().(*net.UDPAddr)
 	b := &batchConn{rc: rc, sys: batchSyscall, is6: la != nil && la.IP.To4() == nil}
-	b.readFn, b.writeFn = b.recvmmsg, b.sendmmsg
-	slab := make([]byte, 2*batchSize*batchSlotSize)
-	wslab := slab[batchSize*batchSlotSize:]
-	for i := range b.rbufs {
-		b.wbufs[i] = wslab[i*batchSlotSize : i*batchSlotSize : (i+1)*batchSlotSize]
-		b.rbufs[i] = slab[i*batchSlotSize : (i+1)*batchSlotSize : (i+1)*batchSlotSize]
-		b.riovs[i].Base = &b.rbufs[i][0]
-		b.rhdrs[i].hdr.Iov = &b.riovs[i]
-		b.rhdrs[i].hdr.Iovlen = 1
-		b.rhdrs[i].hdr.Name = (*byte)(unsafe.Pointer(&b.rnames[i]))
+	b.writeFn, b.putLate = b.sendmmsg, b.queueCopy
+	slab := make([]byte, batchSize*slot)
+	for i := range b.wbufs {
+		b.wbufs[i] = slab[i*slot : i*slot : (i+1)*slot]
 		b.whdrs[i].hdr.Iov = &b.wiovs[i]
 		b.whdrs[i].hdr.Iovlen = 1
 		b.whdrs[i].hdr.Name = (*byte)(unsafe.Pointer(&b.wnames[i]))
@@ -133,10 +156,22 @@ func (b *batchConn) read() (int, error) {
 // delivers every datagram on the way); with one P that meant a futex wake
 // of another thread and a netpoller round trip on it per batch, and the
 // loop waiting for its P back after the call.
+//
+// Before it waits, the loop parks its lateQueue (the slow path's workers
+// then flush their replies themselves), unless replies no worker flushes
+// are queued there: then it returns with nothing read, to send them.
 func (b *batchConn) recvmmsg(fd uintptr) bool {
+	if b.parked {
+		b.late.unpark()
+		b.parked = false
+	}
 	r, _, e := b.sys(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&b.rhdrs[0])), batchSize,
 		unix.MSG_DONTWAIT, 0, 0)
 	if e == unix.EAGAIN || e == unix.EWOULDBLOCK {
+		if !b.late.park() {
+			return true // b.rn is 0: flush the late replies
+		}
+		b.parked = true
 		return false
 	}
 	if e != 0 {
@@ -170,6 +205,43 @@ func (b *batchConn) queue(reply []byte, to netip.AddrPort) error {
 		return b.flush()
 	}
 	return nil
+}
+
+// lateReplies is where the slow path puts the replies it finishes for
+// this loop (replyQueue).
+func (b *batchConn) lateReplies() *lateQueue { return b.late }
+
+// queueCopy queues a copy of reply for to in a free slot (take's put: it
+// is given no more replies than there are free slots). Unlike queue it
+// never flushes: take runs under the lateQueue's lock, and its caller
+// flushes once that is released.
+func (b *batchConn) queueCopy(reply []byte, to netip.AddrPort) {
+	i := b.wn
+	b.wbufs[i] = append(b.wbufs[i][:0], reply...)
+	addrPortToSockaddr(to, b.is6, &b.wnames[i], &b.whdrs[i].hdr)
+	b.wn++
+}
+
+// flushAll sends the queued replies with the slow path's late ones,
+// batchSize at a time.
+func (b *batchConn) flushAll() error {
+	var errs []error
+	for {
+		more := b.late.take(batchSize-b.wn, b.putLate)
+		if err := b.flush(); err != nil {
+			errs = append(errs, err)
+		}
+		if !more {
+			return errors.Join(errs...)
+		}
+	}
+}
+
+// endLate ends the loop's part in the late replies: the slow path sends
+// its own from now on, and those queued are sent.
+func (b *batchConn) endLate() error {
+	b.late.end()
+	return b.flushAll()
 }
 
 // flush sends every queued reply. A reply the kernel refuses is dropped
@@ -250,6 +322,12 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 	if err != nil {
 		return false
 	}
+	defer func() {
+		if err := b.endLate(); err != nil {
+			s.metrics.dropped("write_error")
+			s.logRated("udp-write", "writing udp replies", logkey.Addr, c.LocalAddr(), logkey.Err, err)
+		}
+	}()
 	var q wire.Query
 	var t tally
 	fails := 0 // failed reads in a row
@@ -281,7 +359,7 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 		if t.pending() {
 			t.flush(s.metrics, s.counter, time.Since(start))
 		}
-		if err := b.flush(); err != nil {
+		if err := b.flushAll(); err != nil {
 			s.metrics.dropped("write_error")
 			s.logRated("udp-write", "writing udp replies", logkey.Addr, c.LocalAddr(), logkey.Err, err)
 		}

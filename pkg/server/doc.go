@@ -7,7 +7,10 @@
 // UDP read loop itself, from stored wire bytes, without allocating; a miss
 // leaves the loop for a reused worker goroutine (pkg/workers), bounded by
 // Config.MaxInFlight and, per client IP, by Config.MaxInFlightPerClient (UDP
-// and TCP alike; over either, REFUSED). TCP serves pipelined queries
+// and TCP alike; over either, REFUSED). On Linux its reply goes out in a
+// sendmmsg with others (late_linux.go): the read loop's next batch while the
+// loop runs, else one a worker sends once the goroutines ready to run have
+// queued theirs. TCP serves pipelined queries
 // (several in flight per connection, replies in completion order), with an
 // idle timeout, queries of at most 1 KiB parsed in the connection's read
 // buffer, and caps on connections, in all and per client IP. A panic while

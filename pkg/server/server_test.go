@@ -513,6 +513,7 @@ type discardQueue struct{ out []byte }
 
 func (d *discardQueue) slot() []byte                               { return d.out[:0] }
 func (d *discardQueue) queue(reply []byte, _ netip.AddrPort) error { d.out = reply; return nil }
+func (d *discardQueue) lateReplies() *lateQueue                    { return nil }
 
 // BenchmarkServeDatagramHit is a cache hit as the UDP read loop serves it
 // (serveDatagram: parse, the fast path, the reply queued, the accounting,

@@ -47,6 +47,9 @@ func (s *Server) serveUDP(c *net.UDPConn) {
 type replyQueue interface {
 	slot() []byte
 	queue(reply []byte, to netip.AddrPort) error
+	// lateReplies is where the slow path puts the replies it finishes
+	// for this loop, or nil: each is sent at once.
+	lateReplies() *lateQueue
 }
 
 // singleWriter sends each reply at once with one sendto.
@@ -56,6 +59,8 @@ type singleWriter struct {
 }
 
 func (w *singleWriter) slot() []byte { return w.out[:0] }
+
+func (w *singleWriter) lateReplies() *lateQueue { return nil }
 
 func (w *singleWriter) queue(reply []byte, to netip.AddrPort) error {
 	_, err := w.c.WriteToUDPAddrPort(reply, to)
@@ -94,7 +99,7 @@ func (s *Server) answerDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPor
 	b := s.slowBufs.get()
 	b.pkt = append(b.pkt[:0], pkt...)
 	q.CopyTo(&b.q, b.pkt)
-	b.srv, b.conn, b.client, b.start = s, c, client, start
+	b.srv, b.conn, b.client, b.start, b.late = s, c, client, start, rq.lateReplies()
 	s.queries.Add(1)
 	s.workers.RunTask(b) // a Task, not a closure: no allocation per miss
 }
@@ -112,7 +117,7 @@ func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, star
 	defer func() {
 		if v := recover(); v != nil {
 			if reply := s.servfailAfterPanic(v, b.pkt, b.out[:0]); reply != nil {
-				s.writeUDP(c, reply, client)
+				s.sendLate(c, b.late, reply, client)
 			}
 		}
 	}()
@@ -121,7 +126,27 @@ func (s *Server) slowUDP(c *net.UDPConn, b *slowBuf, client netip.AddrPort, star
 	reply, res := s.slow(s.ctx, by, b.pkt, q, client.Addr(), b.out[:0], s.udpSize(q))
 	b.out = reply
 	s.record(nil, s.udpEdge(c), client, q, res, start, b.pkt, reply) // before the send, as on the fast path
-	s.writeUDP(c, reply, client)
+	s.sendLate(c, b.late, reply, client)
+}
+
+// sendLate sends a slow-path reply through late (lateQueue), or at once
+// when there is none or it is full.
+func (s *Server) sendLate(c *net.UDPConn, late *lateQueue, reply []byte, client netip.AddrPort) {
+	if late == nil {
+		s.writeUDP(c, reply, client)
+		return
+	}
+	queued, flush := late.offer(reply, client)
+	if !queued {
+		s.writeUDP(c, reply, client)
+		return
+	}
+	if flush {
+		if err := late.flushQueued(); err != nil {
+			s.metrics.dropped("write_error")
+			s.logRated("udp-write", "writing udp replies", logkey.Addr, c.LocalAddr(), logkey.Err, err)
+		}
+	}
 }
 
 // slowBuf holds what the slow path needs for one query: its copy of the
@@ -140,6 +165,7 @@ type slowBuf struct {
 	conn   *net.UDPConn
 	client netip.AddrPort
 	start  time.Time
+	late   *lateQueue // the read loop's, or nil
 }
 
 // slowBufPool recycles slowBufs. Buffers grown past maxPooledBuf for an
@@ -159,7 +185,7 @@ func (p *slowBufPool) put(b *slowBuf) {
 	if cap(b.pkt) > maxPooledBuf || cap(b.out) > maxPooledBuf {
 		return
 	}
-	b.srv, b.conn = nil, nil
+	b.srv, b.conn, b.late = nil, nil, nil
 	p.p.Put(b)
 }
 

@@ -56,16 +56,13 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, req []byte, probe bool) 
 	mixed := randomizeCase(req)
 	u.uses++
 	s.countRequest(protoUDP, probe)
-	if _, err := u.conn.Write(req); err != nil {
-		return wire.UpstreamReply{}, false, false, err
-	}
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
 	buf := *bufp
 	clean = true
 	miscased := false // a reply came, right but for its case
-	for {
-		n, err := u.conn.Read(buf)
+	for send := req; ; send = nil {
+		n, err := u.exchange(send, buf)
 		if err != nil {
 			if miscased && s.cases.mismatchedOnly(f.now()) {
 				f.log.Warn("upstream no longer echoes the query's case; replies in another case are taken until it is re-tested",

@@ -87,3 +87,22 @@ func BenchmarkHardeningPort(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/udpMaxUses, "ns/query")
 }
+
+// BenchmarkHardeningIdleCheck is the check every query makes of the pooled
+// socket it takes (quiet: one recvfrom with MSG_PEEK), so that nothing a
+// past query left queued (a late or duplicate reply, a forgery aimed at
+// the port, an ICMP error) is read by this one.
+func BenchmarkHardeningIdleCheck(b *testing.B) {
+	ts := startServer(b, answerA("192.0.2.1"))
+	u, err := dialUDP(net.UDPAddrFromAddrPort(ts.addr), time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = u.Close() })
+	b.ReportAllocs()
+	for b.Loop() {
+		if !u.quiet() {
+			b.Fatal("an idle socket has something queued")
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"os"
 	"syscall"
 	"time"
 )
@@ -48,9 +49,16 @@ type udpSock struct {
 	unblock func()                // sets a past deadline on conn, for watch
 	watched <-chan struct{}       // Done of the context unblock is registered with; nil: none
 	unwatch func() bool           // ends that registration (context.AfterFunc's stop)
-	raw     syscall.RawConn       // conn's, for quiet
+	raw     syscall.RawConn       // conn's, for quiet and exchange
 	peek    func(fd uintptr) bool // for quiet; sets queued
 	queued  bool                  // set by peek: a datagram or an error waits
+	xfer    func(fd uintptr) bool // exchange's body (u.transfer)
+
+	// exchange's: the query to send first (nil: none), the buffer to read
+	// into, and what the read gave.
+	out, in []byte
+	n       int
+	err     error
 }
 
 func dialUDP(addr *net.UDPAddr, now time.Time) (*udpSock, error) {
@@ -115,24 +123,90 @@ func (u *udpSock) endWatch() bool {
 // query and blamed on it, so such a socket is closed instead. It costs one
 // non-blocking recvfrom with MSG_PEEK.
 func (u *udpSock) quiet() bool {
-	if u.raw == nil {
-		raw, err := u.conn.SyscallConn()
-		if err != nil {
-			return false
-		}
-		u.raw = raw
-		u.peek = func(fd uintptr) bool {
-			var b [1]byte
-			_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-			u.queued = !errors.Is(err, syscall.EAGAIN)
-			return true // done: never wait for readability
-		}
+	if !u.rawConn() {
+		return false
 	}
 	u.queued = true
 	if err := u.raw.Read(u.peek); err != nil {
 		return false
 	}
 	return !u.queued
+}
+
+// rawConn makes, once per socket, what quiet and exchange call the kernel
+// with; false if the socket has no raw access.
+func (u *udpSock) rawConn() bool {
+	if u.raw != nil {
+		return true
+	}
+	raw, err := u.conn.SyscallConn()
+	if err != nil {
+		return false
+	}
+	u.raw = raw
+	u.peek = func(fd uintptr) bool {
+		var b [1]byte
+		_, _, err := syscall.Recvfrom(int(fd), b[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
+		u.queued = !errors.Is(err, syscall.EAGAIN)
+		return true // done: never wait for readability
+	}
+	u.xfer = u.transfer
+	return true
+}
+
+// exchange sends req, unless it is nil, and reads one datagram into buf
+// by the socket's deadline; n == len(buf) may mean the kernel cut a larger
+// one. The error is the raw socket error.
+//
+// The query is written from within the read's wait loop, after the runtime
+// has armed it: a reply can then not slip between the send and the wait,
+// and the read needs no first try that finds the socket empty (conn.Write
+// then conn.Read made one read call per query that returned EAGAIN).
+func (u *udpSock) exchange(req, buf []byte) (int, error) {
+	if !u.rawConn() {
+		if req != nil {
+			if _, err := u.conn.Write(req); err != nil {
+				return 0, err
+			}
+		}
+		return u.conn.Read(buf)
+	}
+	u.out, u.in, u.n, u.err = req, buf, 0, nil
+	err := u.raw.Read(u.xfer)
+	u.out, u.in = nil, nil
+	if err != nil {
+		return 0, err // the deadline, or a closed socket
+	}
+	return u.n, u.err
+}
+
+// transfer is exchange's RawConn.Read body: false waits for readability.
+func (u *udpSock) transfer(fd uintptr) bool {
+	if req := u.out; req != nil {
+		u.out = nil
+		_, err := syscall.Write(int(fd), req)
+		for errors.Is(err, syscall.EINTR) {
+			_, err = syscall.Write(int(fd), req)
+		}
+		if err != nil {
+			u.err = os.NewSyscallError("write", err)
+			return true
+		}
+		return false // the reply comes later; the wait sees it even if it came meanwhile
+	}
+	n, err := syscall.Read(int(fd), u.in)
+	for errors.Is(err, syscall.EINTR) {
+		n, err = syscall.Read(int(fd), u.in)
+	}
+	switch {
+	case errors.Is(err, syscall.EAGAIN):
+		return false
+	case err != nil:
+		u.err = os.NewSyscallError("read", err)
+		return true
+	}
+	u.n = n
+	return true
 }
 
 // udpSocket returns a pooled socket to s that has nothing queued, or a new
