@@ -191,7 +191,7 @@ func TestJournalRingKeepsNewest(t *testing.T) {
 // half overwritten.
 func TestJournalKilledMidBatch(t *testing.T) {
 	clk, src, _, j := smallRing(t)
-	fillRing(t, src, j, 0, 3000)
+	fillRing(t, src, j, 0, 4000)
 	points := 0
 	journalWriteHook = func() {
 		points++
@@ -209,7 +209,7 @@ func TestJournalKilledMidBatch(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { journalWriteHook = func() {} })
-	fillRing(t, src, j, 3000, 3150)
+	fillRing(t, src, j, 4000, 4150)
 	if points < 80 || j.Stats().Overwritten == 0 {
 		t.Fatalf("%d kill points, %+v: want the ring wrapping under them", points, j.Stats())
 	}
@@ -289,7 +289,7 @@ func checkScan(t *testing.T, j *Journal, what string) {
 		t.Fatal(err)
 	}
 	records := 0
-	for _, it := range j.ring.items {
+	for _, it := range j.ring.live() {
 		if it.n > 0 {
 			records++
 		}
@@ -313,7 +313,7 @@ func TestJournalSeedsInBatches(t *testing.T) {
 	if err := j.flush(); err != nil {
 		t.Fatal(err)
 	}
-	limit := int64(max(MinJournalBytes/8, 4+maxRecordLen))
+	limit := int64(max(MinJournalBytes/8, 4+maxJournalRecordLen))
 	if st := j.Stats(); st.Records != 1001 || st.Bytes <= limit {
 		t.Fatalf("journal stats after the seed: %+v, want all 1001 entries, more than one batch's %d bytes", st, limit)
 	}
