@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -47,7 +46,7 @@ const (
 
 	journalDelay       = 20 * time.Millisecond // how long queued inserts wait to be written together
 	journalMaxPending  = 1 << 14               // queued entries beyond this are dropped (not journalled)
-	journalKeepBuf     = 128 << 10             // the largest batch buffer kept between batches
+	journalWriteBytes  = 32 << 10              // a write's records (one record more when a single one is larger)
 	journalKeepEntries = 2048                  // the longest queue array kept between batches
 
 	// DefaultJournalBytes is the ring's size when JournalConfig.MaxBytes is
@@ -107,9 +106,10 @@ type Journal struct {
 	err    error // the writer's end; read after done
 
 	// Owned by the writer goroutine. The slices are used again from batch
-	// to batch (up to journalKeepBuf and journalKeepEntries), so that
-	// writing makes little garbage: the heap's headroom is a share of
-	// what it collects.
+	// to batch (buf holds one write's records, journalWriteBytes; the
+	// queue arrays are kept up to journalKeepEntries), so that writing
+	// makes no garbage: the serving process's heap grows by half of what
+	// it collects before each collection.
 	file    *os.File
 	ring    ringState
 	extent  int64 // the file's size
@@ -261,9 +261,9 @@ func (j *Journal) run(ctx context.Context) {
 
 // flush appends the queued entries (on a new file, first the cache's).
 // A batch takes at most an eighth of the ring (half of the smallest): the
-// records it overwrites are then all older than it, and a flood's batch
-// buffer stays small. Queued inserts beyond that, the oldest, are dropped;
-// the seed is written in as many batches as it takes.
+// records it overwrites are then all older than it. Queued inserts beyond
+// that, the oldest, are dropped; the seed is written in as many batches as
+// it takes. A batch goes in writes of journalWriteBytes (writeBatch).
 func (j *Journal) flush() error {
 	j.mu.Lock()
 	pending, seed := j.pending, j.seed
@@ -311,41 +311,6 @@ func keepEntries(s []pendingEntry) []pendingEntry {
 		return nil
 	}
 	return s[:0]
-}
-
-// writeBatch encodes and writes the fresh entries of batch, then gives
-// the records they overwrote their second chance.
-func (j *Journal) writeBatch(batch []pendingEntry) error {
-	if len(batch) == 0 {
-		return nil
-	}
-	b, items := j.buf[:0], j.items[:0]
-	inserts := 0
-	now := j.c.cfg.Now()
-	for _, p := range batch {
-		if !p.e.fresh(now) {
-			continue
-		}
-		if p.hits == 0 {
-			inserts++
-		}
-		n := len(b)
-		b = binary.BigEndian.AppendUint32(b, uint32(journalRecordLen(p.e)))
-		b = appendJournalRecord(b, p.e)
-		items = append(items, ringItem{h: p.h, n: int32(len(b) - n), stored: uint16(p.e.stored), hits: p.hits})
-	}
-	victims, err := j.write(b, items)
-	if err == nil {
-		j.secondChance(victims, now, inserts)
-	}
-	j.buf, j.items = b[:0], items[:0]
-	if cap(j.items) > journalKeepEntries {
-		j.items = nil
-	}
-	if cap(j.buf) > journalKeepBuf {
-		j.buf = nil // a flood's buffer is not kept
-	}
-	return err
 }
 
 // journalSeed returns the cache's fresh entries, the most recently used

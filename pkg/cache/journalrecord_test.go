@@ -64,29 +64,36 @@ func TestHandoverRecord(t *testing.T) {
 }
 
 // Once the ring has wrapped, writing a batch allocates nothing: the
-// writer's arrays and the ring's items are used again.
+// writer's arrays and the ring's items are used again, and a batch larger
+// than one write goes in several through the same buffer.
 func TestJournalWritesWithoutGarbage(t *testing.T) {
 	_, src, _, j := smallRing(t)
 	fillRing(t, src, j, 0, 4000)
 	if j.Stats().Overwritten == 0 {
 		t.Fatal("the ring has not wrapped")
 	}
-	var batch []pendingEntry
-	src.eachRecent(func(e *entry) bool {
-		k := e.key()
-		batch = append(batch, pendingEntry{e: e, h: k.Hash(src.seed)})
-		return len(batch) < 20
-	})
-	allocs := testing.AllocsPerRun(200, func() {
-		for _, p := range batch {
-			j.add(p.h, p.e)
+	for _, size := range []int{20, 1000} {
+		var batch []pendingEntry
+		src.eachRecent(func(e *entry) bool {
+			k := e.key()
+			batch = append(batch, pendingEntry{e: e, h: k.Hash(src.seed)})
+			return len(batch) < size
+		})
+		before := j.Stats().Records
+		allocs := testing.AllocsPerRun(50, func() {
+			for _, p := range batch {
+				j.add(p.h, p.e)
+			}
+			if err := j.flush(); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("a batch of %d records in a wrapped ring: %v allocations, want none", len(batch), allocs)
 		}
-		if err := j.flush(); err != nil {
-			t.Fatal(err)
+		if per := (j.Stats().Records - before) / 51; size > 20 && per*80 <= journalWriteBytes {
+			t.Errorf("a batch of %d: %d records written a batch, want more than one write's", size, per)
 		}
-	})
-	if allocs != 0 {
-		t.Errorf("a batch of %d records in a wrapped ring: %v allocations, want none", len(batch), allocs)
 	}
 	if l, c := len(j.ring.live()), cap(j.ring.items); c > 2*l {
 		t.Errorf("the ring's items: %d in an array of %d, want at most twice as many", l, c)
@@ -111,4 +118,31 @@ func TestJournalOtherVersion(t *testing.T) {
 	if !errors.Is(err, ErrBadDump) {
 		t.Errorf("ScanJournal of a version %d journal: %v, want ErrBadDump", journalVersion-1, err)
 	}
+}
+
+// BenchmarkImportJournal imports a journal of 10,000 entries into an
+// empty cache: what a restart after a crash waits for.
+func BenchmarkImportJournal(b *testing.B) {
+	clk := newClock()
+	src := filled(b, 10000, clk)
+	jf := &journalFiles{tb: b, dir: b.TempDir()}
+	j, err := src.newJournal(jf.config(4 << 20))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := j.flush(); err != nil {
+		b.Fatal(err)
+	}
+	f := jf.last()
+	scan, err := ScanJournal(f)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		dst := newTestCache(b, Config{}, &fakeUpstream{reply: failing}, clk)
+		if n, err := dst.ImportJournal(b.Context(), f, scan, 0); err != nil || n != scan.Records {
+			b.Fatalf("imported %d of %d: %v", n, scan.Records, err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(scan.Records), "ns/entry")
 }

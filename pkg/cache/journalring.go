@@ -3,6 +3,7 @@ package cache
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -90,6 +91,54 @@ func (r *ringState) push(pad int64, it ringItem) {
 	}
 	r.appendItem(it)
 	r.used += int64(it.n)
+}
+
+// writeBatch encodes and writes the fresh entries of batch, in writes
+// of at most journalWriteBytes of records through one buffer, and gives
+// the records each write overwrote their second chance.
+func (j *Journal) writeBatch(batch []pendingEntry) error {
+	for len(batch) > 0 {
+		n, total := 0, 0
+		for n < len(batch) && (n == 0 || total+4+journalRecordLen(batch[n].e) <= journalWriteBytes) {
+			total += 4 + journalRecordLen(batch[n].e)
+			n++
+		}
+		if err := j.writeRecords(batch[:n], total); err != nil {
+			return err
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+// writeRecords encodes and writes the fresh entries of batch, whose
+// records take at most total bytes, then gives the records they overwrote
+// their second chance.
+func (j *Journal) writeRecords(batch []pendingEntry, total int) error {
+	b, items := slices.Grow(j.buf[:0], total), j.items[:0]
+	inserts := 0
+	now := j.c.cfg.Now()
+	for _, p := range batch {
+		if !p.e.fresh(now) {
+			continue
+		}
+		if p.hits == 0 {
+			inserts++
+		}
+		n := len(b)
+		b = binary.BigEndian.AppendUint32(b, uint32(journalRecordLen(p.e)))
+		b = appendJournalRecord(b, p.e)
+		items = append(items, ringItem{h: p.h, n: int32(len(b) - n), stored: uint16(p.e.stored), hits: p.hits})
+	}
+	victims, err := j.write(b, items)
+	if err == nil {
+		j.secondChance(victims, now, inserts)
+	}
+	j.buf, j.items = b[:0], items[:0]
+	if cap(j.buf) > 2*journalWriteBytes {
+		j.buf = nil // one record larger than a write: not kept
+	}
+	return err
 }
 
 // write places the records in b (items say how long each is) in the ring:
