@@ -17,6 +17,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/nodecache/nodecache/pkg/cache"
 )
 
 // TestRealNodeHelm installs the Helm chart deploy/helm/nodecache with the
@@ -260,7 +262,7 @@ func helmBinary(t *testing.T) string {
 
 // checkMemoryLimit wants the Go soft limit the agent derived at start from
 // its container's memory limit (the chart's 256Mi, read from the cgroup):
-// 90 % of it less the cache journal's ring (4 MiB), as docs/operating.md
+// 90 % of it less the cache journal's ring (3.5 MiB), as docs/operating.md
 // says.
 func (n *realNode) checkMemoryLimit(metricsPort int) {
 	t := n.t
@@ -268,7 +270,7 @@ func (n *realNode) checkMemoryLimit(metricsPort int) {
 	cgroup := metricSum(t, text, `nodecache_memory_limit_bytes{source="cgroup"}`)
 	soft := metricSum(t, text, `nodecache_memory_limit_bytes{source="gomemlimit"}`)
 	const limit = 256 << 20
-	want := float64(limit - limit/10 - min(4<<20, limit/8))
+	want := float64(limit - limit/10 - min(cache.DefaultJournalBytes, limit/8))
 	t.Logf("memory: cgroup limit %.0f bytes, GOMEMLIMIT %.0f bytes (%.1f MiB)", cgroup, soft, soft/(1<<20))
 	if cgroup != limit || soft != want {
 		t.Errorf("nodecache_memory_limit_bytes: cgroup %.0f, gomemlimit %.0f; want %d (the pod's limit) and %.0f", cgroup, soft, limit, want)

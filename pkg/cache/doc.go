@@ -47,8 +47,10 @@
 // in a file another process holds, for a restart after a crash: a miss's
 // insert queues its entry, and a goroutine of the journal's own appends the
 // queued records every 20 ms to a ring of a fixed size (DefaultJournalBytes,
-// 4 MiB), overwriting the oldest records once it is full; it is never
-// rewritten nor copied. Lookup does not touch it. ScanJournal and
+// 3.5 MiB), overwriting the oldest records once it is full; it is never
+// rewritten nor copied, and writing it makes no garbage. A record is the
+// handover stream's without the name, which the reply's question holds
+// (journalrecord.go). Lookup does not touch it. ScanJournal and
 // ImportJournal read it back, oldest first, skipping under a byte bound
 // the oldest records.
 //

@@ -2,7 +2,6 @@ package cache
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -33,25 +32,28 @@ import (
 // The layout (journalfile.go): a header of journalHdrLen bytes, the
 // magic, the version, the ring's size, where the oldest record starts
 // (tail) and how many bytes of records follow it (used), then the ring.
-// A record is a big-endian uint32 length and the record as in the handover
-// stream; a record never wraps: the bytes before the ring's end that cannot
+// A record is a big-endian uint32 length and the entry's journal record
+// (journalrecord.go: its record in the handover stream without the name,
+// which the reply's question holds); a record never wraps: the bytes before the ring's end that cannot
 // hold the next one are skipped (a zero length marks them when there is
 // room for it). A batch that overwrites records first writes a header
 // without them, then the records, then the header with them, so a process
 // killed at any point leaves only whole records between tail and used.
 const (
 	journalMagic   = "NCJRNL\x00"
-	journalVersion = 2
+	journalVersion = 3
 	journalHdrLen  = int64(len(journalMagic) + 1 + 3*8)
 
-	journalDelay      = 20 * time.Millisecond // how long queued inserts wait to be written together
-	journalMaxPending = 1 << 14               // queued entries beyond this are dropped (not journalled)
-	journalKeepBuf    = 256 << 10             // the largest batch buffer kept between batches
+	journalDelay       = 20 * time.Millisecond // how long queued inserts wait to be written together
+	journalMaxPending  = 1 << 14               // queued entries beyond this are dropped (not journalled)
+	journalWriteBytes  = 32 << 10              // a write's records (one record more when a single one is larger)
+	journalKeepEntries = 2048                  // the longest queue array kept between batches
 
 	// DefaultJournalBytes is the ring's size when JournalConfig.MaxBytes is
-	// zero: with the supervisor's own ~5 MiB, the protection stays within
-	// 10 MiB. About 30,000 entries of ~135 bytes fit.
-	DefaultJournalBytes = 4 << 20
+	// zero: with the supervisor's own ~4 MiB and the writer's, the
+	// protection stays within 10 MiB. About 32,000 entries of ~115 bytes
+	// (an A reply with its NS and glue) fit.
+	DefaultJournalBytes = 7 << 19
 	// MinJournalBytes is the smallest ring: a few of the largest records.
 	MinJournalBytes = 256 << 10
 )
@@ -105,11 +107,21 @@ type Journal struct {
 	done   chan struct{}
 	err    error // the writer's end; read after done
 
-	// Owned by the writer goroutine.
-	file   *os.File
-	ring   ringState
-	extent int64 // the file's size
-	buf    []byte
+	// Owned by the writer goroutine. The slices are used again from batch
+	// to batch (buf holds one write's records, journalWriteBytes; the
+	// queue arrays are kept up to journalKeepEntries), so that writing
+	// makes no garbage: the serving process's heap grows by half of what
+	// it collects before each collection.
+	file    *os.File
+	ring    ringState
+	extent  int64 // the file's size
+	buf     []byte
+	items   []ringItem     // a batch's records
+	spans   []journalSpan  // a batch's writes
+	victims []ringItem     // the records a batch overwrote
+	again   []pendingEntry // second chances, for the next batch
+	work    []pendingEntry // a batch: again, then pending
+	spare   []pendingEntry // pending's next array
 
 	bytes, records, overwritten, rewritten, drops atomic.Int64
 }
@@ -224,6 +236,8 @@ func (j *Journal) run(ctx context.Context) {
 		case <-j.cfg.After:
 		}
 	}
+	delay := time.NewTimer(journalDelay)
+	defer delay.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -233,9 +247,10 @@ func (j *Journal) run(ctx context.Context) {
 		}
 		// Let a burst of misses queue up: one write per batch, at most one
 		// wake-up per journalDelay, none while nothing is inserted.
+		delay.Reset(journalDelay)
 		select {
 		case <-ctx.Done():
-		case <-time.After(journalDelay):
+		case <-delay.C:
 		}
 		if err := j.flush(); err != nil {
 			j.err = err
@@ -248,20 +263,24 @@ func (j *Journal) run(ctx context.Context) {
 
 // flush appends the queued entries (on a new file, first the cache's).
 // A batch takes at most an eighth of the ring (half of the smallest): the
-// records it overwrites are then all older than it, and a flood's batch
-// buffer stays small. Queued inserts beyond that, the oldest, are dropped;
-// the seed is written in as many batches as it takes.
+// records it overwrites are then all older than it. Queued inserts beyond
+// that, the oldest, are dropped; the seed is written in as many batches as
+// it takes. A batch goes in writes of journalWriteBytes (writeBatch).
 func (j *Journal) flush() error {
 	j.mu.Lock()
-	batch, seed := j.pending, j.seed
-	j.pending, j.seed = nil, false
+	pending, seed := j.pending, j.seed
+	j.pending, j.seed, j.spare = j.spare, false, nil
 	j.mu.Unlock()
-	limit := min(max(j.ring.size/8, 4+maxRecordLen), j.ring.size/2)
+	defer func() {
+		clear(pending)
+		j.spare = keepEntries(pending)
+	}()
+	limit := min(max(j.ring.size/8, 4+maxJournalRecordLen), j.ring.size/2)
 	if seed { // the queued entries are in the cache, and so in the seed
 		for all := j.c.journalSeed(j.ring.size / 2); len(all) > 0; {
 			n, total := 0, int64(0)
-			for n < len(all) && total+int64(4+recordLen(all[n].e)) <= limit {
-				total += int64(4 + recordLen(all[n].e))
+			for n < len(all) && total+int64(4+journalRecordLen(all[n].e)) <= limit {
+				total += int64(4 + journalRecordLen(all[n].e))
 				n++
 			}
 			if err := j.writeBatch(all[:n]); err != nil {
@@ -271,46 +290,29 @@ func (j *Journal) flush() error {
 		}
 		return nil
 	}
+	batch := append(append(j.work[:0], j.again...), pending...)
+	clear(j.again)
+	j.again = keepEntries(j.again)
+	defer func() {
+		clear(batch)
+		j.work = keepEntries(batch)
+	}()
 	from, total := len(batch), int64(0)
-	for from > 0 && total+int64(4+recordLen(batch[from-1].e)) <= limit {
-		total += int64(4 + recordLen(batch[from-1].e))
+	for from > 0 && total+int64(4+journalRecordLen(batch[from-1].e)) <= limit {
+		total += int64(4 + journalRecordLen(batch[from-1].e))
 		from--
 	}
 	j.drops.Add(int64(from))
 	return j.writeBatch(batch[from:])
 }
 
-// writeBatch encodes and writes the fresh entries of batch, then gives
-// the records they overwrote their second chance.
-func (j *Journal) writeBatch(batch []pendingEntry) error {
-	if len(batch) == 0 {
+// keepEntries returns s emptied for use again, or nil when its array is
+// larger than is worth keeping. The caller has cleared it.
+func keepEntries(s []pendingEntry) []pendingEntry {
+	if cap(s) > journalKeepEntries {
 		return nil
 	}
-	b := j.buf[:0]
-	var items []ringItem
-	inserts := 0
-	now := j.c.cfg.Now()
-	for _, p := range batch {
-		if !p.e.fresh(now) {
-			continue
-		}
-		if p.hits == 0 {
-			inserts++
-		}
-		n := len(b)
-		b = binary.BigEndian.AppendUint32(b, uint32(recordLen(p.e)))
-		b = encodeRecord(b, p.e)
-		items = append(items, ringItem{h: p.h, n: int32(len(b) - n), stored: uint16(p.e.stored), hits: p.hits})
-	}
-	victims, err := j.write(b, items)
-	if err == nil {
-		j.secondChance(victims, now, inserts)
-	}
-	j.buf = b[:0]
-	if cap(j.buf) > journalKeepBuf {
-		j.buf = nil // a flood's buffer is not kept
-	}
-	return err
+	return s[:0]
 }
 
 // journalSeed returns the cache's fresh entries, the most recently used
@@ -323,7 +325,7 @@ func (c *Cache) journalSeed(maxBytes int64) []pendingEntry {
 		if !e.fresh(now) {
 			return true
 		}
-		if total += int64(4 + recordLen(e)); total > maxBytes {
+		if total += int64(4 + journalRecordLen(e)); total > maxBytes {
 			return false
 		}
 		k := e.key()

@@ -191,7 +191,7 @@ func TestJournalRingKeepsNewest(t *testing.T) {
 // journal whose every record imports: none torn, none half overwritten.
 func TestJournalKilledMidBatch(t *testing.T) {
 	clk, src, _, j := smallRing(t)
-	fillRing(t, src, j, 0, 3000)
+	fillRing(t, src, j, 0, 4000)
 	points, torn := 0, 0
 	check := func(what string, off int64, part []byte) {
 		cp, err := os.Create(filepath.Join(t.TempDir(), "copy"))
@@ -225,7 +225,7 @@ func TestJournalKilledMidBatch(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { journalWriteHook = func(int64, []byte) {} })
-	fillRing(t, src, j, 3000, 3150)
+	fillRing(t, src, j, 4000, 4150)
 	// 15 batches: at least their records' write and the header's each.
 	if points < 30 || torn < 15 || j.Stats().Overwritten == 0 {
 		t.Fatalf("%d kill points (%d in a write), %+v: want the ring wrapping under them", points, torn, j.Stats())
@@ -312,7 +312,7 @@ func checkScan(t *testing.T, j *Journal, what string) {
 		t.Fatal(err)
 	}
 	records := 0
-	for _, it := range j.ring.items {
+	for _, it := range j.ring.live() {
 		if it.n > 0 {
 			records++
 		}
@@ -336,7 +336,7 @@ func TestJournalSeedsInBatches(t *testing.T) {
 	if err := j.flush(); err != nil {
 		t.Fatal(err)
 	}
-	limit := int64(max(MinJournalBytes/8, 4+maxRecordLen))
+	limit := int64(max(MinJournalBytes/8, 4+maxJournalRecordLen))
 	if st := j.Stats(); st.Records != 1001 || st.Bytes <= limit {
 		t.Fatalf("journal stats after the seed: %+v, want all 1001 entries, more than one batch's %d bytes", st, limit)
 	}

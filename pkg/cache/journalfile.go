@@ -59,18 +59,18 @@ func ScanJournal(f *os.File) (JournalScan, error) {
 			if skip > left {
 				break
 			}
-			r.items = append(r.items, ringItem{n: int32(-skip)})
+			r.appendItem(ringItem{n: int32(-skip)})
 			left -= skip
 			continue
 		}
 		l, err := rr.length()
-		if err != nil || l < recordFixedLen+1 || l > maxRecordLen || 4+l > left || l > r.size-rr.pos {
+		if err != nil || l < minJournalRecordLen || l > maxJournalRecordLen || 4+l > left || l > r.size-rr.pos {
 			break // malformed: the ring ends before it
 		}
 		if err := rr.discard(l); err != nil {
 			break
 		}
-		r.items = append(r.items, ringItem{n: int32(4 + l)})
+		r.appendItem(ringItem{n: int32(4 + l)})
 		left -= 4 + l
 		s.Records++
 		s.Cost += l + entryOverhead
@@ -156,8 +156,9 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 	}
 	rr := newRingReader(f, scan.ring.size, scan.ring.tail)
 	n, i := 0, 0
-	buf := make([]byte, 0, 4096)
-	for k, it := range scan.ring.items {
+	buf, rec := make([]byte, 0, 4096), make([]byte, 0, 4096)
+	items := scan.ring.live()
+	for k, it := range items {
 		if it.n < 0 {
 			rr.seek(0)
 			continue
@@ -187,8 +188,12 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 		if err := rr.read(buf); err != nil {
 			return n, fmt.Errorf("reading cache journal record %d: %w: %w", i, ErrBadDump, err)
 		}
+		var err error
+		if rec, err = handoverRecord(rec, buf); err != nil {
+			return n, fmt.Errorf("decoding cache journal record %d: %w: %w", i, ErrBadDump, err)
+		}
 		now := c.cfg.Now()
-		e, err := c.decodeRecord(buf, now)
+		e, err := c.decodeRecord(rec, now)
 		if err != nil {
 			return n, fmt.Errorf("decoding cache journal record %d: %w: %w", i, ErrBadDump, err)
 		}
@@ -201,7 +206,7 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 		}
 		// The journal that continues this ring knows the entry: a hit
 		// before its record is overwritten writes it again.
-		scan.ring.items[k].h, scan.ring.items[k].stored = h, uint16(e.stored)
+		items[k].h, items[k].stored = h, uint16(e.stored)
 	}
 	return n, nil
 }

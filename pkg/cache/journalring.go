@@ -3,6 +3,7 @@ package cache
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -13,9 +14,28 @@ import (
 // ringState is where the records are in a journal's ring.
 type ringState struct {
 	size, tail, used int64
-	items            []ringItem // oldest first
+	// items[head:] are the ring's, oldest first. The array is used again
+	// (appendItem), not let go at each record overwritten.
+	items []ringItem
+	head  int
 	// dropped counts the bytes makeRoom took from the tail.
 	dropped int64
+}
+
+// live returns the ring's items, oldest first.
+func (r *ringState) live() []ringItem { return r.items[r.head:] }
+
+// appendItem adds it after the newest item. A full array whose first
+// eighth or more is overwritten items moves its items to the front
+// instead of growing (a copy of 7/8 of it every 1/8 of it written): the
+// ring's items take one array of about their number, and writing makes
+// no garbage.
+func (r *ringState) appendItem(it ringItem) {
+	if len(r.items) == cap(r.items) && r.head > 0 && r.head >= cap(r.items)/8 {
+		n := copy(r.items, r.items[r.head:])
+		r.items, r.head = r.items[:n], 0
+	}
+	r.items = append(r.items, it)
 }
 
 // ringItem is a record in the ring, or the bytes skipped before the
@@ -50,9 +70,9 @@ func (r *ringState) place(n int64) (pad, at int64) {
 // makeRoom drops the oldest items until need bytes are free, and appends
 // the records dropped to out.
 func (r *ringState) makeRoom(need int64, out []ringItem) []ringItem {
-	for r.size-r.used < need && len(r.items) > 0 {
-		it := r.items[0]
-		r.items = r.items[1:]
+	for r.size-r.used < need && r.head < len(r.items) {
+		it := r.items[r.head]
+		r.head++
 		r.tail = (r.tail + it.bytes()) % r.size
 		r.used -= it.bytes()
 		r.dropped += it.bytes()
@@ -66,23 +86,70 @@ func (r *ringState) makeRoom(need int64, out []ringItem) []ringItem {
 // push adds a record after a skip of pad bytes.
 func (r *ringState) push(pad int64, it ringItem) {
 	if pad > 0 {
-		r.items = append(r.items, ringItem{n: int32(-pad)})
+		r.appendItem(ringItem{n: int32(-pad)})
 		r.used += pad
 	}
-	r.items = append(r.items, it)
+	r.appendItem(it)
 	r.used += int64(it.n)
+}
+
+// writeBatch encodes and writes the fresh entries of batch, in writes
+// of at most journalWriteBytes of records through one buffer, and gives
+// the records each write overwrote their second chance.
+func (j *Journal) writeBatch(batch []pendingEntry) error {
+	for len(batch) > 0 {
+		n, total := 0, 0
+		for n < len(batch) && (n == 0 || total+4+journalRecordLen(batch[n].e) <= journalWriteBytes) {
+			total += 4 + journalRecordLen(batch[n].e)
+			n++
+		}
+		if err := j.writeRecords(batch[:n], total); err != nil {
+			return err
+		}
+		batch = batch[n:]
+	}
+	return nil
+}
+
+// writeRecords encodes and writes the fresh entries of batch, whose
+// records take at most total bytes, then gives the records they overwrote
+// their second chance.
+func (j *Journal) writeRecords(batch []pendingEntry, total int) error {
+	b, items := slices.Grow(j.buf[:0], total), j.items[:0]
+	inserts := 0
+	now := j.c.cfg.Now()
+	for _, p := range batch {
+		if !p.e.fresh(now) {
+			continue
+		}
+		if p.hits == 0 {
+			inserts++
+		}
+		n := len(b)
+		b = binary.BigEndian.AppendUint32(b, uint32(journalRecordLen(p.e)))
+		b = appendJournalRecord(b, p.e)
+		items = append(items, ringItem{h: p.h, n: int32(len(b) - n), stored: uint16(p.e.stored), hits: p.hits})
+	}
+	victims, err := j.write(b, items)
+	if err == nil {
+		j.secondChance(victims, now, inserts)
+	}
+	j.buf, j.items = b[:0], items[:0]
+	if cap(j.buf) > 2*journalWriteBytes {
+		j.buf = nil // one record larger than a write: not kept
+	}
+	return err
 }
 
 // write places the records in b (items say how long each is) in the ring:
 // the header without the records they overwrite, the records, the header
 // with them. It returns the records overwritten.
 func (j *Journal) write(b []byte, items []ringItem) ([]ringItem, error) {
-	type span struct {
-		off int64
-		b   []byte
-	}
-	var spans []span
-	var victims []ringItem
+	spans, victims := j.spans[:0], j.victims[:0]
+	defer func() { // the writer's, for the next batch
+		clear(spans)
+		j.spans, j.victims = spans[:0], victims[:0]
+	}()
 	usedBefore := j.ring.used
 	j.ring.dropped = 0
 	from := -1 // where in b the last span's bytes start; -1: it holds none of b
@@ -91,7 +158,7 @@ func (j *Journal) write(b []byte, items []ringItem) ([]ringItem, error) {
 		end := pos + int(it.n)
 		pad, at := j.ring.place(int64(it.n))
 		if pad >= 4 {
-			spans = append(spans, span{j.ring.end(), make([]byte, 4)}) // a zero length: continue at the start
+			spans = append(spans, journalSpan{j.ring.end(), journalSkipMark[:]}) // a zero length: continue at the start
 			from = -1
 		}
 		victims = j.ring.makeRoom(pad+int64(it.n), victims)
@@ -101,7 +168,7 @@ func (j *Journal) write(b []byte, items []ringItem) ([]ringItem, error) {
 		if last := len(spans) - 1; from >= 0 && pad == 0 && spans[last].off+int64(len(spans[last].b)) == at {
 			spans[last].b = b[from:end]
 		} else {
-			spans = append(spans, span{at, b[pos:end]})
+			spans = append(spans, journalSpan{at, b[pos:end]})
 			from = pos
 		}
 		pos = end
@@ -130,6 +197,16 @@ func (j *Journal) write(b []byte, items []ringItem) ([]ringItem, error) {
 	return victims, nil
 }
 
+// journalSpan is bytes of a batch and where in the ring they go.
+type journalSpan struct {
+	off int64
+	b   []byte
+}
+
+// journalSkipMark is the zero length that says the ring's last bytes are
+// skipped. Never written to.
+var journalSkipMark [4]byte
+
 // secondChance queues again, for the next batch, the overwritten records
 // whose entry is still cached, fresh, and was hit since it was written: at
 // most one for each insert the batch wrote, so that records written again
@@ -137,9 +214,9 @@ func (j *Journal) write(b []byte, items []ringItem) ([]ringItem, error) {
 // holds, the oldest of them go), and the journal writes at most twice what
 // is inserted.
 func (j *Journal) secondChance(victims []ringItem, now time.Time, inserts int) {
-	var again []pendingEntry
+	again := j.again
 	for _, v := range victims {
-		if len(again) >= inserts {
+		if len(again)-len(j.again) >= inserts || len(again) >= journalMaxPending {
 			break
 		}
 		if v.h == 0 {
@@ -154,14 +231,11 @@ func (j *Journal) secondChance(victims []ringItem, now time.Time, inserts int) {
 		}
 		s.mu.Unlock()
 	}
-	if len(again) == 0 {
+	if len(again) == len(j.again) {
 		return
 	}
-	j.rewritten.Add(int64(len(again)))
-	j.mu.Lock()
-	room := max(journalMaxPending-len(j.pending), 0)
-	j.pending = append(again[:min(len(again), room)], j.pending...)
-	j.mu.Unlock()
+	j.rewritten.Add(int64(len(again) - len(j.again)))
+	j.again = again
 	select {
 	case j.kick <- struct{}{}:
 	default:
