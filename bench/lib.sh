@@ -45,10 +45,15 @@ stop_all() {
 
 # free_port: a port free on 127.0.0.1 for both UDP and TCP.
 free_port() {
-  local p i
+  local p i lo
+  # below the kernel's ephemeral range, whose ports the API server's and
+  # etcd's own connections take at any moment (a listener cannot bind a
+  # port a connected socket holds: CoreDNS failed so once), and unused by
+  # any socket, listening or not
+  lo=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
   for i in $(seq 200); do
-    p=$((20000 + RANDOM % 30000))
-    if [ -z "$(ss -Hlnu "sport = :$p")" ] && [ -z "$(ss -Hlnt "sport = :$p")" ]; then
+    p=$((10000 + RANDOM % (lo - 10000)))
+    if [ -z "$(ss -Hanu "sport = :$p")" ] && [ -z "$(ss -Hant "sport = :$p")" ]; then
       echo "$p"; return 0
     fi
   done
