@@ -14,6 +14,17 @@ row() {
   printf '| %s | %s | %s | %s | %s |\n' "$2" "$nc" "$cd" "$ub" "$(ratio "$nc" "$cd")"
 }
 
+# floor_row P LABEL: each server's ${P}cpu ÷ the floor server's, when the
+# floor was measured; the floor's figure and runs go in the label.
+floor_row() {
+  local p=$1 f=${R[$1cpu|floor]:-} s
+  [ -n "$f" ] || return 0
+  for s in nodecache coredns unbound; do
+    R[${p}floor|$s]=$(ratio "${R[${p}cpu|$s]:-}" "$f")
+  done
+  row "${p}floor" "$2 ($f µs, runs ${R[${p}runs|floor]})"
+}
+
 # HIT_PROFILE_LINES: how much of the hit path's pprof top goes into RESULTS.md.
 HIT_PROFILE_LINES=35
 
@@ -79,21 +90,9 @@ EOF
   row hitqps "cache hit: QPS (max, $HIT names warmed)"
   row hitcpu "cache hit: CPU µs/answer at max QPS"
   row hitlcpu "cache hit: CPU µs/answer at $HIT_RATE qps"
-  if [ -n "${R[hitcpu|floor]:-}" ]; then
-    local f=${R[hitcpu|floor]}
-    R[hitfloor|nodecache]=$(ratio "${R[hitcpu|nodecache]:-}" "$f")
-    R[hitfloor|coredns]=$(ratio "${R[hitcpu|coredns]:-}" "$f")
-    R[hitfloor|unbound]=$(ratio "${R[hitcpu|unbound]:-}" "$f")
-    row hitfloor "cache hit: CPU at max QPS ÷ the floor server's ($f µs, runs ${R[hitruns|floor]})"
-  fi
+  floor_row hit "cache hit: CPU at max QPS ÷ the floor server's"
   row hit100cpu "cache hit: CPU µs/answer at max QPS, 4 clients × 100 outstanding"
-  if [ -n "${R[hit100cpu|floor]:-}" ]; then
-    local f=${R[hit100cpu|floor]}
-    R[hit100floor|nodecache]=$(ratio "${R[hit100cpu|nodecache]:-}" "$f")
-    R[hit100floor|coredns]=$(ratio "${R[hit100cpu|coredns]:-}" "$f")
-    R[hit100floor|unbound]=$(ratio "${R[hit100cpu|unbound]:-}" "$f")
-    row hit100floor "cache hit, 100 outstanding: CPU ÷ the floor server's ($f µs, runs ${R[hit100runs|floor]})"
-  fi
+  floor_row hit100 "cache hit, 100 outstanding: CPU ÷ the floor server's"
   row hitp50 "cache hit: p50 µs at $HIT_RATE qps"
   row hitp99 "cache hit: p99 µs at $HIT_RATE qps"
   row hitp999 "cache hit: p99.9 µs at $HIT_RATE qps"
