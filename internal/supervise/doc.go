@@ -36,7 +36,7 @@
 // Config.OOMScoreAdj, so the kernel kills it, not the supervisor, when
 // memory runs out; it dies with the supervisor (PR_SET_PDEATHSIG). Once it
 // is started the supervisor drops the binary's pages from its own page
-// tables (dropFilePages), so that it is not the kernel's next pick either
+// tables (codePages), so that it is not the kernel's next pick either
 // while the container is still at its limit.
 //
 // The package has no metrics of its own: the serving process exports

@@ -34,24 +34,28 @@ func RaiseOOMScore(pid, by int) error {
 	return nil
 }
 
-// dropFilePages takes the code pages of files this process maps (the
-// binary's, which starting it touched a good part of) out of its page
-// tables: they stay in the page cache, and what the
-// supervisor touches again faults back in. Its RSS is then mostly its own
-// heap, so that when the container is at its memory limit and the serving
-// process is already the OOM killer's victim, the kernel's next pick is a
-// process that is starting (a probe) rather than the supervisor, whose
-// mapped binary made it the largest. Executable mappings are never
-// written; read-only ones too (the binary's read-only data) when the
-// binary is static and not position-independent (pristineReadOnly), as
-// `make build` and the image build it: else they may hold relocations
-// (RELRO) that discarding would undo.
-func dropFilePages() error {
+// codePages are the mappings of files this process maps (the binary's)
+// whose pages it can drop from its page tables: they stay in the page
+// cache, and what the supervisor touches again faults back in. Its RSS is
+// then mostly its own heap, so that when the container is at its memory
+// limit and the serving process is already the OOM killer's victim, the
+// kernel's next pick is a process that is starting (a probe) rather than
+// the supervisor, whose mapped binary made it the largest. Executable
+// mappings are never written; read-only ones too (the binary's read-only
+// data) when the binary is static and not position-independent
+// (pristineReadOnly), as `make build` and the image build it: else they
+// may hold relocations (RELRO) that discarding would undo.
+type codePages []struct{ start, end uintptr }
+
+// findCodePages reads this process's mappings once: a static binary's do
+// not change while it runs, and the supervisor drops them every second.
+func findCodePages() (codePages, error) {
 	b, err := os.ReadFile("/proc/self/maps")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	readOnly := pristineReadOnly(string(b))
+	var c codePages
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 6 || (f[1] != "r-xp" && (f[1] != "r--p" || !readOnly)) || !strings.HasPrefix(f[5], "/") {
@@ -66,8 +70,16 @@ func dropFilePages() error {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_DONTNEED); errno != 0 {
-			return fmt.Errorf("madvise %s: %w", f[0], errno)
+		c = append(c, struct{ start, end uintptr }{uintptr(start), uintptr(end)})
+	}
+	return c, nil
+}
+
+// drop takes c's pages out of this process's page tables.
+func (c codePages) drop() error {
+	for _, m := range c {
+		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, m.start, m.end-m.start, unix.MADV_DONTNEED); errno != 0 {
+			return fmt.Errorf("madvise %x-%x: %w", m.start, m.end, errno)
 		}
 	}
 	return nil

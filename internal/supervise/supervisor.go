@@ -61,7 +61,8 @@ type supervisor struct {
 	served     bool     // a serving process said it serves
 	handedOver bool     // a successor took the sockets: restart nothing
 
-	deaths   []Death // within CrashWindow, oldest first
+	code     codePages // the binary's mappings, dropped after each start and every second; nil: not looked for yet
+	deaths   []Death   // within CrashWindow, oldest first
 	restarts int
 }
 
@@ -93,10 +94,18 @@ func (s *supervisor) loop(sigs <-chan os.Signal) error {
 			return err
 		}
 		debug.FreeOSMemory() // what starting it took goes back: the supervisor stays small
-		if err := dropFilePages(); err != nil {
-			s.log.Warn("keeping the binary's pages mapped", logkey.Err, err)
+		if s.code == nil {
+			if s.code, err = findCodePages(); err == nil {
+				err = s.code.drop()
+			}
+			if err != nil {
+				s.log.Warn("keeping the binary's pages mapped", logkey.Err, err)
+				s.code = codePages{} // not looked for again
+			}
+		} else {
+			_ = s.code.drop()
 		}
-		stopping := p.wait(sigs)
+		stopping := p.wait(sigs, s.code)
 		code, cause := status(p.state)
 		s.mu.Lock()
 		served, handed := s.served, s.handedOver
@@ -146,7 +155,7 @@ func (s *supervisor) stop(sigs <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	p.wait(sigs)
+	p.wait(sigs, s.code)
 	if code, cause := status(p.state); code != 0 {
 		return &ExitError{Code: code, Cause: cause}
 	}
@@ -225,7 +234,7 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 
 // wait forwards signals to p until it exits, and reports whether one of
 // them was SIGTERM or SIGINT.
-func (p *proc) wait(sigs <-chan os.Signal) bool {
+func (p *proc) wait(sigs <-chan os.Signal, code codePages) bool {
 	exited := make(chan struct{})
 	go func() {
 		_ = p.cmd.Wait()
@@ -242,7 +251,7 @@ func (p *proc) wait(sigs <-chan os.Signal) bool {
 	for {
 		select {
 		case <-drop.C:
-			_ = dropFilePages()
+			_ = code.drop()
 		case sig := <-sigs:
 			stopping = stopping || sig != syscall.SIGHUP
 			_ = p.cmd.Process.Signal(sig)
