@@ -20,8 +20,9 @@ measure_forward() {
   R[hitqps|$s]=$QPS; R[hitcpu|$s]=$CPU_US; R[hitruns|$s]=$RUNS
   dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE" -q 100
   R[hit100qps|$s]=$QPS; R[hit100cpu|$s]=$CPU_US; R[hit100runs|$s]=$RUNS
-  latency_run "$pid" "$port" "$WORK/hit.txt" "$HIT_RATE"
+  latency_median "$pid" "$port" "$WORK/hit.txt" "$HIT_RATE"
   R[hitp50|$s]=$P50; R[hitp99|$s]=$P99; R[hitp999|$s]=$P999; R[hitlcpu|$s]=$LCPU_US; R[hitlost|$s]=$LOST_PCT
+  R[hitp99runs|$s]=$P99RUNS
   # each run its own never-asked names: miss.0.txt, miss.1.txt, ...
   dnsperf_median "$pid" "$port" "$WORK/miss.%i.txt" -n 1 -l "$PHASE" -q 100
   R[missqps|$s]=$QPS; R[misscpu|$s]=$CPU_US; R[missruns|$s]=$RUNS

@@ -70,7 +70,7 @@ and the API server share CPU 1. Same upstream (NSD, $NAMES names, TTL 3600), sam
 QPS is dnsperf's (UDP, 4 clients, 500 outstanding unless a row says 100, ${PHASE} s; a miss run ends sooner
 when its $MISS_RUN names are all asked); CPU µs/answer is the server's utime+stime delta over answers (the
 max-QPS hit, miss and zone rows: the run with the median CPU of $REPEAT, each run's figure listed under the table); latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s): percentiles
-of the answered queries, the share never answered within 1 s in its own row. RSS per cached name is (RSS after
+of the answered queries (the cache-hit latency rows: each figure the median of $REPEAT runs, every run's p99 listed under the table), the share never answered within 1 s in its own row. RSS per cached name is (RSS after
 warming − RSS once the server has answered its first query) ÷ $WARM names, in KiB (1024 bytes).
 EOF
   if [ -n "${R[bigrss|nodecache]:-}" ]; then
@@ -152,6 +152,8 @@ EOF
     "${R[hit100runs|nodecache]:-–}" "${R[hit100runs|coredns]:-–}" "${R[hit100runs|unbound]:-–}"
   printf ' Miss (each run its own %s never-asked names): nodecache %s; CoreDNS %s; Unbound %s.' \
     "$MISS_RUN" "${R[missruns|nodecache]:-–}" "${R[missruns|coredns]:-–}" "${R[missruns|unbound]:-–}"
+  printf ' Cache hit p99 µs at %s qps: nodecache %s; CoreDNS %s; Unbound %s.' \
+    "$HIT_RATE" "${R[hitp99runs|nodecache]:-–}" "${R[hitp99runs|coredns]:-–}" "${R[hitp99runs|unbound]:-–}"
   if [ -n "${R[zoneruns|nodecache]:-}" ]; then
     printf ' Cluster zone: nodecache %s; CoreDNS + cache 30 %s; CoreDNS alone %s.' \
       "${R[zoneruns|nodecache]}" "${R[zoneruns|coredns]:-–}" "${R[zonerunsnc|coredns]:-–}"
