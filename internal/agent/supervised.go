@@ -146,7 +146,8 @@ func waitRestored(done <-chan struct{}) {
 func (a *Agent) startJournal() error {
 	limit, _, bounded := cgroupMemory()
 	size := journalCap(int64(a.cfg.JournalSize), limit, bounded, int64(a.cfg.CacheSize))
-	jcfg := cache.JournalConfig{File: a.jfile, Scan: a.jscan, MaxBytes: size, NewFile: newJournalFile,
+	newFile := func() (*os.File, error) { return a.newJournalFile(size) }
+	jcfg := cache.JournalConfig{File: a.jfile, Scan: a.jscan, MaxBytes: size, NewFile: newFile,
 		Publish: a.sup.PublishJournal, After: a.jrestored}
 	a.jfile = nil
 	if size == 0 { // --cache-journal-size=0
@@ -166,12 +167,23 @@ func (a *Agent) startJournal() error {
 	return nil
 }
 
-// newJournalFile is a memfd: memory, no file system, gone with its last
-// descriptor.
-func newJournalFile() (*os.File, error) {
+// newJournalFile is a memfd of size bytes: memory, no file system, gone
+// with its last descriptor. Its pages are allocated at once (fallocate,
+// the file's size left at 0 for the journal to grow), so the ring's memory
+// is charged to the container when the journal starts, as the memory limit
+// arithmetic (journalCap, GOMEMLIMIT) already assumes, rather than page by
+// page as the first few thousand misses fill it. If the kernel refuses,
+// the ring is allocated as it is written, as before, and one line says so.
+func (a *Agent) newJournalFile(size int64) (*os.File, error) {
 	fd, err := unix.MemfdCreate("nodecache-cache-journal", unix.MFD_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("memfd_create: %w", err)
+	}
+	if size > 0 {
+		if err := unix.Fallocate(fd, unix.FALLOC_FL_KEEP_SIZE, 0, size); err != nil {
+			a.log.Warn("cache journal: allocating its memory at start failed; it is allocated as it is written",
+				"bytes", size, logkey.Err, err)
+		}
 	}
 	return os.NewFile(uintptr(fd), "cache-journal"), nil
 }
