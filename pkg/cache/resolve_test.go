@@ -599,3 +599,70 @@ func TestStoresWhatTheForwarderRead(t *testing.T) {
 		t.Errorf("uncacheable bad_reply: got %d, want 1", got)
 	}
 }
+
+// TestFlightReused checks the reuse of finished flights: every waiter of a
+// flight gets its answer, including after others stopped waiting, and the
+// flight is kept only once nobody holds it, then serves the next miss for
+// another name with that name's answer.
+func TestFlightReused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		gate := make(chan struct{})
+		up := &fakeUpstream{reply: answerA(300), gate: gate}
+		c := newTestCache(t, Config{}, up, newClock())
+		qa := newQuestion(t, "a.example.org.", dns.TypeA)
+		const n = 6
+		ctx, cancel := context.WithCancel(context.Background())
+		results := make([]wire.Answer, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wctx := context.Background()
+			if i%2 == 1 {
+				wctx = ctx // these stop waiting before the answer
+			}
+			wg.Go(func() { results[i], errs[i] = c.Resolve(wctx, qa.key, time.Time{}) })
+		}
+		synctest.Wait()
+		cancel()
+		synctest.Wait()
+		if got := idleFlights(t, c); got != 0 {
+			t.Errorf("flights kept while the upstream query runs: got %d, want 0", got)
+		}
+		close(gate)
+		wg.Wait()
+		for i := range n {
+			switch {
+			case i%2 == 1 && !errors.Is(errs[i], context.Canceled):
+				t.Errorf("waiter %d, cancelled: got %v, want context.Canceled", i, errs[i])
+			case i%2 == 0 && (errs[i] != nil || results[i].Source != wire.SourceUpstream):
+				t.Errorf("waiter %d: got %v, %v; want the upstream answer", i, results[i].Source, errs[i])
+			}
+		}
+		if got := idleFlights(t, c); got != 1 {
+			t.Fatalf("flights kept after every waiter let go: got %d, want 1", got)
+		}
+		qb := newQuestion(t, "b.example.org.", dns.TypeA)
+		r := resolve(t, c, qb)
+		if got := served(t, r.Packed, qb, r.Mode); got.Question[0].Name != "b.example.org." || len(got.Answer) != 1 ||
+			got.Answer[0].Header().Name != "b.example.org." {
+			t.Errorf("answer from a reused flight: got %v, want b.example.org.'s", got)
+		}
+		if got := idleFlights(t, c); got != 1 {
+			t.Errorf("flights kept after a second miss: got %d, want the same 1", got)
+		}
+	})
+}
+
+// idleFlights is the number of finished flights kept for reuse, each with
+// its token taken back.
+func idleFlights(tb testing.TB, c *Cache) int {
+	tb.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, f := range c.idle {
+		if len(f.done) != 0 || f.refs != 0 {
+			tb.Errorf("kept flight: got %d tokens and %d holds, want none", len(f.done), f.refs)
+		}
+	}
+	return len(c.idle)
+}
