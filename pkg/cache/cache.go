@@ -55,7 +55,6 @@ type Cache struct {
 
 	mu      sync.Mutex           // guards following
 	flights map[wire.Key]*flight // upstream queries in flight, by key
-	idle    []*flight            // finished flights for reuse; see releaseLocked
 	closed  bool                 // set by Close; no goroutine starts after
 	wg      sync.WaitGroup       // flight goroutines; Add only under mu
 	once    sync.Once            // Close

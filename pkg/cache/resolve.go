@@ -21,17 +21,8 @@ type flight struct {
 	started  time.Time // by the cache clock
 	deadline time.Time // the upstream query's, by the real clock
 	bg       bool      // holds a slot of Cache.sem until done
-	// refs counts who holds f: its runner, and each caller waiting for
-	// it; guarded by c.mu. At zero f is kept for a later miss (reuse), so
-	// that a miss allocates no flight and no channel: they were half the
-	// garbage of a miss, and garbage is what fills the GC's headroom
-	// (docs/architecture.md, "Memory").
-	refs int32
-	// done holds one token once the results below are set. A waiter
-	// takes it and puts it back (wait), so that every waiter gets it and
-	// the channel, unlike a closed one, is reused with f.
-	done chan struct{}
-	c    *Cache // runs it (Run)
+	done     chan struct{}
+	c        *Cache // runs it (Run)
 
 	// Set before done is closed, read-only after.
 	packed *wire.Packed
@@ -68,28 +59,6 @@ func (c *Cache) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.A
 	if err != nil {
 		return wire.Answer{}, err
 	}
-	packed, server, err, waitErr := c.wait(ctx, f, by)
-	if waitErr != nil {
-		return c.giveUp(&key, h, waitErr)
-	}
-	failed := err != nil || packed.Rcode() == dns.RcodeServerFailure
-	if failed && !c.overloaded(err) {
-		if r, ok := c.stale(&key, h, c.cfg.Now(), true); ok {
-			return r, nil
-		}
-	}
-	if err != nil {
-		return wire.Answer{}, err
-	}
-	return wire.Answer{Packed: packed, Source: wire.SourceUpstream, Server: server}, nil
-}
-
-// wait waits for f, a flight the caller joined, until ctx is done or by,
-// and returns its results, or waitErr when the caller stopped waiting
-// first. Either way it lets go of f, which the caller must not touch
-// again.
-func (c *Cache) wait(ctx context.Context, f *flight, by time.Time) (
-	packed *wire.Packed, server netip.AddrPort, err, waitErr error) {
 	var expired <-chan time.Time
 	if !by.IsZero() && f.deadline.After(by) { // joined a flight that may outlast the caller
 		t := time.NewTimer(time.Until(by))
@@ -98,17 +67,21 @@ func (c *Cache) wait(ctx context.Context, f *flight, by time.Time) (
 	}
 	select {
 	case <-f.done:
-		f.done <- struct{}{} // for the next waiter: the buffer is empty, as we took the one token
-		packed, server, err = f.packed, f.server, f.err
 	case <-ctx.Done():
-		waitErr = ctx.Err()
+		return c.giveUp(&key, h, ctx.Err())
 	case <-expired:
-		waitErr = context.DeadlineExceeded
+		return c.giveUp(&key, h, context.DeadlineExceeded)
 	}
-	c.mu.Lock()
-	c.releaseLocked(f)
-	c.mu.Unlock()
-	return packed, server, err, waitErr
+	failed := f.err != nil || f.packed.Rcode() == dns.RcodeServerFailure
+	if failed && !c.overloaded(f.err) {
+		if r, ok := c.stale(&key, h, c.cfg.Now(), true); ok {
+			return r, nil
+		}
+	}
+	if f.err != nil {
+		return wire.Answer{}, f.err
+	}
+	return wire.Answer{Packed: f.packed, Source: wire.SourceUpstream, Server: f.server}, nil
 }
 
 // giveUp answers a caller that stopped waiting for its flight (which goes
@@ -184,9 +157,7 @@ func (c *Cache) staleResult(e *entry) wire.Answer {
 // join returns the flight for key, starting one unless a flight younger
 // than FlightMaxAge is running. A background flight (bg) needs a free
 // slot, else errBusy. deadline bounds the upstream query; zero means
-// RefreshTimeout. A caller that is not bg waits for the flight and must
-// let go of it with wait; a bg caller gets no hold on it and must not use
-// it.
+// RefreshTimeout.
 func (c *Cache) join(key wire.Key, h uint64, now time.Time, bg bool, deadline time.Time) (*flight, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -194,9 +165,6 @@ func (c *Cache) join(key wire.Key, h uint64, now time.Time, bg bool, deadline ti
 		return nil, false, ErrClosed
 	}
 	if f := c.flights[key]; f != nil && now.Sub(f.started) < c.cfg.FlightMaxAge {
-		if !bg {
-			f.refs++
-		}
 		return f, false, nil
 	}
 	if bg {
@@ -209,12 +177,7 @@ func (c *Cache) join(key wire.Key, h uint64, now time.Time, bg bool, deadline ti
 	if deadline.IsZero() {
 		deadline = time.Now().Add(c.cfg.RefreshTimeout) // the real clock, like every context deadline
 	}
-	f := c.newFlightLocked()
-	f.key, f.hash, f.started, f.deadline, f.bg = key, h, now, deadline, bg
-	f.refs = 1 // the runner
-	if !bg {
-		f.refs++
-	}
+	f := &flight{key: key, hash: h, started: now, deadline: deadline, bg: bg, done: make(chan struct{}), c: c}
 	c.flights[key] = f
 	c.wg.Add(1)
 	// On a reused goroutine: unpacking the reply grows a fresh goroutine's
@@ -239,51 +202,15 @@ func (c *Cache) run(f *flight) {
 		f.server = server
 		f.packed, f.err = c.storeReply(f.key, f.hash, &r, c.cfg.Now())
 	}
-	if f.bg {
-		<-c.sem
-	}
 	c.mu.Lock()
 	if c.flights[f.key] == f {
 		delete(c.flights, f.key)
 	}
-	f.done <- struct{}{} // the one token: never blocks, the buffer is empty
-	c.releaseLocked(f)
 	c.mu.Unlock()
-}
-
-// maxIdleFlights bounds the finished flights kept for reuse: more than
-// the misses in flight at once under bench/run.sh's load (500 queries
-// outstanding), and at most ~200 KiB.
-const maxIdleFlights = 768
-
-// newFlightLocked returns a flight to fill in: a finished one, else a new
-// one.
-func (c *Cache) newFlightLocked() *flight {
-	if n := len(c.idle); n > 0 {
-		f := c.idle[n-1]
-		c.idle[n-1] = nil
-		c.idle = c.idle[:n-1]
-		return f
+	if f.bg {
+		<-c.sem
 	}
-	return &flight{done: make(chan struct{}, 1), c: c}
-}
-
-// releaseLocked lets go of one hold on f. The last one out keeps f for
-// reuse: nobody holds it any more (the map entry went before the
-// runner's hold), so it is cleared, its token taken back, and kept.
-func (c *Cache) releaseLocked(f *flight) {
-	if f.refs--; f.refs > 0 {
-		return
-	}
-	select {
-	case <-f.done: // always there: the runner put it before letting go
-	default:
-		return // not reusable without it; the GC takes f
-	}
-	*f = flight{done: f.done, c: c}
-	if len(c.idle) < maxIdleFlights {
-		c.idle = append(c.idle, f)
-	}
+	close(f.done)
 }
 
 // ErrPanicked is what the waiters of a flight get when the upstream query
