@@ -17,9 +17,14 @@
 // An entry keeps no separate copy of its name: the key is the reply's
 // question. A one-A-record name costs about 215 bytes of heap (the 48-byte
 // entry with its Packed, one buffer for the reply and its TTL offsets, the
-// LRU's 80-byte list element and its map slot; BenchmarkMemoryPerName); the
-// cache charges about 230 against MaxBytes (shard.go, entryOverhead), so the
-// budget bounds the heap it holds.
+// LRU's 80-byte list element and its map slot; BenchmarkMemoryPerName), a
+// name with make bench's reply (its record, the zone's NS and glue) 248;
+// the cache charges about 230 and 264 against MaxBytes (shard.go,
+// entryOverhead), so the budget bounds the heap it holds. The process's
+// RSS per name is larger by the room the collector lets the heap grow by
+// (GOGC) as far as garbage fills it: what a miss allocates and does not
+// keep costs memory too, not only CPU (docs/architecture.md, "What RSS
+// holds above the live heap").
 //
 // The miss path, Resolve, folds concurrent misses for a key into one
 // upstream query (a flight), except that a flight older than FlightMaxAge
