@@ -22,7 +22,9 @@ import (
 // deadline by; ctx only cancels (the cache passes its own long-lived
 // context rather than deriving one per miss). The reply comes read once
 // and checked to answer the key's question: scanned in place, or unpacked.
-// It is the cache's: its Msg may be modified, and its bytes are not kept.
+// It is the cache's: its Msg may be modified, and its bytes are not kept;
+// the cache releases it (wire.UpstreamReply.Release) once it has stored it,
+// which gives a read buffer the reply was lent back to the Exchanger.
 type Exchanger interface {
 	Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error)
 }

@@ -201,6 +201,7 @@ func (c *Cache) run(f *flight) {
 	} else {
 		f.server = server
 		f.packed, f.err = c.storeReply(f.key, f.hash, &r, c.cfg.Now())
+		r.Release() // storeReply packed a copy
 	}
 	c.mu.Lock()
 	if c.flights[f.key] == f {

@@ -50,14 +50,21 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, deadline 
 
 // roundTripUDP sends req on u and reads datagrams until one answers it.
 // clean reports a valid, untruncated reply that was the only datagram
-// read. The returned error is the raw socket error.
+// read. The returned error is the raw socket error. The reply is read in
+// a buffer of f's pool, lent to it (wire.UpstreamReply.Lend) rather than
+// copied: whoever stores it releases it.
 func (f *Forwarder) roundTripUDP(s *server, u *udpSock, req []byte, probe bool) (r wire.UpstreamReply, truncated, clean bool, err error) {
 	id := newID(req)
 	mixed := randomizeCase(req)
 	u.uses++
 	s.countRequest(protoUDP, probe)
 	bufp := f.bufs.get()
-	defer f.bufs.put(bufp)
+	lent := false // to the reply returned, which releases it
+	defer func() {
+		if !lent {
+			f.bufs.put(bufp)
+		}
+	}()
 	buf := *bufp
 	clean = true
 	miscased := false // a reply came, right but for its case
@@ -76,7 +83,8 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, req []byte, probe bool) 
 		}
 		switch v {
 		case replyOK:
-			return r.Clone(), false, clean, nil
+			lent = true
+			return r.Lend(bufp, &f.bufs), false, clean, nil
 		case replyTruncated, replyTruncatedWhole:
 			return wire.UpstreamReply{}, true, false, nil
 		case replySpoofed:

@@ -129,7 +129,9 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 // once (wire.UpstreamReply: scanned in place, or unpacked, and checked to
 // answer the question asked), and the server that gave it. The reply is a
 // fresh one the caller owns, and keeps whatever OPT record the upstream
-// sent; the caller strips it before caching. A REFUSED answer makes
+// sent; the caller strips it before caching. One read over UDP sits in a
+// read buffer of f's, lent to it: the caller's Release gives it back (a
+// reply never released is left to the garbage collector). A REFUSED answer makes
 // Exchange try the next server, and is returned only if no server answers
 // otherwise.
 //

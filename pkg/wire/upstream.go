@@ -343,6 +343,36 @@ type UpstreamReply struct {
 	Scanned bool     // ScanUpstream took Raw: Scan is set, Msg is nil
 	Scan    Upstream // aliases Raw
 	Msg     *dns.Msg // Raw unpacked, when ScanUpstream did not take it
+
+	// Raw's buffer when it is lent by a pool (Lend): Release gives it
+	// back. nil: Raw is the reply's own, for the garbage collector.
+	buf  *[]byte
+	pool Recycler
+}
+
+// Recycler takes back the read buffers it lent to UpstreamReplies.
+type Recycler interface {
+	Recycle(buf *[]byte)
+}
+
+// Lend returns r, read into the pooled buffer buf, as the holder of that
+// buffer until Release gives it back to pool: a reply on the miss path is
+// read, checked, stored (PackUpstream copies it) and released, without a
+// copy of its bytes made for the way between the forwarder and the cache.
+func (r UpstreamReply) Lend(buf *[]byte, pool Recycler) UpstreamReply {
+	r.buf, r.pool = buf, pool
+	return r
+}
+
+// Release gives the buffer r was lent back to its pool, if any; neither r
+// nor a copy of it (Raw, Scan.Name) may be read afterwards. Msg, which
+// holds nothing of the bytes, stays valid. A reply never released is
+// simply left to the garbage collector.
+func (r *UpstreamReply) Release() {
+	if r.pool != nil {
+		r.pool.Recycle(r.buf)
+	}
+	*r = UpstreamReply{Msg: r.Msg}
 }
 
 // ReadUpstream reads raw once: in place when ScanUpstream takes it, else
@@ -374,6 +404,6 @@ func (r UpstreamReply) Clone() UpstreamReply {
 	if r.Scanned {
 		r.Scan.Name = raw[HeaderLen : HeaderLen+len(r.Scan.Name)]
 	}
-	r.Raw = raw
+	r.Raw, r.buf, r.pool = raw, nil, nil
 	return r
 }
