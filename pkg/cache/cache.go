@@ -50,6 +50,7 @@ type Cache struct {
 	met     *metrics
 	sem     chan struct{}           // one token per running background refresh
 	runner  *workers.Pool           // runs the flights
+	spent   sync.Pool               // *flight, done with (flight.release), for join
 	jnl     atomic.Pointer[Journal] // nil unless StartJournal ran
 
 	ctx    context.Context // cancelled by Close; parent of every upstream query
