@@ -354,10 +354,12 @@ func (c *Cache) insertUnjournalled(h uint64, e *entry, now time.Time) bool {
 		return false
 	}
 	s.mu.Lock()
-	if old, ok := s.lru.Peek(h); ok && e.kind == kindServfail && old.kind != kindServfail && sameKey(old, e) &&
-		usable(old, now, c.cfg.StaleMaxAge) {
-		s.mu.Unlock()
-		return false
+	if e.kind == kindServfail { // the kind first: no lookup for any other
+		if old, ok := s.lru.Peek(h); ok && old.kind != kindServfail && sameKey(old, e) &&
+			usable(old, now, c.cfg.StaleMaxAge) {
+			s.mu.Unlock()
+			return false
+		}
 	}
 	evicted := s.insertLocked(h, e, now, c.cfg.StaleMaxAge)
 	s.mu.Unlock()
