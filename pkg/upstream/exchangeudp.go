@@ -12,9 +12,10 @@ import (
 // gave it a random ephemeral port and drops datagrams from any address but
 // the server's. The socket goes back to the pool only after a clean round
 // trip (see releaseUDP).
-// A probe is not counted as a request.
-func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, deadline time.Time, probe bool) (wire.UpstreamReply, bool, error) {
-	u, err := s.udpSocket(time.Now())
+// A probe is not counted as a request. now is the time the attempt
+// started (for the pool's socket ages).
+func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, now, deadline time.Time, probe bool) (wire.UpstreamReply, bool, error) {
+	u, err := s.udpSocket(now)
 	if err != nil {
 		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
