@@ -15,14 +15,10 @@ import (
 // A probe is not counted as a request. now is the time the attempt
 // started (for the pool's socket ages).
 func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, now, deadline time.Time, probe bool) (wire.UpstreamReply, bool, error) {
-	u, err := s.udpSocket(now)
+	// The deadline is set (by udpSocket) before the watch is checked, so
+	// that a cancel that fired already is not overwritten by it.
+	u, err := s.udpSocket(now, deadline)
 	if err != nil {
-		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
-	}
-	// The deadline is set before the watch is checked, so that a cancel
-	// that fired already is not overwritten by it.
-	if err := u.conn.SetDeadline(deadline); err != nil {
-		_ = u.Close()
 		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
 	if !u.watch(ctx) {
