@@ -3,8 +3,14 @@
 # CoreDNS (cache + forward) and Unbound, all in front of the same NSD.
 # Sourced by run.sh.
 
+# The servers measure_forward measured, in that order, with their PID and
+# port: they stay up for the interleaved miss rounds (measure_misses).
+MISS_SERVERS=()
+declare -A SRV_PID SRV_PORT
+
 # measure_forward NAME PID PORT: the forwarding rows for one server, which
-# has answered its first query and nothing more.
+# has answered its first query and nothing more; all but the max-QPS miss
+# row, which measure_misses takes later for every server at once.
 measure_forward() {
   local s=$1 pid=$2 port=$3 idle warm
   idle=$(rss_kib "$pid")
@@ -23,11 +29,47 @@ measure_forward() {
   latency_median "$pid" "$port" "$WORK/hit.txt" "$HIT_RATE"
   R[hitp50|$s]=$P50; R[hitp99|$s]=$P99; R[hitp999|$s]=$P999; R[hitlcpu|$s]=$LCPU_US; R[hitlost|$s]=$LOST_PCT
   R[hitp99runs|$s]=$P99RUNS
-  # each run its own never-asked names: miss.0.txt, miss.1.txt, ...
-  dnsperf_median "$pid" "$port" "$WORK/miss.%i.txt" -n 1 -l "$PHASE" -q 100
-  R[missqps|$s]=$QPS; R[misscpu|$s]=$CPU_US; R[missruns|$s]=$RUNS
   latency_run "$pid" "$port" "$WORK/misslat.txt" "$MISS_RATE"
   R[missp50|$s]=$P50; R[missp99|$s]=$P99; R[missp999|$s]=$P999; R[misslatlost|$s]=$LOST_PCT
+  MISS_SERVERS+=("$s"); SRV_PID[$s]=$pid; SRV_PORT[$s]=$port
+}
+
+# measure_misses: the max-QPS miss row of every server measure_forward
+# measured, interleaved. Round i loads each server in turn, the order
+# rotating every round, with the same never-asked names miss.i.txt (each
+# server its own cache), so that every server's run i lies in the same
+# minute as the others' run i. One run on this shared VM moves by ±25 %
+# while the server does the same work (the same system calls per answer):
+# the machine's pace drifts over minutes with what else runs on it, and
+# with one server after another, as the hit rows are, a slow minute lands
+# on one server's runs and not the other's (bench/README.md). Sets
+# R[missqps|s] and R[misscpu|s] (the run with the median CPU), R[missruns|s]
+# (each round's CPU per answer, in round order) and R[missrel|s] (the
+# median of the rounds' ratios to CoreDNS's run of the same round).
+measure_misses() {
+  local i k s n=${#MISS_SERVERS[@]}
+  local -A run
+  log "== miss rounds: $REPEAT, each server in turn (${MISS_SERVERS[*]}), $MISS_RUN never-asked names a run"
+  for ((i = 0; i < REPEAT; i++)); do
+    for ((k = 0; k < n; k++)); do
+      s=${MISS_SERVERS[$(((k + i) % n))]}
+      dnsperf_run "${SRV_PID[$s]}" "${SRV_PORT[$s]}" "$WORK/miss.$i.txt" -n 1 -l "$PHASE" -q 100
+      run[$s|$i]="$CPU_US $QPS"
+    done
+  done
+  for s in "${MISS_SERVERS[@]}"; do
+    local rows=() mid
+    for ((i = 0; i < REPEAT; i++)); do rows+=("${run[$s|$i]}"); done
+    mid=$(printf '%s\n' "${rows[@]}" | sort -g | sed -n "$(((REPEAT + 1) / 2))p")
+    R[misscpu|$s]=${mid% *}; R[missqps|$s]=${mid#* }
+    R[missruns|$s]=$(printf '%s\n' "${rows[@]}" | awk '{ printf "%s%s", sep, $1; sep = " " }')
+    if [ -n "${run[coredns|0]:-}" ]; then
+      R[missrel|$s]=$(for ((i = 0; i < REPEAT; i++)); do
+        echo "${run[$s|$i]%% *} ${run[coredns|$i]%% *}"
+      done | awk '$2 > 0 { print $1 / $2 }' | sort -g |
+        awk '{ v[NR] = $1 } END { if (NR) printf "%.2f", v[int((NR + 1) / 2)] }')
+    fi
+  done
 }
 
 # nodecache_args PORT: the flags every nodecache of the run shares.
@@ -77,23 +119,20 @@ measure_floor() {
   stop "$pid"
 }
 
+# measure_forwarders: the floor, then each forwarder's rows in turn (every
+# one stays up once measured), then the interleaved miss rounds of them all,
+# nodecache's profiles, and every forwarder stopped.
 measure_forwarders() {
-  local port mport pport pid profile=${BENCH_PROFILE:-1}
+  local port mport pport pid ncpid ncport s profile=${BENCH_PROFILE:-1}
   measure_floor
   port=$(free_port); mport=$(free_port); pport=$(free_port)
   # shellcheck disable=SC2046
   start nodecache 0 "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
     --metrics-addr "127.0.0.1:$mport" --pprof="$([ "$profile" = 1 ] && echo true || echo false)" \
     --pprof-addr "127.0.0.1:$pport"
-  pid=$PID
+  pid=$PID; ncpid=$PID; ncport=$port
   wait_dns "$port" "n1.$ZONE" A NOERROR
   measure_forward nodecache "$pid" "$port"
-  if [ "$profile" = 1 ]; then
-    profile_path "$pid" "$port" "$pport" hit "$WORK/hit.txt"
-    # never asked as AAAA: every query is a miss (NODATA from NSD)
-    profile_path "$pid" "$port" "$pport" miss "$WORK/missprof.txt" -n 1 -q 100
-  fi
-  stop "$pid"
   if [ -n "${BENCH_VARIANT_FLAGS:-}" ]; then
     port=$(free_port)
     # shellcheck disable=SC2046,SC2086
@@ -102,7 +141,6 @@ measure_forwarders() {
     pid=$PID
     wait_dns "$port" "n1.$ZONE" A NOERROR
     measure_forward variant "$pid" "$port"
-    stop "$pid"
   fi
   if [ -n "${BENCH_BEFORE_BIN:-}" ]; then
     port=$(free_port)
@@ -112,7 +150,6 @@ measure_forwarders() {
     pid=$PID
     wait_dns "$port" "n1.$ZONE" A NOERROR
     measure_forward before "$pid" "$port"
-    stop "$pid"
   fi
 
   port=$(free_port)
@@ -121,7 +158,6 @@ measure_forwarders() {
   pid=$PID
   wait_dns "$port" "n1.$ZONE" A NOERROR
   measure_forward coredns "$pid" "$port"
-  stop "$pid"
 
   port=$(free_port)
   write_unbound_conf "$WORK/unbound.conf" "$WORK" "$port" "$NSD_PORT"
@@ -129,5 +165,12 @@ measure_forwarders() {
   pid=$PID
   wait_dns "$port" "n1.$ZONE" A NOERROR
   measure_forward unbound "$pid" "$port"
-  stop "$pid"
+
+  measure_misses
+  if [ "$profile" = 1 ]; then
+    profile_path "$ncpid" "$ncport" "$pport" hit "$WORK/hit.txt"
+    # never asked as AAAA: every query is a miss (NODATA from NSD)
+    profile_path "$ncpid" "$ncport" "$pport" miss "$WORK/missprof.txt" -n 1 -q 100
+  fi
+  for s in "${MISS_SERVERS[@]}"; do stop "${SRV_PID[$s]}"; done
 }

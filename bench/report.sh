@@ -39,7 +39,7 @@ compare_table() {
     "hit100cpu|cache hit: CPU µs/answer at max QPS, 4 clients × 100 outstanding"
     "hitlcpu|cache hit: CPU µs/answer at $HIT_RATE qps" "hitp50|cache hit: p50 µs at $HIT_RATE qps"
     "hitp99|cache hit: p99 µs at $HIT_RATE qps" "hitp999|cache hit: p99.9 µs at $HIT_RATE qps"
-    "missqps|miss: QPS (max)" "misscpu|miss: CPU µs/answer" "missp50|miss: p50 µs at $MISS_RATE qps"
+    "missqps|miss: QPS (max)" "misscpu|miss: CPU µs/answer" "missrel|miss: CPU ÷ CoreDNS's, same round (median)" "missp50|miss: p50 µs at $MISS_RATE qps"
     "missp99|miss: p99 µs at $MISS_RATE qps" "rssidle|RSS MiB idle" "rss|RSS MiB after warming $WARM names"
     "rssname|RSS KiB per cached name" "pss|PSS MiB after warming (pages the processes share count once)")
   for k in "${rows[@]}"; do
@@ -64,8 +64,10 @@ report() {
 - versions: nodecache $("$NODECACHE" version 2>/dev/null | head -1 || echo "?"), CoreDNS $COREDNS_VERSION,
   $(unbound -V 2>/dev/null | sed -n 's/^Version /Unbound /p'), $(nsd -v 2>&1 | head -1), $(dnsperf -h 2>&1 | sed -n 's/^Version /dnsperf /p')
 
-Each server runs alone, pinned to CPU 0 (\`taskset -c 0\`); dnsperf, the Go latency client, NSD (the upstream)
-and the API server share CPU 1. Same upstream (NSD, $NAMES names, TTL 3600), same cache budget
+Each server is measured alone, pinned to CPU 0 (\`taskset -c 0\`); dnsperf, the Go latency client, NSD (the upstream)
+and the API server share CPU 1. The max-QPS miss runs are the exception: every forwarder stays up once measured,
+and round i loads each in turn (the order rotating) with the same $MISS_RUN never-asked names, so that the servers'
+runs of one round lie in the same minute. Same upstream (NSD, $NAMES names, TTL 3600), same cache budget
 ($CACHE_SIZE; CoreDNS sizes by entries: 400,000; Unbound msg and rrset caches $CACHE_SIZE_UNBOUND each).
 QPS is dnsperf's (UDP, 4 clients, 500 outstanding unless a row says 100, ${PHASE} s; a miss run ends sooner
 when its $MISS_RUN names are all asked); CPU µs/answer is the server's utime+stime delta over answers (the
@@ -99,6 +101,10 @@ EOF
   row hitlost "cache hit: % lost at $HIT_RATE qps"
   row missqps "miss: QPS (max, unique names)"
   row misscpu "miss: CPU µs/answer"
+  if [ -n "${R[missrel|nodecache]:-}" ]; then
+    printf '| %s | %s | %s | %s | %s |\n' "miss: CPU ÷ CoreDNS's run of the same round, median of the rounds" \
+      "${R[missrel|nodecache]}" "${R[missrel|coredns]:-–}" "${R[missrel|unbound]:-–}" "–"
+  fi
   row missp50 "miss: p50 µs at $MISS_RATE qps"
   row missp99 "miss: p99 µs at $MISS_RATE qps"
   row missp999 "miss: p99.9 µs at $MISS_RATE qps"
@@ -150,7 +156,7 @@ EOF
     "${R[hitruns|nodecache]:-–}" "${R[hitruns|coredns]:-–}" "${R[hitruns|unbound]:-–}"
   printf ' Cache hit at 100 outstanding: nodecache %s; CoreDNS %s; Unbound %s.' \
     "${R[hit100runs|nodecache]:-–}" "${R[hit100runs|coredns]:-–}" "${R[hit100runs|unbound]:-–}"
-  printf ' Miss (each run its own %s never-asked names): nodecache %s; CoreDNS %s; Unbound %s.' \
+  printf ' Miss (round i: every server in turn on the same %s never-asked names, in round order): nodecache %s; CoreDNS %s; Unbound %s.' \
     "$MISS_RUN" "${R[missruns|nodecache]:-–}" "${R[missruns|coredns]:-–}" "${R[missruns|unbound]:-–}"
   printf ' Cache hit p99 µs at %s qps: nodecache %s; CoreDNS %s; Unbound %s.' \
     "$HIT_RATE" "${R[hitp99runs|nodecache]:-–}" "${R[hitp99runs|coredns]:-–}" "${R[hitp99runs|unbound]:-–}"

@@ -22,7 +22,9 @@ import (
 // deadline by; ctx only cancels (the cache passes its own long-lived
 // context rather than deriving one per miss). The reply comes read once
 // and checked to answer the key's question: scanned in place, or unpacked.
-// It is the cache's: its Msg may be modified, and its bytes are not kept.
+// It is the cache's: its Msg may be modified, and its bytes are not kept;
+// the cache releases it (wire.UpstreamReply.Release) once it has stored it,
+// which gives a read buffer the reply was lent back to the Exchanger.
 type Exchanger interface {
 	Exchange(ctx context.Context, key wire.Key, by time.Time) (wire.UpstreamReply, netip.AddrPort, error)
 }
@@ -48,6 +50,7 @@ type Cache struct {
 	met     *metrics
 	sem     chan struct{}           // one token per running background refresh
 	runner  *workers.Pool           // runs the flights
+	spent   sync.Pool               // *flight, done with (flight.release), for join
 	jnl     atomic.Pointer[Journal] // nil unless StartJournal ran
 
 	ctx    context.Context // cancelled by Close; parent of every upstream query

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -15,19 +16,47 @@ import (
 )
 
 // flight is one upstream query that concurrent misses for a key share.
+//
+// A flight is reused (Cache.spent), done channel included, once the query
+// and every miss that waited for it are done with it (release), so that a
+// miss makes neither: they were a third of the bytes a miss load
+// allocates. done carries one token when one miss at most waits (the
+// token stays in it if that miss gave up, and is drained for the next
+// use), and is closed, not reused, when several wait.
 type flight struct {
 	key      wire.Key
 	hash     uint64
-	started  time.Time // by the cache clock
-	deadline time.Time // the upstream query's, by the real clock
-	bg       bool      // holds a slot of Cache.sem until done
-	done     chan struct{}
-	c        *Cache // runs it (Run)
+	started  time.Time     // by the cache clock
+	deadline time.Time     // the upstream query's, by the real clock
+	bg       bool          // holds a slot of Cache.sem until done
+	done     chan struct{} // capacity 1
+	c        *Cache        // runs it (Run)
+	waiters  int           // misses that joined (Resolve); guarded by c.mu
+	closed   bool          // done was closed: several waited
+	refs     atomic.Int32  // the query's and each waiting miss's; the last one out recycles
 
-	// Set before done is closed, read-only after.
+	// Set before done is signalled, read-only after.
 	packed *wire.Packed
 	server netip.AddrPort
 	err    error
+}
+
+// release ends one holder's use of f; the last one recycles it.
+func (f *flight) release() {
+	if f.refs.Add(-1) != 0 {
+		return
+	}
+	c, done := f.c, f.done
+	if f.closed {
+		done = make(chan struct{}, 1)
+	} else {
+		select {
+		case <-done: // the token of a miss that gave up
+		default:
+		}
+	}
+	*f = flight{done: done} // unshared now: no holder is left
+	c.spent.Put(f)
 }
 
 // Resolve answers a miss for key by the deadline by: a fresh entry if one
@@ -59,6 +88,7 @@ func (c *Cache) Resolve(ctx context.Context, key wire.Key, by time.Time) (wire.A
 	if err != nil {
 		return wire.Answer{}, err
 	}
+	defer f.release()
 	var expired <-chan time.Time
 	if !by.IsZero() && f.deadline.After(by) { // joined a flight that may outlast the caller
 		t := time.NewTimer(time.Until(by))
@@ -165,6 +195,10 @@ func (c *Cache) join(key wire.Key, h uint64, now time.Time, bg bool, deadline ti
 		return nil, false, ErrClosed
 	}
 	if f := c.flights[key]; f != nil && now.Sub(f.started) < c.cfg.FlightMaxAge {
+		if !bg {
+			f.waiters++
+			f.refs.Add(1)
+		}
 		return f, false, nil
 	}
 	if bg {
@@ -177,7 +211,16 @@ func (c *Cache) join(key wire.Key, h uint64, now time.Time, bg bool, deadline ti
 	if deadline.IsZero() {
 		deadline = time.Now().Add(c.cfg.RefreshTimeout) // the real clock, like every context deadline
 	}
-	f := &flight{key: key, hash: h, started: now, deadline: deadline, bg: bg, done: make(chan struct{}), c: c}
+	f, _ := c.spent.Get().(*flight)
+	if f == nil {
+		f = &flight{done: make(chan struct{}, 1)}
+	}
+	f.key, f.hash, f.started, f.deadline, f.bg, f.c = key, h, now, deadline, bg, c
+	f.refs.Store(1) // the query's
+	if !bg {
+		f.waiters = 1
+		f.refs.Add(1)
+	}
 	c.flights[key] = f
 	c.wg.Add(1)
 	// On a reused goroutine: unpacking the reply grows a fresh goroutine's
@@ -201,16 +244,23 @@ func (c *Cache) run(f *flight) {
 	} else {
 		f.server = server
 		f.packed, f.err = c.storeReply(f.key, f.hash, &r, c.cfg.Now())
+		r.Release() // storeReply packed a copy
 	}
 	c.mu.Lock()
 	if c.flights[f.key] == f {
 		delete(c.flights, f.key)
 	}
+	f.closed = f.waiters > 1 // no miss joins f from here on
 	c.mu.Unlock()
 	if f.bg {
 		<-c.sem
 	}
-	close(f.done)
+	if f.closed {
+		close(f.done)
+	} else {
+		f.done <- struct{}{}
+	}
+	f.release()
 }
 
 // ErrPanicked is what the waiters of a flight get when the upstream query
@@ -304,10 +354,12 @@ func (c *Cache) insertUnjournalled(h uint64, e *entry, now time.Time) bool {
 		return false
 	}
 	s.mu.Lock()
-	if old, ok := s.lru.Peek(h); ok && e.kind == kindServfail && old.kind != kindServfail && sameKey(old, e) &&
-		usable(old, now, c.cfg.StaleMaxAge) {
-		s.mu.Unlock()
-		return false
+	if e.kind == kindServfail { // the kind first: no lookup for any other
+		if old, ok := s.lru.Peek(h); ok && old.kind != kindServfail && sameKey(old, e) &&
+			usable(old, now, c.cfg.StaleMaxAge) {
+			s.mu.Unlock()
+			return false
+		}
 	}
 	evicted := s.insertLocked(h, e, now, c.cfg.StaleMaxAge)
 	s.mu.Unlock()

@@ -34,17 +34,18 @@ func newID(req []byte) uint16 {
 	return id
 }
 
-// tryServer makes one attempt at s: UDP on a pooled or new socket, then
-// TCP if the reply is truncated; TCP alone when forceTCP and for a DNS
-// over TLS server. req is the packed request; its ID is rewritten.
-func (f *Forwarder) tryServer(ctx context.Context, s *server, req []byte, deadline time.Time, forceTCP bool) (wire.UpstreamReply, error) {
+// tryServer makes one attempt at s, started at now: UDP on a pooled or
+// new socket, then TCP if the reply is truncated; TCP alone when forceTCP
+// and for a DNS over TLS server. req is the packed request; its ID is
+// rewritten.
+func (f *Forwarder) tryServer(ctx context.Context, s *server, req []byte, now, deadline time.Time, forceTCP bool) (wire.UpstreamReply, error) {
 	sent := f.tapClock()
 	if forceTCP || s.tls != nil {
 		r, err := f.tryTCP(ctx, s, req, deadline)
 		f.tap(s, true, req, r.Raw, sent)
 		return r, err
 	}
-	r, truncated, err := f.tryUDP(ctx, s, req, deadline, false)
+	r, truncated, err := f.tryUDP(ctx, s, req, now, deadline, false)
 	if err != nil || !truncated {
 		f.tap(s, false, req, r.Raw, sent)
 		return r, err

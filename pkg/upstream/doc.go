@@ -27,7 +27,9 @@
 // has is checked in place by wire.ScanUpstream (names, pointers, rdata
 // lengths, the question against the request's), and the cache stores it
 // from that scan; any other is unpacked with miekg/dns to check it, and
-// handed over unpacked.
+// handed over unpacked. A UDP reply is handed over in the pooled buffer it
+// was read into, lent to it until the caller releases it
+// (wire.UpstreamReply.Release).
 //
 // UDP sockets are pooled per server too, as dialling one per query was
 // most of the miss path's CPU. A socket serves one query at a time and

@@ -12,16 +12,13 @@ import (
 // gave it a random ephemeral port and drops datagrams from any address but
 // the server's. The socket goes back to the pool only after a clean round
 // trip (see releaseUDP).
-// A probe is not counted as a request.
-func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, deadline time.Time, probe bool) (wire.UpstreamReply, bool, error) {
-	u, err := s.udpSocket(time.Now())
+// A probe is not counted as a request. now is the time the attempt
+// started (for the pool's socket ages).
+func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, now, deadline time.Time, probe bool) (wire.UpstreamReply, bool, error) {
+	// The deadline is set (by udpSocket) before the watch is checked, so
+	// that a cancel that fired already is not overwritten by it.
+	u, err := s.udpSocket(now, deadline)
 	if err != nil {
-		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
-	}
-	// The deadline is set before the watch is checked, so that a cancel
-	// that fired already is not overwritten by it.
-	if err := u.conn.SetDeadline(deadline); err != nil {
-		_ = u.Close()
 		return wire.UpstreamReply{}, false, classify(ctx, s.addr, protoUDP, err)
 	}
 	if !u.watch(ctx) {
@@ -50,14 +47,21 @@ func (f *Forwarder) tryUDP(ctx context.Context, s *server, req []byte, deadline 
 
 // roundTripUDP sends req on u and reads datagrams until one answers it.
 // clean reports a valid, untruncated reply that was the only datagram
-// read. The returned error is the raw socket error.
+// read. The returned error is the raw socket error. The reply is read in
+// a buffer of f's pool, lent to it (wire.UpstreamReply.Lend) rather than
+// copied: whoever stores it releases it.
 func (f *Forwarder) roundTripUDP(s *server, u *udpSock, req []byte, probe bool) (r wire.UpstreamReply, truncated, clean bool, err error) {
 	id := newID(req)
 	mixed := randomizeCase(req)
 	u.uses++
 	s.countRequest(protoUDP, probe)
 	bufp := f.bufs.get()
-	defer f.bufs.put(bufp)
+	lent := false // to the reply returned, which releases it
+	defer func() {
+		if !lent {
+			f.bufs.put(bufp)
+		}
+	}()
 	buf := *bufp
 	clean = true
 	miscased := false // a reply came, right but for its case
@@ -76,7 +80,8 @@ func (f *Forwarder) roundTripUDP(s *server, u *udpSock, req []byte, probe bool) 
 		}
 		switch v {
 		case replyOK:
-			return r.Clone(), false, clean, nil
+			lent = true
+			return r.Lend(bufp, &f.bufs), false, clean, nil
 		case replyTruncated, replyTruncatedWhole:
 			return wire.UpstreamReply{}, true, false, nil
 		case replySpoofed:

@@ -129,7 +129,9 @@ func newForwarder(cfg Config, reg prometheus.Registerer, log *slog.Logger, h hoo
 // once (wire.UpstreamReply: scanned in place, or unpacked, and checked to
 // answer the question asked), and the server that gave it. The reply is a
 // fresh one the caller owns, and keeps whatever OPT record the upstream
-// sent; the caller strips it before caching. A REFUSED answer makes
+// sent; the caller strips it before caching. One read over UDP sits in a
+// read buffer of f's, lent to it: the caller's Release gives it back (a
+// reply never released is left to the garbage collector). A REFUSED answer makes
 // Exchange try the next server, and is returned only if no server answers
 // otherwise.
 //
@@ -167,7 +169,8 @@ func (f *Forwarder) Exchange(ctx context.Context, key wire.Key, by time.Time) (r
 	bufp := f.bufs.get()
 	defer f.bufs.put(bufp)
 	req := key.AppendRequest((*bufp)[:0])
-	deadline := time.Now().Add(f.cfg.Deadline)
+	now := time.Now() // the first attempt's start
+	deadline := now.Add(f.cfg.Deadline)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
@@ -183,7 +186,11 @@ func (f *Forwarder) Exchange(ctx context.Context, key wire.Key, by time.Time) (r
 	var refusedBy netip.AddrPort
 	for pass := 0; pass < maxPasses && refused.Raw == nil; pass++ {
 		for _, s := range servers {
-			start := time.Now()
+			start := now
+			if now.IsZero() {
+				start = time.Now()
+			}
+			now = time.Time{} // read afresh for every later attempt
 			if ctx.Err() != nil || !start.Before(deadline) {
 				break
 			}
@@ -192,7 +199,7 @@ func (f *Forwarder) Exchange(ctx context.Context, key wire.Key, by time.Time) (r
 			if deadline.Before(tryDeadline) {
 				tryDeadline = deadline
 			}
-			r, tryErr := f.tryServer(ctx, s, req, tryDeadline, set.opts.ForceTCP)
+			r, tryErr := f.tryServer(ctx, s, req, start, tryDeadline, set.opts.ForceTCP)
 			if tryErr != nil {
 				lastErr = tryErr
 				f.recordFailure(s, errorKind(tryErr))

@@ -290,9 +290,11 @@ func BenchmarkExchangeUDPReuse(b *testing.B) {
 			key := benchKey(b)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, _, err := f.Exchange(context.Background(), key, time.Time{}); err != nil {
+				r, _, err := f.Exchange(context.Background(), key, time.Time{})
+				if err != nil {
 					b.Fatal(err)
 				}
+				r.Release()
 			}
 		})
 	}
@@ -310,11 +312,12 @@ func benchExchange(b *testing.B, h dns.HandlerFunc, withDeadline bool) {
 		if withDeadline {
 			ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
 		}
-		_, _, err := f.Exchange(ctx, key, time.Time{})
+		r, _, err := f.Exchange(ctx, key, time.Time{})
 		cancel()
 		if err != nil {
 			b.Fatal(err)
 		}
+		r.Release() // as the cache does once it has stored the reply
 	}
 }
 

@@ -31,6 +31,11 @@ func (b *bufPool) get() *[]byte {
 
 func (b *bufPool) put(buf *[]byte) { b.p.Put(buf) }
 
+// Recycle takes back a buffer lent to a reply (wire.Recycler).
+func (b *bufPool) Recycle(buf *[]byte) { b.put(buf) }
+
+var _ wire.Recycler = (*bufPool)(nil)
+
 // verdict is what parseReply makes of a datagram or TCP message.
 type verdict int
 

@@ -253,7 +253,7 @@ func (f *Forwarder) probe(s *server) error {
 	if s.tls != nil || s.tcpProbe { // a DNS over TLS server answers no UDP; a force-tcp one may not
 		_, err = f.tryTCP(f.ctx, s, req, start.Add(f.cfg.TryTimeout))
 	} else {
-		_, _, err = f.tryUDP(f.ctx, s, req, start.Add(f.cfg.TryTimeout), true)
+		_, _, err = f.tryUDP(f.ctx, s, req, start, start.Add(f.cfg.TryTimeout), true)
 	}
 	s.cm.probed(err == nil)
 	if err != nil {

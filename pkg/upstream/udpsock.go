@@ -37,8 +37,10 @@ type udpPool = connPool[*udpSock]
 
 // udpSock is a UDP socket connected to one server, so the kernel drops
 // datagrams from any other address. It is owned by exactly one query
-// between udpSocket and releaseUDP; an idle one has no deadline set and no
-// watcher that could set one.
+// between udpSocket and releaseUDP. An idle one keeps the deadline of its
+// last query (or a past one its watch set), which udpSocket replaces with
+// the next query's before anything else: clearing it on release as well
+// was a second deadline change (runtime timer work) per query.
 type udpSock struct {
 	conn    *net.UDPConn
 	expires time.Time // udpMaxAge after the dial
@@ -210,15 +212,24 @@ func (u *udpSock) transfer(fd uintptr) bool {
 }
 
 // udpSocket returns a pooled socket to s that has nothing queued, or a new
-// one. Pooled sockets that have expired or have something queued are
-// closed on the way.
-func (s *server) udpSocket(now time.Time) (*udpSock, error) {
+// one, with deadline set (zero: none). Pooled sockets that have expired or
+// have something queued are closed on the way.
+func (s *server) udpSocket(now, deadline time.Time) (*udpSock, error) {
 	for {
 		u, ok := s.udp.get(now)
 		if !ok {
-			return dialUDP(s.udpAddr, now)
+			u, err := dialUDP(s.udpAddr, now)
+			if err != nil {
+				return nil, err
+			}
+			if err := u.conn.SetDeadline(deadline); err != nil {
+				_ = u.Close()
+				return nil, err
+			}
+			return u, nil
 		}
-		if u.quiet() {
+		// before the idle check, which a past deadline would fail
+		if u.conn.SetDeadline(deadline) == nil && u.quiet() {
 			return u, nil
 		}
 		_ = u.Close()
@@ -226,11 +237,11 @@ func (s *server) udpSocket(now time.Time) (*udpSock, error) {
 }
 
 // releaseUDP ends a query's ownership of u. Only a socket that gave one
-// clean reply (reusable), is under its use bound and sheds its deadline
-// goes back to the pool; any other is closed, so that nothing an abandoned
-// query left behind reaches the next one.
+// clean reply (reusable) and is under its use bound goes back to the pool;
+// any other is closed, so that nothing an abandoned query left behind
+// reaches the next one.
 func (s *server) releaseUDP(u *udpSock, reusable bool) {
-	if !reusable || u.uses >= s.maxUses || u.conn.SetDeadline(time.Time{}) != nil {
+	if !reusable || u.uses >= s.maxUses {
 		_ = u.Close()
 		return
 	}

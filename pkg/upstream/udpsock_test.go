@@ -128,7 +128,7 @@ func TestUDPSocketExpiresByAge(t *testing.T) {
 	exchangeA(t, f, "www.example.")
 	old := pooledUDP(t, s)
 
-	u, err := s.udpSocket(time.Now().Add(udpMaxAge))
+	u, err := s.udpSocket(time.Now().Add(udpMaxAge), time.Time{})
 	if err != nil {
 		t.Fatalf("udpSocket: %v", err)
 	}
@@ -142,11 +142,11 @@ func TestUDPSocketExpiresByAge(t *testing.T) {
 
 // A deadline left by the last owner, even one long past, does not stop
 // the socket from serving the next query.
-func TestUDPSocketShedsDeadlineWhenPooled(t *testing.T) {
+func TestUDPSocketPastDeadlineReplacedWhenTaken(t *testing.T) {
 	ts, _ := startPortServer(t)
 	f, _ := newTestForwarder(t, testConfig(ts), hooks{})
 	s := f.all[0]
-	u, err := s.udpSocket(time.Now())
+	u, err := s.udpSocket(time.Now(), time.Time{})
 	if err != nil {
 		t.Fatalf("udpSocket: %v", err)
 	}
@@ -154,7 +154,7 @@ func TestUDPSocketShedsDeadlineWhenPooled(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.releaseUDP(u, true)
-	if got, err := s.udpSocket(time.Now()); err != nil || got != u {
+	if got, err := s.udpSocket(time.Now(), time.Time{}); err != nil || got != u {
 		t.Fatalf("udpSocket: got %p, %v; want the pooled socket %p", got, err, u)
 	}
 	s.releaseUDP(u, true)

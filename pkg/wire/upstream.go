@@ -1,12 +1,8 @@
 package wire
 
 import (
-	"bytes"
 	"encoding/binary"
-	"fmt"
 	"slices"
-
-	"github.com/miekg/dns"
 )
 
 // Record types whose rdata ScanUpstream checks.
@@ -332,48 +328,4 @@ func PackUpstream(msg []byte, u *Upstream, maxTTL uint32) Packed {
 	}
 	p, _ := indexTTLs(buf, u.end, u.qEnd, u.records, maxTTL) // checked by ScanUpstream
 	return p
-}
-
-// UpstreamReply is an upstream reply read once, by the forwarder that
-// checked it, and handed on with what that read found: the cache stores it
-// from the scan, or from the message already unpacked, without reading the
-// bytes again.
-type UpstreamReply struct {
-	Raw     []byte   // the reply as received
-	Scanned bool     // ScanUpstream took Raw: Scan is set, Msg is nil
-	Scan    Upstream // aliases Raw
-	Msg     *dns.Msg // Raw unpacked, when ScanUpstream did not take it
-}
-
-// ReadUpstream reads raw once: in place when ScanUpstream takes it, else
-// unpacked with miekg/dns. r aliases raw.
-func ReadUpstream(raw []byte) (r UpstreamReply, err error) {
-	r.Raw = raw
-	if r.Scan, r.Scanned = ScanUpstream(raw); r.Scanned {
-		return r, nil
-	}
-	r.Msg = new(dns.Msg)
-	if err := r.Msg.Unpack(raw); err != nil {
-		return UpstreamReply{}, fmt.Errorf("unpacking upstream reply: %w", err)
-	}
-	return r, nil
-}
-
-// Rcode returns the reply's rcode.
-func (r *UpstreamReply) Rcode() int {
-	if r.Scanned {
-		return r.Scan.Rcode
-	}
-	return r.Msg.Rcode
-}
-
-// Clone returns r on a copy of its bytes, for a reply read from a reused
-// buffer. Msg, which holds nothing of the bytes, is shared.
-func (r UpstreamReply) Clone() UpstreamReply {
-	raw := bytes.Clone(r.Raw)
-	if r.Scanned {
-		r.Scan.Name = raw[HeaderLen : HeaderLen+len(r.Scan.Name)]
-	}
-	r.Raw = raw
-	return r
 }

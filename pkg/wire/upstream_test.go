@@ -253,3 +253,47 @@ func BenchmarkPackOwnedFromWire(b *testing.B) {
 		}
 	}
 }
+
+type recycler struct{ got []*[]byte }
+
+func (r *recycler) Recycle(buf *[]byte) { r.got = append(r.got, buf) }
+
+// TestUpstreamReplyRelease checks that Release gives a lent buffer back to
+// its pool once, keeps Msg, and does nothing for a reply not lent one (or
+// one Clone copied off its buffer).
+func TestUpstreamReplyRelease(t *testing.T) {
+	m := new(dns.Msg)
+	m.SetQuestion("www.example.", dns.TypeA)
+	m.Response = true
+	raw, err := m.Pack()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 512)
+	n := copy(buf, raw)
+	r, err := ReadUpstream(buf[:n])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pool recycler
+	lent := r.Lend(&buf, &pool)
+	clone := lent.Clone()
+	clone.Release()
+	r.Release()
+	if len(pool.got) != 0 {
+		t.Fatalf("Release of a clone and of a reply not lent: got %d buffers recycled, want 0", len(pool.got))
+	}
+	lent.Release()
+	if len(pool.got) != 1 || pool.got[0] != &buf {
+		t.Fatalf("Release of a lent reply: got %v recycled, want its buffer once", pool.got)
+	}
+	lent.Release()
+	if len(pool.got) != 1 {
+		t.Errorf("second Release: got %d buffers recycled in all, want 1", len(pool.got))
+	}
+	unpacked := UpstreamReply{Raw: raw, Msg: m}.Lend(&buf, &pool)
+	unpacked.Release()
+	if unpacked.Msg != m || unpacked.Raw != nil {
+		t.Errorf("Release of an unpacked reply: got Msg %p Raw %d bytes, want Msg %p kept and Raw nil", unpacked.Msg, len(unpacked.Raw), m)
+	}
+}

@@ -117,3 +117,32 @@ func TestIdleWorkersExit(t *testing.T) {
 		}
 	})
 }
+
+// TestWorkersExitWithCtx: when ctx ends, a worker waiting for a task exits,
+// and so does one busy with a task then, once the task is done; none is
+// left waiting (synctest.Test fails on a goroutine left blocked).
+func TestWorkersExitWithCtx(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		w := New(ctx)
+		release := make(chan struct{})
+		w.Run(func() { <-release }) // busy through the end of ctx
+		idle := make(chan struct{})
+		w.Run(func() { close(idle) })
+		<-idle
+		synctest.Wait()
+		if got := w.waiting.Load(); got != 1 {
+			t.Fatalf("before the end of ctx: %d workers waiting, want 1", got)
+		}
+		cancel()
+		synctest.Wait()
+		close(release)
+		synctest.Wait()
+		if got := w.waiting.Load(); got != 0 {
+			t.Errorf("after the end of ctx and of the last task: %d workers waiting, want 0", got)
+		}
+		ran := make(chan struct{})
+		w.Run(func() { close(ran) }) // a task after the end still runs, on a worker that then exits
+		<-ran
+	})
+}
