@@ -155,6 +155,7 @@ func TestNoTaskLostAtCtxEnd(t *testing.T) {
 	for round := range 50 {
 		synctest.Test(t, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
 			w := New(ctx)
 			var ran sync.WaitGroup
 			var callers sync.WaitGroup
