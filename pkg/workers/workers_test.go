@@ -146,3 +146,41 @@ func TestWorkersExitWithCtx(t *testing.T) {
 		<-ran
 	})
 }
+
+// TestNoTaskLostAtCtxEnd runs tasks from several goroutines while ctx
+// ends: every task runs (one offered to a worker that the end of ctx is
+// stopping is still taken), and every worker exits once idle
+// (synctest.Test fails on a goroutine left blocked).
+func TestNoTaskLostAtCtxEnd(t *testing.T) {
+	for round := range 50 {
+		synctest.Test(t, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			w := New(ctx)
+			var ran sync.WaitGroup
+			var callers sync.WaitGroup
+			for g := range 4 {
+				callers.Add(1)
+				go func() {
+					defer callers.Done()
+					for i := range 200 {
+						if g == 0 && i == 50+round {
+							cancel()
+						}
+						ran.Add(1)
+						w.Run(ran.Done)
+						if i%7 == 0 {
+							runtime.Gosched()
+						}
+					}
+				}()
+			}
+			callers.Wait()
+			ran.Wait() // hangs (synctest: deadlock) if a task was lost
+			synctest.Wait()
+			if got := w.waiting.Load(); got != 0 {
+				t.Errorf("round %d: %d workers waiting after the end of ctx, want 0", round, got)
+			}
+		})
+	}
+}
