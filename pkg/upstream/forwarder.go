@@ -209,9 +209,11 @@ func (f *Forwarder) Exchange(ctx context.Context, key wire.Key, by time.Time) (r
 			f.recordSuccess(s, rcode, time.Since(start))
 			if rcode == dns.RcodeRefused {
 				s.countError(kindRefused)
+				refused.Release() // a later REFUSED stands in for it
 				refused, refusedBy = r, s.addr
 				continue
 			}
+			refused.Release()
 			return r, s.addr, nil
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/nodecache/nodecache/pkg/logkey"
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // maxProbeBackoff is how many times ProbeInterval the wait between probes
@@ -253,7 +254,9 @@ func (f *Forwarder) probe(s *server) error {
 	if s.tls != nil || s.tcpProbe { // a DNS over TLS server answers no UDP; a force-tcp one may not
 		_, err = f.tryTCP(f.ctx, s, req, start.Add(f.cfg.TryTimeout))
 	} else {
-		_, _, err = f.tryUDP(f.ctx, s, req, start, start.Add(f.cfg.TryTimeout), true)
+		var r wire.UpstreamReply
+		r, _, err = f.tryUDP(f.ctx, s, req, start, start.Add(f.cfg.TryTimeout), true)
+		r.Release()
 	}
 	s.cm.probed(err == nil)
 	if err != nil {
