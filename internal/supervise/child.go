@@ -37,6 +37,10 @@ type Inherited struct {
 	// CrashLoop is set when Deaths holds CrashLoopDeaths or more: the
 	// serving process reports it until CrashWindow after the last one.
 	CrashLoop bool `json:"crash_loop,omitempty"`
+	// Started is when the supervisor started this process, just before
+	// its exec: the restarted process logs how long it took to read the
+	// kept sockets from there.
+	Started time.Time `json:"started,omitzero"`
 	// Stop asks for no serving at all: the supervisor got SIGTERM while
 	// no serving process ran, and this one only stops as an agent stops
 	// (removing the link and rules unless they must stay).

@@ -202,6 +202,7 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 		}
 	}
 	s.mu.Unlock()
+	in.Started = time.Now()
 	env, err := json.Marshal(in)
 	if err != nil {
 		_ = c.Close()
