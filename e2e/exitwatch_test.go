@@ -271,6 +271,15 @@ func gapReport(w *exitWatch, log string) string {
 	fmt.Fprintf(&b, "; new process (its log): since the death %s, since its exec %s = exec and init %s + build %s + listeners %s + zone wait %s (restore done then: %s)",
 		r.attrs["since_death"], r.attrs["since_start"], r.attrs["exec_init"], r.attrs["build"], r.attrs["listeners"],
 		r.attrs["zone_wait"], r.attrs["restore_done"])
+	fmt.Fprintf(&b, "; its major faults %s", r.attrs["major_faults"])
+	death, err1 := time.ParseDuration(r.attrs["since_death"])
+	started, err2 := time.ParseDuration(r.attrs["since_start"])
+	if err1 == nil && err2 == nil {
+		fmt.Fprintf(&b, "; supervisor: death noted -> exec %v", (death - started).Round(100*time.Microsecond))
+		if !r.at.IsZero() {
+			fmt.Fprintf(&b, ", exit seen -> death noted %v", r.at.Add(-death).Sub(w.exitAt).Round(100*time.Microsecond))
+		}
+	}
 	if !r.at.IsZero() && !w.answerAt.IsZero() {
 		fmt.Fprintf(&b, "; exit seen -> reading the sockets %v, reading -> first answer %v",
 			r.at.Sub(w.exitAt).Round(100*time.Microsecond), w.answerAt.Sub(r.at).Round(100*time.Microsecond))

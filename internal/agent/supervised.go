@@ -148,6 +148,12 @@ func (a *Agent) logRestart(st startTimes, restored <-chan struct{}) {
 	if n := len(in.Deaths); n > 0 {
 		attrs = append(attrs, "since_death", ms(now.Sub(in.Deaths[n-1].At)))
 	}
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+		// Pages of the binary read from disk: its page cache was reclaimed
+		// (the container was at its memory limit).
+		attrs = append(attrs, "major_faults", ru.Majflt)
+	}
 	a.log.Info("reading the kept sockets", attrs...)
 }
 

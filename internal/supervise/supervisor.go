@@ -228,8 +228,11 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 	if err := RaiseOOMScore(p.pid, s.cfg.OOMScoreAdj); err != nil {
 		s.log.Warn("the serving process keeps the supervisor's oom_score_adj", logkey.Err, err)
 	}
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	s.log.Info("serving process started", "pid", p.pid, "restarts", in.Restarts, "listeners", in.UDP+in.TCP,
-		"journal", in.Journal, "stop_only", in.Stop)
+		"journal", in.Journal, "stop_only", in.Stop, "took", time.Since(in.Started).Round(100*time.Microsecond),
+		"supervisor_major_faults", ru.Majflt)
 	return p, nil
 }
 
