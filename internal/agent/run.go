@@ -296,7 +296,7 @@ func (a *Agent) build() error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	a.iface, err = iface.New(IfaceConfig(cfg), a.reg, log.With(logkey.Component, "iface"))
+	a.iface, err = iface.New(a.ifaceConfig(), a.reg, log.With(logkey.Component, "iface"))
 	if err != nil {
 		return fmt.Errorf("interface: %w", err)
 	}

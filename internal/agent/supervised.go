@@ -64,7 +64,7 @@ func (a *Agent) publishServing() {
 	l := a.server.Listeners()
 	files, err := l.Files()
 	if err == nil {
-		err = a.sup.Serving(len(l.UDP), len(l.TCP), files)
+		err = a.sup.Serving(len(l.UDP), len(l.TCP), a.rulesBackend(), files)
 		handover.CloseFiles(files)
 	}
 	if err != nil {
@@ -124,6 +124,33 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 		return nil
 	})
 	return done
+}
+
+// ifaceConfig is IfaceConfig, with --iptables-mode=auto resolved to the
+// flavour the previous serving process wrote its rules with, when the
+// supervisor says: the rules to keep are there, and detecting it again
+// (running each flavour's iptables-save) would delay reading the kept
+// sockets by as much.
+func (a *Agent) ifaceConfig() iface.Config {
+	c := IfaceConfig(a.cfg)
+	if a.sup == nil || c.IPTablesMode != iface.ModeAuto && c.IPTablesMode != "" {
+		return c
+	}
+	switch m := iface.IPTablesMode(a.sup.Info().IPTablesBackend); m {
+	case iface.ModeNFT, iface.ModeLegacy:
+		c.IPTablesMode = m
+	}
+	return c
+}
+
+// rulesBackend is the iptables flavour of the rules, for the supervisor to
+// pass to the next serving process; empty without rules.
+func (a *Agent) rulesBackend() string {
+	switch b := a.iface.Status().Rules.Backend; iface.IPTablesMode(b) {
+	case iface.ModeNFT, iface.ModeLegacy:
+		return b
+	}
+	return ""
 }
 
 // startTimes are the moments a serving process's start passed: its

@@ -57,6 +57,7 @@ type supervisor struct {
 	mu         sync.Mutex // guards following
 	listeners  held       // the last serving message's: UDP, then TCP
 	udp, tcp   int
+	backend    string   // the last serving message's iptables flavour
 	journal    *os.File // the cache journal's newest file; nil before one
 	served     bool     // a serving process said it serves
 	handedOver bool     // a successor took the sockets: restart nothing
@@ -187,7 +188,7 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 	files := []*os.File{theirs}
 	s.mu.Lock()
 	if !in.Stop {
-		in.UDP, in.TCP = s.udp, s.tcp
+		in.UDP, in.TCP, in.IPTablesBackend = s.udp, s.tcp, s.backend
 		lf, err := s.listeners.files()
 		if err != nil {
 			s.mu.Unlock()
@@ -309,7 +310,7 @@ func (s *supervisor) keep(m handover.Msg, files []*os.File) {
 			return
 		}
 		s.listeners.close()
-		s.listeners, s.udp, s.tcp, s.served = h, m.UDP, m.TCP, true
+		s.listeners, s.udp, s.tcp, s.served, s.backend = h, m.UDP, m.TCP, true, m.Backend
 	case m.Op == handover.OpJournal && len(files) == 1:
 		if s.journal != nil {
 			old = []*os.File{s.journal}
