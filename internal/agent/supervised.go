@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,6 +114,7 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 	done := make(chan struct{})
 	a.jrestored = done // the journal overwrites records only once they are imported
 	g.Go(func() error {
+		lowerThreadPriority()
 		defer close(done)
 		defer reader.Close()
 		start := time.Now()
@@ -194,6 +196,25 @@ func closed(c <-chan struct{}) bool {
 		return true
 	default:
 		return false
+	}
+}
+
+// importNice is how much the journal's import is niced: it runs while
+// the new process lists its zone and starts answering, on the container's
+// CPU share, and what it costs them is time the queries in the kept
+// sockets wait.
+const importNice = 10
+
+// lowerThreadPriority locks the calling goroutine to its thread for good
+// and raises that thread's nice value by importNice (raising needs no
+// privilege). The thread ends with the goroutine, so the priority goes to
+// no other goroutine.
+func lowerThreadPriority() {
+	runtime.LockOSThread()
+	tid := unix.Gettid()
+	if raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil {
+		nice := 20 - raw // the system call's value
+		_ = unix.Setpriority(unix.PRIO_PROCESS, tid, min(nice+importNice, 19))
 	}
 }
 
