@@ -208,7 +208,10 @@ const importNice = 10
 // lowerThreadPriority locks the calling goroutine to its thread for good
 // and raises that thread's nice value by importNice (raising needs no
 // privilege). The thread ends with the goroutine, so the priority goes to
-// no other goroutine.
+// no other goroutine. The import holds a cache shard's lock for one insert
+// at a time; a read loop that needs that shard then waits until the niced
+// thread runs again (the real node's OOM step did not show it: the
+// client's p99 around the kill was 13-25 ms with it, 28-78 ms without).
 func lowerThreadPriority() {
 	runtime.LockOSThread()
 	tid := unix.Gettid()

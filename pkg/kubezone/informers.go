@@ -130,11 +130,11 @@ func (z *Zone) Run(ctx context.Context, c Clients) error {
 	return nil
 }
 
-// syncPoll is how often the first sync is looked for, in its first
-// syncPollFast and after. client-go's WaitForCacheSync looks every 100 ms,
-// and a serving process restarted after a crash, whose queries wait in the
-// kept sockets until its zone has synced, paid that in full; the list
-// takes 10-30 ms then, so each millisecond of polling is one they wait.
+// The first sync is looked for every syncPollFast for syncFastFor, then
+// every syncPoll. client-go's WaitForCacheSync looks every 100 ms, and a
+// serving process restarted after a crash, whose queries wait in the kept
+// sockets until its zone has synced, paid that in full; the list takes
+// 10-30 ms then, so each millisecond of polling is one they wait.
 const (
 	syncPollFast = time.Millisecond
 	syncPoll     = 5 * time.Millisecond
