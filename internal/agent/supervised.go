@@ -211,7 +211,8 @@ const importNice = 10
 // no other goroutine. The import holds a cache shard's lock for one insert
 // at a time; a read loop that needs that shard then waits until the niced
 // thread runs again (the real node's OOM step did not show it: the
-// client's p99 around the kill was 13-25 ms with it, 28-78 ms without).
+// client's p99 around the kill was 13-51 ms in five runs with it, 28-78
+// ms in five without).
 func lowerThreadPriority() {
 	runtime.LockOSThread()
 	tid := unix.Gettid()
