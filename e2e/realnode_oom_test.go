@@ -100,7 +100,7 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 	w := summarize(n.clientSeconds(client), killedAt.Add(-time.Second), killedAt.Add(firstAnswer+2*time.Second))
 	usage, kills := cgroupInt(t, cg, "memory.usage_in_bytes"), oomKills(t, cg)
 	t.Logf("oom: flood of unique names for %v until the kernel killed the serving process %d (supervisor %d kept, new serving pid %d); "+
-		"first answer after %v; restartCount %d -> %d; OOM kills in the cgroup %d; usage now %d MiB of %d; client around it %s",
+		"first answer %v after its exit (oom: gap: below has the kernel's kill); restartCount %d -> %d; OOM kills in the cgroup %d; usage now %d MiB of %d; client around it %s",
 		killedAt.Sub(floodAt).Round(time.Millisecond), serving, supervisor, next, firstAnswer.Round(time.Millisecond),
 		before, restartCount(&after), kills-kills0, usage>>20, limit>>20, w)
 	pre := secs.ratio(floodAt.Add(-time.Second), floodAt)
