@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -114,7 +113,6 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 	done := make(chan struct{})
 	a.jrestored = done // the journal overwrites records only once they are imported
 	g.Go(func() error {
-		lowerThreadPriority()
 		defer close(done)
 		defer reader.Close()
 		start := time.Now()
@@ -196,29 +194,6 @@ func closed(c <-chan struct{}) bool {
 		return true
 	default:
 		return false
-	}
-}
-
-// importNice is how much the journal's import is niced: it runs while
-// the new process lists its zone and starts answering, on the container's
-// CPU share, and what it costs them is time the queries in the kept
-// sockets wait.
-const importNice = 10
-
-// lowerThreadPriority locks the calling goroutine to its thread for good
-// and raises that thread's nice value by importNice (raising needs no
-// privilege). The thread ends with the goroutine, so the priority goes to
-// no other goroutine. The import holds a cache shard's lock for one insert
-// at a time; a read loop that needs that shard then waits until the niced
-// thread runs again (the real node's OOM step did not show it: the
-// client's p99 around the kill was 13-51 ms in five runs with it, 28-78
-// ms in five without).
-func lowerThreadPriority() {
-	runtime.LockOSThread()
-	tid := unix.Gettid()
-	if raw, err := unix.Getpriority(unix.PRIO_PROCESS, tid); err == nil {
-		nice := 20 - raw // the system call's value
-		_ = unix.Setpriority(unix.PRIO_PROCESS, tid, min(nice+importNice, 19))
 	}
 }
 
