@@ -96,6 +96,13 @@ func TestServingProcessOOMKilled(t *testing.T) {
 	if a := r.ask(t, query{Name: warm}); !hasData(dns.TypeA, "192.0.2.10")(a) {
 		t.Fatalf("%s before the flood: got %v", warm, a)
 	}
+	// The probe asks the zone (its NXDOMAIN needs no cache, nor the
+	// upstream): how soon the new process answers at all. Names of the
+	// cache not restored yet wait for the restore (HoldMisses).
+	watch, err := watchExit(before, supervisor, probeUDP(r.pod.NS, "nothing.default.svc."+clusterDomain+".", dns.RcodeNameError))
+	if err != nil {
+		t.Fatal(err)
+	}
 	file := floodNames(t, 400000)
 	start := time.Now()
 	cmd := exec.Command("ip", "netns", "exec", r.pod.NS.Name, "dnsperf", "-s", linkLocalIP, "-d", file,
@@ -114,8 +121,14 @@ func TestServingProcessOOMKilled(t *testing.T) {
 	})
 	_ = cmd.Process.Kill()
 	_ = cmd.Wait()
-	t.Logf("OOM kill after %v of flood", killedAt.Sub(start).Round(time.Millisecond))
+	watch.wait(15 * time.Second)
+	t.Logf("OOM kill after %v of flood (seen by the poll %v after the exit)", watch.exitAt.Sub(start).Round(time.Millisecond),
+		killedAt.Sub(watch.exitAt).Round(time.Millisecond))
 	log := r.agent.proc.logTail(1 << 20)
+	t.Logf("gap: %s", gapReport(watch, log))
+	if watch.firstAnswer() == 0 {
+		t.Errorf("no answer to %d probes in 10 s after the serving process's exit: %v", watch.probes, watch.err)
+	}
 	if !strings.Contains(log, "serving process died") || !strings.Contains(log, "signal: killed") {
 		t.Errorf("agent log: want the supervisor's line on the serving process killed; tail:\n%s", log[max(0, len(log)-4000):])
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -56,6 +57,12 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 	defer setCgroup(t, cg, "memory.limit_in_bytes", oldLimit)
 	kills0 := oomKills(t, cg)
 
+	// The exit is seen through a pidfd and a probe query goes into the
+	// kept sockets at once: the gap is measured from the exit itself.
+	watch, err := watchExit(serving, supervisor, probeUDP(n.ns, "web."+clientNS+".svc.cluster.local.", dns.RcodeSuccess))
+	if err != nil {
+		t.Fatal(err)
+	}
 	samples := n.sampleCache(ctx, metricsPort)
 	time.Sleep(1500 * time.Millisecond) // the second before the flood: the client's load alone
 	file := floodNames(t, 400000)
@@ -65,12 +72,10 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 	if err := flood.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var killedAt time.Time
 	var next int
 	eventuallyWithin(t, 120*time.Second, "the serving process OOM-killed", func() error {
 		k := children(supervisor)
 		if oomKills(t, cg) > kills0 && processGone(serving) {
-			killedAt = time.Now()
 			if len(k) == 1 && k[0] != serving {
 				next = k[0]
 			}
@@ -81,7 +86,11 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 	})
 	_ = flood.Process.Kill()
 	_ = flood.Wait()
-	firstAnswer := n.untilAnswer(killedAt)
+	watch.wait(15 * time.Second)
+	killedAt, firstAnswer := watch.exitAt, watch.firstAnswer()
+	if firstAnswer == 0 {
+		t.Fatalf("no answer to %d probes in 10 s after the serving process's exit: %v", watch.probes, watch.err)
+	}
 	time.Sleep(10 * time.Second) // the restore, whatever it costs, and the client's last seconds
 	secs := samples.stop()
 	after := n.waitAgents(ctx, 1, time.Minute)[0]
@@ -91,7 +100,7 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 	w := summarize(n.clientSeconds(client), killedAt.Add(-time.Second), killedAt.Add(firstAnswer+2*time.Second))
 	usage, kills := cgroupInt(t, cg, "memory.usage_in_bytes"), oomKills(t, cg)
 	t.Logf("oom: flood of unique names for %v until the kernel killed the serving process %d (supervisor %d kept, new serving pid %d); "+
-		"first answer after %v; restartCount %d -> %d; OOM kills in the cgroup %d; usage now %d MiB of %d; client around it %s",
+		"first answer %v after its exit (oom: gap: below has the kernel's kill); restartCount %d -> %d; OOM kills in the cgroup %d; usage now %d MiB of %d; client around it %s",
 		killedAt.Sub(floodAt).Round(time.Millisecond), serving, supervisor, next, firstAnswer.Round(time.Millisecond),
 		before, restartCount(&after), kills-kills0, usage>>20, limit>>20, w)
 	pre := secs.ratio(floodAt.Add(-time.Second), floodAt)
@@ -101,6 +110,7 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 		t.Logf("oom: cache hit ratio %s in second %d after the first answer", secs.ratio(from, from.Add(time.Second)), i+1)
 	}
 	if logs, err := n.podLogs(ctx, &after); err == nil {
+		t.Logf("oom: gap: %s", gapReport(watch, logs))
 		for _, l := range strings.Split(logs, "\n") {
 			if strings.Contains(l, "restored the cache from the journal") || strings.Contains(l, "serving process died") ||
 				strings.Contains(l, "memory limit from the container's") {

@@ -640,8 +640,12 @@ type windowSummary struct {
 }
 
 func (w windowSummary) String() string {
-	return fmt.Sprintf("%s: sent %d, answered %d, lost %d, rcodes %v, p50 %v, p99 %v",
+	s := fmt.Sprintf("%s: sent %d, answered %d, lost %d, rcodes %v, p50 %v, p99 %v",
 		w.name, w.sent, w.ok, w.lost, w.rcodes, w.p50, w.p99)
+	if w.firstErr != "" {
+		s += fmt.Sprintf(", first error %q", w.firstErr)
+	}
+	return s
 }
 
 // summarize adds up the seconds in [from, to] and takes percentiles from
@@ -662,8 +666,8 @@ func summarize(secs []loadrec.Second, from, to time.Time) windowSummary {
 		for k, v := range s.Buckets {
 			buckets[k] += v
 		}
-		if w.firstErr == "" {
-			w.firstErr = s.Err
+		if w.firstErr == "" && s.Err != "" {
+			w.firstErr = s.Proto + ": " + s.Err
 		}
 	}
 	keys := make([]int, 0, len(buckets))

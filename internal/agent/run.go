@@ -159,6 +159,7 @@ func (a *Agent) startProbes(ctx context.Context) (stop context.CancelFunc, done 
 // rules, each step only once the one before answers. On an error it stops
 // what it started in g.
 func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
+	st := startTimes{begin: time.Now()}
 	restored := a.restoreCache(gctx, g) // while the zone syncs
 	if a.zone != nil {
 		if err := a.startZone(gctx, g); err != nil {
@@ -170,16 +171,22 @@ func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 	if err != nil {
 		return errors.Join(err, a.abort(g))
 	}
+	st.listeners = time.Now()
 	if finish != nil {
 		// The predecessor serves until we read the sockets: start only
 		// once the zone answers, so the switch costs no SERVFAIL.
 		a.waitZoneSynced(ctx, a.cfg.HandoverWait)
 	}
-	waitRestored(restored)
+	st.zone = time.Now()
+	if !closed(restored) {
+		// Queries that miss wait for the import; the rest are answered now.
+		a.server.HoldMisses(restored, journalImportWait)
+	}
 	if err := a.server.Serve(listeners); err != nil {
 		listeners.Close()
 		return errors.Join(err, a.abort(g))
 	}
+	a.logRestart(st, restored)
 	if finish != nil {
 		finish()
 	}
@@ -289,7 +296,7 @@ func (a *Agent) build() error {
 	if err != nil {
 		return fmt.Errorf("server: %w", err)
 	}
-	a.iface, err = iface.New(IfaceConfig(cfg), a.reg, log.With(logkey.Component, "iface"))
+	a.iface, err = iface.New(a.ifaceConfig(), a.reg, log.With(logkey.Component, "iface"))
 	if err != nil {
 		return fmt.Errorf("interface: %w", err)
 	}

@@ -31,8 +31,8 @@ import (
 const ServingOOMScoreAdj = 500
 
 // journalImportTimeout bounds a restarted process's import of the journal;
-// journalImportWait is how long it waits for it, beyond the zone's sync,
-// before it serves (and imports on).
+// journalImportWait is how long, from when it serves, a UDP query that
+// misses the cache waits for the import before it goes upstream.
 const (
 	journalImportTimeout = 30 * time.Second
 	journalImportWait    = 250 * time.Millisecond
@@ -64,7 +64,7 @@ func (a *Agent) publishServing() {
 	l := a.server.Listeners()
 	files, err := l.Files()
 	if err == nil {
-		err = a.sup.Serving(len(l.UDP), len(l.TCP), files)
+		err = a.sup.Serving(len(l.UDP), len(l.TCP), a.rulesBackend(), files)
 		handover.CloseFiles(files)
 	}
 	if err != nil {
@@ -126,18 +126,74 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 	return done
 }
 
-// waitRestored waits for restoreCache's import at most journalImportWait
-// more: the queries waiting in the sockets then hit the restored cache,
-// and a large journal goes on importing while the agent serves.
-func waitRestored(done <-chan struct{}) {
-	if done == nil {
+// ifaceConfig is IfaceConfig, with --iptables-mode=auto resolved to the
+// flavour the previous serving process wrote its rules with, when the
+// supervisor says: the rules to keep are there, and detecting it again
+// (running each flavour's iptables-save) would delay reading the kept
+// sockets by as much.
+func (a *Agent) ifaceConfig() iface.Config {
+	c := IfaceConfig(a.cfg)
+	if a.sup == nil || c.IPTablesMode != iface.ModeAuto && c.IPTablesMode != "" {
+		return c
+	}
+	switch m := iface.IPTablesMode(a.sup.Info().IPTablesBackend); m {
+	case iface.ModeNFT, iface.ModeLegacy:
+		c.IPTablesMode = m
+	}
+	return c
+}
+
+// rulesBackend is the iptables flavour of the rules, for the supervisor to
+// pass to the next serving process; empty without rules.
+func (a *Agent) rulesBackend() string {
+	switch b := a.iface.Status().Rules.Backend; iface.IPTablesMode(b) {
+	case iface.ModeNFT, iface.ModeLegacy:
+		return b
+	}
+	return ""
+}
+
+// startTimes are the moments a serving process's start passed: its
+// components, then the listeners and the zone's sync.
+type startTimes struct{ begin, listeners, zone time.Time }
+
+// logRestart says, in a process the supervisor restarted on the kept
+// sockets, what the time from its start to reading them went to.
+func (a *Agent) logRestart(st startTimes, restored <-chan struct{}) {
+	if a.sup == nil {
 		return
 	}
-	t := time.NewTimer(journalImportWait)
-	defer t.Stop()
+	in := a.sup.Info()
+	if in.UDP+in.TCP == 0 || in.Started.IsZero() {
+		return // the first serving process: nothing waits in the sockets
+	}
+	now := time.Now()
+	ms := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
+	attrs := []any{"since_start", ms(now.Sub(in.Started)), "exec_init", ms(a.started.Sub(in.Started)),
+		"build", ms(st.begin.Sub(a.started)), "listeners", ms(st.listeners.Sub(st.begin)),
+		"zone_wait", ms(st.zone.Sub(st.listeners)), "restore_done", closed(restored)}
+	if n := len(in.Deaths); n > 0 {
+		attrs = append(attrs, "since_death", ms(now.Sub(in.Deaths[n-1].At)))
+	}
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_SELF, &ru) == nil {
+		// Pages of the binary read from disk: its page cache was reclaimed
+		// (the container was at its memory limit).
+		attrs = append(attrs, "major_faults", ru.Majflt)
+	}
+	a.log.Info("reading the kept sockets", attrs...)
+}
+
+// closed says whether c is closed; a nil channel is.
+func closed(c <-chan struct{}) bool {
+	if c == nil {
+		return true
+	}
 	select {
-	case <-done:
-	case <-t.C:
+	case <-c:
+		return true
+	default:
+		return false
 	}
 }
 

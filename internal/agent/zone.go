@@ -78,7 +78,7 @@ func (a *Agent) waitZoneSynced(ctx context.Context, d time.Duration) {
 		if waited >= d || waited >= snapshotFallback && a.zoneAnswers() {
 			break
 		}
-		time.Sleep(5 * time.Millisecond)
+		time.Sleep(time.Millisecond) // queries wait in the sockets meanwhile
 	}
 	waited := time.Since(start).Round(time.Millisecond)
 	switch {

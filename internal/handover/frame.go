@@ -55,6 +55,10 @@ type Msg struct {
 	// Pod is the sender's pod UID (--pod-uid), empty outside a pod: the
 	// successor's in hello, the predecessor's in offer.
 	Pod string `json:"pod,omitempty"`
+	// Backend is, in a serving message to the supervisor, the iptables
+	// flavour the rules were written with ("nft", "legacy"), so that the
+	// next serving process uses it rather than detecting it again.
+	Backend string `json:"backend,omitempty"`
 }
 
 // WriteFrame sends m as one length-prefixed frame, with files as

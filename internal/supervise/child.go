@@ -37,6 +37,13 @@ type Inherited struct {
 	// CrashLoop is set when Deaths holds CrashLoopDeaths or more: the
 	// serving process reports it until CrashWindow after the last one.
 	CrashLoop bool `json:"crash_loop,omitempty"`
+	// IPTablesBackend is the iptables flavour the previous serving process
+	// wrote its rules with; empty when there was none.
+	IPTablesBackend string `json:"iptables_backend,omitempty"`
+	// Started is when the supervisor started this process, just before
+	// its exec: the restarted process logs how long it took to read the
+	// kept sockets from there.
+	Started time.Time `json:"started,omitzero"`
 	// Stop asks for no serving at all: the supervisor got SIGTERM while
 	// no serving process ran, and this one only stops as an agent stops
 	// (removing the link and rules unless they must stay).
@@ -129,13 +136,14 @@ func (c *Conn) Journal() *os.File {
 }
 
 // Serving gives the supervisor the listeners this process serves on,
-// UDP first: it keeps them for the next serving process. The caller keeps
-// its files.
-func (c *Conn) Serving(udp, tcp int, files []*os.File) error {
+// UDP first, and the iptables flavour of its rules (backend, empty for
+// none): it keeps them for the next serving process. The caller keeps its
+// files.
+func (c *Conn) Serving(udp, tcp int, backend string, files []*os.File) error {
 	if udp+tcp != len(files) {
 		return fmt.Errorf("serving: %d udp and %d tcp listeners, %d files", udp, tcp, len(files))
 	}
-	return c.send(handover.Msg{Op: handover.OpServing, UDP: udp, TCP: tcp}, files)
+	return c.send(handover.Msg{Op: handover.OpServing, UDP: udp, TCP: tcp, Backend: backend}, files)
 }
 
 // PublishJournal gives the supervisor the cache journal's current file.

@@ -57,6 +57,7 @@ type supervisor struct {
 	mu         sync.Mutex // guards following
 	listeners  held       // the last serving message's: UDP, then TCP
 	udp, tcp   int
+	backend    string   // the last serving message's iptables flavour
 	journal    *os.File // the cache journal's newest file; nil before one
 	served     bool     // a serving process said it serves
 	handedOver bool     // a successor took the sockets: restart nothing
@@ -187,7 +188,7 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 	files := []*os.File{theirs}
 	s.mu.Lock()
 	if !in.Stop {
-		in.UDP, in.TCP = s.udp, s.tcp
+		in.UDP, in.TCP, in.IPTablesBackend = s.udp, s.tcp, s.backend
 		lf, err := s.listeners.files()
 		if err != nil {
 			s.mu.Unlock()
@@ -202,6 +203,7 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 		}
 	}
 	s.mu.Unlock()
+	in.Started = time.Now()
 	env, err := json.Marshal(in)
 	if err != nil {
 		_ = c.Close()
@@ -227,8 +229,11 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 	if err := RaiseOOMScore(p.pid, s.cfg.OOMScoreAdj); err != nil {
 		s.log.Warn("the serving process keeps the supervisor's oom_score_adj", logkey.Err, err)
 	}
+	var ru unix.Rusage
+	_ = unix.Getrusage(unix.RUSAGE_SELF, &ru)
 	s.log.Info("serving process started", "pid", p.pid, "restarts", in.Restarts, "listeners", in.UDP+in.TCP,
-		"journal", in.Journal, "stop_only", in.Stop)
+		"journal", in.Journal, "stop_only", in.Stop, "took", time.Since(in.Started).Round(100*time.Microsecond),
+		"supervisor_major_faults", ru.Majflt)
 	return p, nil
 }
 
@@ -305,7 +310,7 @@ func (s *supervisor) keep(m handover.Msg, files []*os.File) {
 			return
 		}
 		s.listeners.close()
-		s.listeners, s.udp, s.tcp, s.served = h, m.UDP, m.TCP, true
+		s.listeners, s.udp, s.tcp, s.served, s.backend = h, m.UDP, m.TCP, true, m.Backend
 	case m.Op == handover.OpJournal && len(files) == 1:
 		if s.journal != nil {
 			old = []*os.File{s.journal}

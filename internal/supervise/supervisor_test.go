@@ -42,14 +42,14 @@ func serve(role, dir string) int {
 	case role == "never-serves":
 		return 3
 	case role == "crash-loop" && in.Restarts < 3:
-		if err := c.Serving(1, 0, []*os.File{udpFile()}); err != nil {
+		if err := c.Serving(1, 0, "", []*os.File{udpFile()}); err != nil {
 			return 11
 		}
 		return 2
 	case role == "crash-loop":
 		return 0
 	case in.Restarts == 0: // role "kill": serve, then die by SIGKILL with a datagram queued
-		if c.Serving(1, 0, []*os.File{udpFile()}) != nil || c.PublishJournal(journalFile("warm")) != nil {
+		if c.Serving(1, 0, "nft", []*os.File{udpFile()}) != nil || c.PublishJournal(journalFile("warm")) != nil {
 			return 11
 		}
 		for !exists(filepath.Join(dir, "sent")) {
@@ -90,6 +90,9 @@ func readInherited(c *Conn) int {
 	ls := c.Listeners()
 	if len(ls) != 1 {
 		return 12
+	}
+	if c.Info().IPTablesBackend != "nft" {
+		return 17 // the first process's iptables flavour
 	}
 	pc, err := net.FilePacketConn(ls[0])
 	if err != nil {

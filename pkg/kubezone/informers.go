@@ -130,17 +130,23 @@ func (z *Zone) Run(ctx context.Context, c Clients) error {
 	return nil
 }
 
-// syncPoll is how often the first sync is looked for. client-go's
-// WaitForCacheSync looks every 100 ms, and a serving process restarted
-// after a crash, whose queries wait in the kept sockets until its zone has
-// synced, paid that in full.
-const syncPoll = 5 * time.Millisecond
+// The first sync is looked for every syncPollFast for syncFastFor, then
+// every syncPoll. client-go's WaitForCacheSync looks every 100 ms, and a
+// serving process restarted after a crash, whose queries wait in the kept
+// sockets until its zone has synced, paid that in full; the list takes
+// 10-30 ms then, so each millisecond of polling is one they wait.
+const (
+	syncPollFast = time.Millisecond
+	syncPoll     = 5 * time.Millisecond
+	syncFastFor  = time.Second
+)
 
 // waitSynced waits until every one of syncs has synced (true) or ctx is
 // done (false).
 func waitSynced(ctx context.Context, syncs []cache.InformerSynced) bool {
-	t := time.NewTicker(syncPoll)
+	t := time.NewTicker(syncPollFast)
 	defer t.Stop()
+	slow := time.After(syncFastFor)
 	for {
 		done := true
 		for _, s := range syncs {
@@ -152,6 +158,8 @@ func waitSynced(ctx context.Context, syncs []cache.InformerSynced) bool {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-slow:
+			t.Reset(syncPoll)
 		case <-t.C:
 		}
 	}

@@ -85,8 +85,9 @@ type Server struct {
 	// and tcpConns.
 	clientSlots  *perClient
 	tcpPerClient *perClient
-	workers      *workers.Pool // runs the slow path
-	slowBufs     slowBufPool   // the UDP slow path's query and reply buffers
+	workers      *workers.Pool            // runs the slow path
+	slowBufs     slowBufPool              // the UDP slow path's query and reply buffers
+	hold         atomic.Pointer[missHold] // misses waiting for a cache restore (HoldMisses); nil: none
 	logLimiter   rateLimiter
 
 	ctx    context.Context // cancelled by Shutdown's deadline to abort the slow path
@@ -249,6 +250,7 @@ func (s *Server) stop(ctx context.Context, closeSockets bool) error {
 	}
 	s.wg.Wait()
 	s.serving.Store(false)
+	s.endHold() // the read loops are done: answer what they held
 	// TCP connections answer what is already on its way, then close; busy
 	// ones finish their queries first.
 	s.mu.Lock()

@@ -80,6 +80,9 @@ func (s *Server) answerDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPor
 	perr := wire.Parse(pkt, q)
 	maxSize := s.udpSize(q)
 	reply, res, ok := s.fast(pkt, q, perr, client.Addr(), rq.slot(), maxSize, start)
+	if !ok && s.holdMiss(c, pkt, client, q, start, rq) {
+		return // answered once the cache's restore ends
+	}
 	if !ok && !s.acquireSlot(client.Addr()) {
 		reply, res = refused(rq.slot(), pkt, q)
 		ok = true
