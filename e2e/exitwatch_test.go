@@ -292,3 +292,53 @@ func gapReport(w *exitWatch, log string) string {
 	}
 	return b.String()
 }
+
+// oomVictim is a process the kernel's OOM killer killed.
+type oomVictim struct {
+	pid  int
+	comm string
+}
+
+var (
+	killedProcess = regexp.MustCompile(`Killed process (\d+) \(([^)]*)\)`)
+	oomMemcg      = regexp.MustCompile(`oom-kill:.*\boom_memcg=([^,\s]+)`)
+)
+
+// kmsgNote writes line to the kernel log; oomVictimsAfter reads from it on.
+func kmsgNote(line string) {
+	if f, err := os.OpenFile("/dev/kmsg", os.O_WRONLY, 0); err == nil {
+		_, _ = fmt.Fprintln(f, line)
+		_ = f.Close()
+	}
+}
+
+// oomVictimsAfter lists, in order, the OOM killer's victims in the kernel
+// log after the line note (kmsgNote) whose out-of-memory cgroup is the one
+// at cgroupDir (its path ends with the kernel's oom_memcg): other tests'
+// kills on the machine are not counted. ok is false when the log cannot be
+// read or has no note line.
+func oomVictimsAfter(note, cgroupDir string) (victims []oomVictim, ok bool) {
+	out, err := exec.Command("dmesg").Output()
+	if err != nil {
+		return nil, false
+	}
+	memcg := ""
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.HasSuffix(l, note) {
+			victims, ok = nil, true
+			continue
+		}
+		if m := oomMemcg.FindStringSubmatch(l); m != nil {
+			memcg = m[1]
+			continue
+		}
+		if m := killedProcess.FindStringSubmatch(l); ok && m != nil {
+			if memcg != "" && strings.HasSuffix(cgroupDir, memcg) {
+				pid, _ := strconv.Atoi(m[1])
+				victims = append(victims, oomVictim{pid: pid, comm: m[2]})
+			}
+			memcg = ""
+		}
+	}
+	return victims, ok
+}

@@ -66,13 +66,15 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 	samples := n.sampleCache(ctx, metricsPort)
 	time.Sleep(1500 * time.Millisecond) // the second before the flood: the client's load alone
 	file := floodNames(t, 400000)
+	note := fmt.Sprintf("nodecache-e2e: oom flood %d", time.Now().UnixNano())
+	kmsgNote(note)
 	floodAt := time.Now()
 	flood := exec.Command("ip", "netns", "exec", n.ns.Name, "dnsperf", "-s", linkLocalIP, "-d", file,
 		"-l", "120", "-Q", "10000", "-q", "90", "-t", "1")
 	if err := flood.Start(); err != nil {
 		t.Fatal(err)
 	}
-	var next int
+	var next, first int // the new serving process: when the kill was seen, and at the end
 	eventuallyWithin(t, 120*time.Second, "the serving process OOM-killed", func() error {
 		k := children(supervisor)
 		if oomKills(t, cg) > kills0 && processGone(serving) {
@@ -86,6 +88,7 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 	})
 	_ = flood.Process.Kill()
 	_ = flood.Wait()
+	first = next
 	watch.wait(15 * time.Second)
 	killedAt, firstAnswer := watch.exitAt, watch.firstAnswer()
 	if firstAnswer == 0 {
@@ -119,9 +122,31 @@ func (n *realNode) checkServingOOM(ctx context.Context, client *corev1.Pod, metr
 		}
 	}
 
-	if kills-kills0 != 1 || processGone(supervisor) || next == 0 {
-		t.Errorf("OOM kills in the agent's cgroup %d, supervisor %d gone %v, new serving process %d: want one kill, of the serving process only",
-			kills-kills0, supervisor, processGone(supervisor), next)
+	// The kernel must kill the serving process, and neither the supervisor
+	// nor the serving process that replaced it. In the same out-of-memory
+	// episode, the 1-4 ms before the new process has even started, the
+	// kernel has also killed the kubelet's exec probe whose start met the
+	// limit (runc's init, or `nodecache probe` before it raises its
+	// oom_score_adj; 5 of 27 runs): that is the kubelet's process, one probe
+	// failed, not nodecache killed again, and it is logged, not failed.
+	if victims, ok := oomVictimsAfter(note, cg); ok {
+		t.Logf("oom: the kernel's victims since the flood began: %v (serving %d, supervisor %d, new serving %d then %d)",
+			victims, serving, supervisor, first, next)
+		if len(victims) == 0 || victims[0].pid != serving {
+			t.Errorf("OOM victims %v: want the serving process %d first", victims, serving)
+		}
+		for _, v := range victims[min(1, len(victims)):] {
+			if v.pid == supervisor || v.pid == first || v.pid == next || v.pid == serving {
+				t.Errorf("OOM victims %v: pid %d (%s) is nodecache's own (supervisor %d, serving %d, new serving %d then %d): want it killed once, the serving process only",
+					victims, v.pid, v.comm, supervisor, serving, first, next)
+			}
+		}
+	} else if kills-kills0 != 1 {
+		t.Errorf("OOM kills in the agent's cgroup %d (no kernel log to name the victims): want one kill, of the serving process", kills-kills0)
+	}
+	if processGone(supervisor) || next == 0 || (first != 0 && first != next) {
+		t.Errorf("supervisor %d gone %v, new serving process %d then %d: want the supervisor kept and one new serving process that stays",
+			supervisor, processGone(supervisor), first, next)
 	}
 	if got := restartCount(&after); got != before || after.UID != agent.UID {
 		t.Errorf("after the OOM kill: pod %s restartCount %d, want the same pod with %d", after.Name, got, before)

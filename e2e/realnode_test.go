@@ -568,8 +568,8 @@ func (n *realNode) checkRolloutsWith(ctx context.Context, client *corev1.Pod, st
 		t.Fatalf("the client sent %d queries in steady state and %d during rollouts: the load did not run", steady.sent, roll.sent)
 	}
 	for _, s := range []windowSummary{steady, roll} {
-		if s.lost != 0 || s.rcodes["SERVFAIL"] != 0 || s.rcodes["error"] != 0 {
-			t.Errorf("%s: lost %d, SERVFAIL %d, errors %d (%s); want none", s.name, s.lost, s.rcodes["SERVFAIL"], s.rcodes["error"], s.firstErr)
+		if s.lost != 0 || s.rcodes["SERVFAIL"] != 0 || s.rcodes["error"] != 0 || s.resent != 0 {
+			t.Errorf("%s: lost %d, SERVFAIL %d, errors %d, TCP resent %d (%s); want none", s.name, s.lost, s.rcodes["SERVFAIL"], s.rcodes["error"], s.resent, s.firstErr)
 		}
 	}
 }
@@ -634,6 +634,7 @@ func (n *realNode) clientSeconds(client *corev1.Pod) []loadrec.Second {
 type windowSummary struct {
 	name           string
 	sent, ok, lost int
+	resent         int // TCP queries answered on a second connection (loadrec.Second.Resent)
 	rcodes         map[string]int
 	p50, p99       time.Duration
 	firstErr       string
@@ -642,6 +643,9 @@ type windowSummary struct {
 func (w windowSummary) String() string {
 	s := fmt.Sprintf("%s: sent %d, answered %d, lost %d, rcodes %v, p50 %v, p99 %v",
 		w.name, w.sent, w.ok, w.lost, w.rcodes, w.p50, w.p99)
+	if w.resent > 0 {
+		s += fmt.Sprintf(", %d TCP queries resent on a new connection and answered", w.resent)
+	}
 	if w.firstErr != "" {
 		s += fmt.Sprintf(", first error %q", w.firstErr)
 	}
@@ -660,6 +664,7 @@ func summarize(secs []loadrec.Second, from, to time.Time) windowSummary {
 		w.sent += s.Sent
 		w.ok += s.OK
 		w.lost += s.Lost
+		w.resent += s.Resent
 		for k, v := range s.Rcodes {
 			w.rcodes[k] += v
 		}

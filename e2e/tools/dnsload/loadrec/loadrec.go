@@ -10,11 +10,15 @@ import (
 
 // Second is one second's outcome for one protocol.
 type Second struct {
-	T       int64          `json:"t"` // unix seconds the queries were sent in
-	Proto   string         `json:"proto"`
-	Sent    int            `json:"sent"`
-	OK      int            `json:"ok"`
-	Lost    int            `json:"lost"`
+	T     int64  `json:"t"` // unix seconds the queries were sent in
+	Proto string `json:"proto"`
+	Sent  int    `json:"sent"`
+	OK    int    `json:"ok"`
+	Lost  int    `json:"lost"`
+	// Resent counts TCP queries answered on a second connection after the
+	// first was reset or closed before its reply, as a stub resolver does:
+	// counted in OK (or Rcodes) too.
+	Resent  int            `json:"resent,omitempty"`
 	Rcodes  map[string]int `json:"rcodes,omitempty"` // non-NOERROR rcodes, plus "error"
 	Buckets map[int]int    `json:"buckets"`          // latency bucket (BucketOf) → count
 	Err     string         `json:"err,omitempty"`
