@@ -4,13 +4,14 @@
 # Sourced by run.sh.
 
 # The servers measure_forward measured, in that order, with their PID and
-# port: they stay up for the interleaved miss rounds (measure_misses).
+# port: they stay up for the interleaved rounds (measure_rounds).
 MISS_SERVERS=()
 declare -A SRV_PID SRV_PORT
 
 # measure_forward NAME PID PORT: the forwarding rows for one server, which
-# has answered its first query and nothing more; all but the max-QPS miss
-# row, which measure_misses takes later for every server at once.
+# has answered its first query and nothing more: RSS and the miss latency.
+# The cache-hit rows and the max-QPS miss row are taken later for every
+# server at once, in rounds (measure_rounds).
 measure_forward() {
   local s=$1 pid=$2 port=$3 idle warm
   idle=$(rss_kib "$pid")
@@ -22,54 +23,87 @@ measure_forward() {
   R[rss|$s]=$(awk -v k="$warm" 'BEGIN { printf "%.0f", k / 1024 }')
   R[rssname|$s]=$(awk -v w="$warm" -v i="$idle" -v n="$WARM" 'BEGIN { printf "%.2f", (w - i) / n }')
   log "$s: RSS $idle KiB idle, $warm KiB with $WARM names cached"
-  dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
-  R[hitqps|$s]=$QPS; R[hitcpu|$s]=$CPU_US; R[hitruns|$s]=$RUNS
-  dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE" -q 100
-  R[hit100qps|$s]=$QPS; R[hit100cpu|$s]=$CPU_US; R[hit100runs|$s]=$RUNS
-  latency_median "$pid" "$port" "$WORK/hit.txt" "$HIT_RATE"
-  R[hitp50|$s]=$P50; R[hitp99|$s]=$P99; R[hitp999|$s]=$P999; R[hitlcpu|$s]=$LCPU_US; R[hitlost|$s]=$LOST_PCT
-  R[hitp99runs|$s]=$P99RUNS
   latency_run "$pid" "$port" "$WORK/misslat.txt" "$MISS_RATE"
   R[missp50|$s]=$P50; R[missp99|$s]=$P99; R[missp999|$s]=$P999; R[misslatlost|$s]=$LOST_PCT
   MISS_SERVERS+=("$s"); SRV_PID[$s]=$pid; SRV_PORT[$s]=$port
 }
 
-# measure_misses: the max-QPS miss row of every server measure_forward
-# measured, interleaved. Round i loads each server in turn, the order
-# rotating every round, with the same never-asked names miss.i.txt (each
-# server its own cache), so that every server's run i lies in the same
-# minute as the others' run i. One run on this shared VM moves by ±25 %
-# while the server does the same work (the same system calls per answer):
-# the machine's pace drifts over minutes with what else runs on it, and
-# with one server after another, as the hit rows are, a slow minute lands
-# on one server's runs and not the other's (bench/README.md). Sets
-# R[missqps|s] and R[misscpu|s] (the run with the median CPU), R[missruns|s]
-# (each round's CPU per answer, in round order) and R[missrel|s] (the
-# median of the rounds' ratios to CoreDNS's run of the same round).
-measure_misses() {
-  local i k s n=${#MISS_SERVERS[@]}
+# rounds KEY REF SERVERS FILE DNSPERF-ARGS...: max-QPS runs of the servers
+# named in SERVERS (a space-separated list of SRV_PID keys), interleaved.
+# Round i loads each server in turn, the order rotating every round, with
+# FILE (%i: the round's number), so that every server's run i lies in the
+# same minute as the others' run i. One run on this shared VM moves by
+# ±25 % while the server does the same work (the same system calls per
+# answer): the machine's pace drifts over minutes with what else runs on
+# it, and with one server after another a slow minute lands on one
+# server's runs and not the other's (bench/README.md). Sets R[KEYqps|s] and
+# R[KEYcpu|s] (the run with the median CPU), R[KEYruns|s] (each round's CPU
+# per answer, in round order) and R[KEYrel|s] (the median of the rounds'
+# ratios to REF's run of the same round, when REF ran).
+rounds() {
+  local key=$1 ref=$2 i k s file=$4
+  local -a srv
+  read -r -a srv <<<"$3"
+  shift 4
+  local n=${#srv[@]}
   local -A run
-  log "== miss rounds: $REPEAT, each server in turn (${MISS_SERVERS[*]}), $MISS_RUN never-asked names a run"
+  log "== $key rounds: $REPEAT, each server in turn (${srv[*]})"
   for ((i = 0; i < REPEAT; i++)); do
     for ((k = 0; k < n; k++)); do
-      s=${MISS_SERVERS[$(((k + i) % n))]}
-      dnsperf_run "${SRV_PID[$s]}" "${SRV_PORT[$s]}" "$WORK/miss.$i.txt" -n 1 -l "$PHASE" -q 100
+      s=${srv[$(((k + i) % n))]}
+      dnsperf_run "${SRV_PID[$s]}" "${SRV_PORT[$s]}" "${file//%i/$i}" "$@"
       run[$s|$i]="$CPU_US $QPS"
     done
   done
-  for s in "${MISS_SERVERS[@]}"; do
+  for s in "${srv[@]}"; do
     local rows=() mid
     for ((i = 0; i < REPEAT; i++)); do rows+=("${run[$s|$i]}"); done
     mid=$(printf '%s\n' "${rows[@]}" | sort -g | sed -n "$(((REPEAT + 1) / 2))p")
-    R[misscpu|$s]=${mid% *}; R[missqps|$s]=${mid#* }
-    R[missruns|$s]=$(printf '%s\n' "${rows[@]}" | awk '{ printf "%s%s", sep, $1; sep = " " }')
-    if [ -n "${run[coredns|0]:-}" ]; then
-      R[missrel|$s]=$(for ((i = 0; i < REPEAT; i++)); do
-        echo "${run[$s|$i]%% *} ${run[coredns|$i]%% *}"
+    R[${key}cpu|$s]=${mid% *}; R[${key}qps|$s]=${mid#* }
+    R[${key}runs|$s]=$(printf '%s\n' "${rows[@]}" | awk '{ printf "%s%s", sep, $1; sep = " " }')
+    if [ -n "${run[$ref|0]:-}" ]; then
+      R[${key}rel|$s]=$(for ((i = 0; i < REPEAT; i++)); do
+        echo "${run[$s|$i]%% *} ${run[$ref|$i]%% *}"
       done | awk '$2 > 0 { print $1 / $2 }' | sort -g |
         awk '{ v[NR] = $1 } END { if (NR) printf "%.2f", v[int((NR + 1) / 2)] }')
     fi
   done
+}
+
+# latency_rounds: the cache-hit latency at $HIT_RATE qps of every forwarder,
+# interleaved as rounds does; each percentile the median of the server's
+# runs, every run's p99 kept (R[hitp99runs|s], in round order).
+latency_rounds() {
+  local i k s n=${#MISS_SERVERS[@]}
+  local -A p50 p99 p999 lost lcpu
+  log "== hit latency rounds: $REPEAT at $HIT_RATE qps, each server in turn (${MISS_SERVERS[*]})"
+  for ((i = 0; i < REPEAT; i++)); do
+    for ((k = 0; k < n; k++)); do
+      s=${MISS_SERVERS[$(((k + i) % n))]}
+      latency_run "${SRV_PID[$s]}" "${SRV_PORT[$s]}" "$WORK/hit.txt" "$HIT_RATE"
+      p50[$s]+=" $P50"; p99[$s]+=" $P99"; p999[$s]+=" $P999"; lost[$s]+=" $LOST_PCT"; lcpu[$s]+=" $LCPU_US"
+    done
+  done
+  for s in "${MISS_SERVERS[@]}"; do
+    # shellcheck disable=SC2086 # the lists split on purpose
+    {
+      R[hitp50|$s]=$(median ${p50[$s]}); R[hitp99|$s]=$(median ${p99[$s]}); R[hitp999|$s]=$(median ${p999[$s]})
+      R[hitlost|$s]=$(median ${lost[$s]}); R[hitlcpu|$s]=$(median ${lcpu[$s]})
+    }
+    R[hitp99runs|$s]=${p99[$s]# }
+  done
+}
+
+# measure_rounds: every interleaved row, once measure_forward has warmed
+# every forwarder: the cache hit at 500 and at 100 outstanding with the
+# floor server in the rounds (the ratio to it is per round), the hit
+# latency, and the max-QPS miss on never-asked names miss.i.txt (each
+# server its own cache; the ratio to CoreDNS's run of the same round).
+measure_rounds() {
+  rounds hit floor "floor ${MISS_SERVERS[*]}" "$WORK/hit.txt" -l "$PHASE"
+  rounds hit100 floor "floor ${MISS_SERVERS[*]}" "$WORK/hit.txt" -l "$PHASE" -q 100
+  latency_rounds
+  rounds miss coredns "${MISS_SERVERS[*]}" "$WORK/miss.%i.txt" -n 1 -l "$PHASE" -q 100
 }
 
 # nodecache_args PORT: the flags every nodecache of the run shares.
@@ -103,28 +137,23 @@ profile_path() {
   log "profile: go tool pprof $PROFILE_DIR/nodecache $PROFILE_DIR/$name.pprof"
 }
 
-# measure_floor: the cache-hit CPU of bench/floor (recvmmsg, set QR,
-# sendmmsg), driven exactly as the servers' hit rows, in the same run: the
-# kernel's socket work per answer, the floor no server can go below.
-measure_floor() {
-  local port pid
+# start_floor: bench/floor (recvmmsg, set QR, sendmmsg), started and kept
+# for the hit rounds, where it is driven exactly as the servers: its CPU
+# per answer is the kernel's socket work, the floor no server can go below.
+start_floor() {
+  local port
   port=$(free_port)
   start floor 0 "$FLOOR" 127.0.0.1 "$port"
-  pid=$PID
+  SRV_PID[floor]=$PID; SRV_PORT[floor]=$port
   sleep 0.2
-  dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE"
-  R[hitqps|floor]=$QPS; R[hitcpu|floor]=$CPU_US; R[hitruns|floor]=$RUNS
-  dnsperf_median "$pid" "$port" "$WORK/hit.txt" -l "$PHASE" -q 100
-  R[hit100qps|floor]=$QPS; R[hit100cpu|floor]=$CPU_US; R[hit100runs|floor]=$RUNS
-  stop "$pid"
 }
 
-# measure_forwarders: the floor, then each forwarder's rows in turn (every
-# one stays up once measured), then the interleaved miss rounds of them all,
-# nodecache's profiles, and every forwarder stopped.
+# measure_forwarders: the floor started, then each forwarder's own rows in
+# turn (every one stays up once measured), then the interleaved rounds of
+# them all, nodecache's profiles, and every server stopped.
 measure_forwarders() {
   local port mport pport pid ncpid ncport s profile=${BENCH_PROFILE:-1}
-  measure_floor
+  start_floor
   port=$(free_port); mport=$(free_port); pport=$(free_port)
   # shellcheck disable=SC2046
   start nodecache 0 "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
@@ -166,11 +195,11 @@ measure_forwarders() {
   wait_dns "$port" "n1.$ZONE" A NOERROR
   measure_forward unbound "$pid" "$port"
 
-  measure_misses
+  measure_rounds
   if [ "$profile" = 1 ]; then
     profile_path "$ncpid" "$ncport" "$pport" hit "$WORK/hit.txt"
     # never asked as AAAA: every query is a miss (NODATA from NSD)
     profile_path "$ncpid" "$ncport" "$pport" miss "$WORK/missprof.txt" -n 1 -q 100
   fi
-  for s in "${MISS_SERVERS[@]}"; do stop "${SRV_PID[$s]}"; done
+  for s in floor "${MISS_SERVERS[@]}"; do stop "${SRV_PID[$s]}"; done
 }

@@ -189,22 +189,6 @@ latency_run() {
     'BEGIN { if (n > 0) printf "%.1f", d / hz * 1e6 / n; else print "n/a" }')
 }
 
-# latency_median PID PORT FILE RATE: latency_run REPEAT times; sets P50 P99
-# P999 LOST_PCT and LCPU_US to the median of the runs, each figure on its
-# own (the median p99 need not come from the run with the median p50), and
-# P99RUNS to every run's p99 in order: one 5 s run's p99 moves by tens of
-# µs between runs, as much as the servers differ.
-latency_median() {
-  local i p50=() p99=() p999=() lost=() lcpu=()
-  for ((i = 0; i < REPEAT; i++)); do
-    latency_run "$@"
-    p50+=("$P50"); p99+=("$P99"); p999+=("$P999"); lost+=("$LOST_PCT"); lcpu+=("$LCPU_US")
-  done
-  P50=$(median "${p50[@]}"); P99=$(median "${p99[@]}"); P999=$(median "${p999[@]}")
-  LOST_PCT=$(median "${lost[@]}"); LCPU_US=$(median "${lcpu[@]}")
-  P99RUNS=${p99[*]}
-}
-
 # median X...: the middle value (the lower middle of an even count).
 median() { printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p"; }
 

@@ -14,15 +14,16 @@ row() {
   printf '| %s | %s | %s | %s | %s |\n' "$2" "$nc" "$cd" "$ub" "$(ratio "$nc" "$cd")"
 }
 
-# floor_row P LABEL: each server's ${P}cpu ÷ the floor server's, when the
-# floor was measured; the floor's figure and runs go in the label.
+# floor_row P LABEL: each server's ${P}cpu ÷ the floor server's run of the
+# same round, the median of the rounds (R[${P}rel|s], set by rounds), when
+# the floor ran; the floor's median and runs go in the label.
 floor_row() {
   local p=$1 f=${R[$1cpu|floor]:-} s
   [ -n "$f" ] || return 0
   for s in nodecache coredns unbound; do
-    R[${p}floor|$s]=$(ratio "${R[${p}cpu|$s]:-}" "$f")
+    R[${p}floor|$s]=${R[${p}rel|$s]:-–}
   done
-  row "${p}floor" "$2 ($f µs, runs ${R[${p}runs|floor]})"
+  row "${p}floor" "$2 (floor $f µs, runs ${R[${p}runs|floor]})"
 }
 
 # HIT_PROFILE_LINES: how much of the hit path's pprof top goes into RESULTS.md.
@@ -65,9 +66,10 @@ report() {
   $(unbound -V 2>/dev/null | sed -n 's/^Version /Unbound /p'), $(nsd -v 2>&1 | head -1), $(dnsperf -h 2>&1 | sed -n 's/^Version /dnsperf /p')
 
 Each server is measured alone, pinned to CPU 0 (\`taskset -c 0\`); dnsperf, the Go latency client, NSD (the upstream)
-and the API server share CPU 1. The max-QPS miss runs are the exception: every forwarder stays up once measured,
-and round i loads each in turn (the order rotating) with the same $MISS_RUN never-asked names, so that the servers'
-runs of one round lie in the same minute. Same upstream (NSD, $NAMES names, TTL 3600), same cache budget
+and the API server share CPU 1. The max-QPS cache-hit and miss runs and the cache-hit latency runs are taken in
+rounds: every forwarder (and the floor server) stays up once measured, and round i loads each in turn (the order
+rotating), the hit rows with the same warmed names, the miss row with the same $MISS_RUN never-asked names, so
+that the servers' runs of one round lie in the same minute and a ratio is taken within each round. Same upstream (NSD, $NAMES names, TTL 3600), same cache budget
 ($CACHE_SIZE; CoreDNS sizes by entries: 400,000; Unbound msg and rrset caches $CACHE_SIZE_UNBOUND each).
 QPS is dnsperf's (UDP, 4 clients, 500 outstanding unless a row says 100, ${PHASE} s; a miss run ends sooner
 when its $MISS_RUN names are all asked); CPU µs/answer is the server's utime+stime delta over answers (the
@@ -92,9 +94,9 @@ EOF
   row hitqps "cache hit: QPS (max, $HIT names warmed)"
   row hitcpu "cache hit: CPU µs/answer at max QPS"
   row hitlcpu "cache hit: CPU µs/answer at $HIT_RATE qps"
-  floor_row hit "cache hit: CPU at max QPS ÷ the floor server's"
+  floor_row hit "cache hit: CPU at max QPS ÷ the floor server's run of the same round, median of the rounds"
   row hit100cpu "cache hit: CPU µs/answer at max QPS, 4 clients × 100 outstanding"
-  floor_row hit100 "cache hit, 100 outstanding: CPU ÷ the floor server's"
+  floor_row hit100 "cache hit, 100 outstanding: CPU ÷ the floor server's run of the same round, median"
   row hitp50 "cache hit: p50 µs at $HIT_RATE qps"
   row hitp99 "cache hit: p99 µs at $HIT_RATE qps"
   row hitp999 "cache hit: p99.9 µs at $HIT_RATE qps"
@@ -146,16 +148,16 @@ EOF
   fi
   if [ -n "${R[hitcpu|variant]:-}" ]; then
     compare_table variant "with $BENCH_VARIANT_FLAGS" \
-      "nodecache and nodecache with \`$BENCH_VARIANT_FLAGS\`, one after the other in this sitting, forwarding rows:"
+      "nodecache and nodecache with \`$BENCH_VARIANT_FLAGS\`, in this sitting (the hit and miss runs in the same rounds), forwarding rows:"
   fi
   if [ -n "${R[hitcpu|before]:-}" ]; then
     compare_table before "before" \
-      "This tree beside an older build (BENCH_BEFORE_BIN=$(basename "$BENCH_BEFORE_BIN"), \`version\`: $("$BENCH_BEFORE_BIN" version 2>/dev/null | head -1 || echo "?")), measured right after it in this sitting, forwarding rows:"
+      "This tree beside an older build (BENCH_BEFORE_BIN=$(basename "$BENCH_BEFORE_BIN"), \`version\`: $("$BENCH_BEFORE_BIN" version 2>/dev/null | head -1 || echo "?")), measured in this sitting (the hit and miss runs in the same rounds), forwarding rows:"
   fi
-  printf '\nCPU µs/answer of each max-QPS run, in order: cache hit: nodecache %s; CoreDNS %s; Unbound %s.' \
-    "${R[hitruns|nodecache]:-–}" "${R[hitruns|coredns]:-–}" "${R[hitruns|unbound]:-–}"
-  printf ' Cache hit at 100 outstanding: nodecache %s; CoreDNS %s; Unbound %s.' \
-    "${R[hit100runs|nodecache]:-–}" "${R[hit100runs|coredns]:-–}" "${R[hit100runs|unbound]:-–}"
+  printf '\nCPU µs/answer of each max-QPS run, in round order: cache hit: floor %s; nodecache %s; CoreDNS %s; Unbound %s.' \
+    "${R[hitruns|floor]:-–}" "${R[hitruns|nodecache]:-–}" "${R[hitruns|coredns]:-–}" "${R[hitruns|unbound]:-–}"
+  printf ' Cache hit at 100 outstanding: floor %s; nodecache %s; CoreDNS %s; Unbound %s.' \
+    "${R[hit100runs|floor]:-–}" "${R[hit100runs|nodecache]:-–}" "${R[hit100runs|coredns]:-–}" "${R[hit100runs|unbound]:-–}"
   printf ' Miss (round i: every server in turn on the same %s never-asked names, in round order): nodecache %s; CoreDNS %s; Unbound %s.' \
     "$MISS_RUN" "${R[missruns|nodecache]:-–}" "${R[missruns|coredns]:-–}" "${R[missruns|unbound]:-–}"
   printf ' Cache hit p99 µs at %s qps: nodecache %s; CoreDNS %s; Unbound %s.' \
