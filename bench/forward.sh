@@ -165,7 +165,11 @@ measure_forwarders() {
   if [ -n "${BENCH_VARIANT_FLAGS:-}" ]; then
     port=$(free_port)
     # shellcheck disable=SC2046,SC2086
-    start nodecache-variant 0 "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
+    # A copy of the binary: its file pages are then its own, not shared with
+    # the default nodecache still up (which would split them between the two
+    # and make the variant's PSS look smaller than it is).
+    cp "$NODECACHE" "$WORK/nodecache-variant"
+    start nodecache-variant 0 "$WORK/nodecache-variant" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
       --metrics-addr "127.0.0.1:$(free_port)" $BENCH_VARIANT_FLAGS
     pid=$PID
     wait_dns "$port" "n1.$ZONE" A NOERROR
