@@ -23,13 +23,6 @@ func TestFlightReuse(t *testing.T) {
 		gate := make(chan struct{})
 		up := &fakeUpstream{reply: answerA(300), gate: gate}
 		c := newTestCache(t, Config{}, up, newClock())
-		resolveAsync := func(ctx context.Context, qs *question, by time.Time) func() (wire.Answer, error) {
-			var r wire.Answer
-			var err error
-			done := make(chan struct{})
-			go func() { r, err = c.Resolve(ctx, qs.key, by); close(done) }()
-			return func() (wire.Answer, error) { <-done; return r, err }
-		}
 		check := func(what string, qs *question, r wire.Answer, err error) {
 			t.Helper()
 			if err != nil {
@@ -43,7 +36,7 @@ func TestFlightReuse(t *testing.T) {
 		for i := range 30 {
 			// one miss waits, and gets its answer
 			qs := newQuestion(t, fmt.Sprintf("one%d.example.", i), dns.TypeA)
-			wait := resolveAsync(context.Background(), qs, time.Time{})
+			wait := resolveAsync(context.Background(), c, qs.key, time.Time{})
 			synctest.Wait()
 			gate <- struct{}{}
 			r, err := wait()
@@ -52,7 +45,7 @@ func TestFlightReuse(t *testing.T) {
 			// one miss gives up: its flight's token is left unread
 			qs = newQuestion(t, fmt.Sprintf("gaveup%d.example.", i), dns.TypeA)
 			ctx, cancel := context.WithCancel(context.Background())
-			wait = resolveAsync(ctx, qs, time.Time{})
+			wait = resolveAsync(ctx, c, qs.key, time.Time{})
 			synctest.Wait()
 			cancel()
 			if _, err := wait(); err == nil {
@@ -63,10 +56,10 @@ func TestFlightReuse(t *testing.T) {
 
 			// three misses wait for one flight: done is closed
 			qs = newQuestion(t, fmt.Sprintf("three%d.example.", i), dns.TypeA)
-			waits := []func() (wire.Answer, error){resolveAsync(context.Background(), qs, time.Time{})}
+			waits := []func() (wire.Answer, error){resolveAsync(context.Background(), c, qs.key, time.Time{})}
 			synctest.Wait()
 			for range 2 {
-				waits = append(waits, resolveAsync(context.Background(), qs, time.Time{}))
+				waits = append(waits, resolveAsync(context.Background(), c, qs.key, time.Time{}))
 			}
 			synctest.Wait()
 			gate <- struct{}{}

@@ -231,3 +231,13 @@ func withDeadline(ctx context.Context, by time.Time) (context.Context, context.C
 	}
 	return context.WithDeadline(ctx, by)
 }
+
+// resolveAsync starts c.Resolve(ctx, key, by) in a goroutine of its own;
+// the function it returns waits for its result.
+func resolveAsync(ctx context.Context, c *Cache, key wire.Key, by time.Time) func() (wire.Answer, error) {
+	var r wire.Answer
+	var err error
+	done := make(chan struct{})
+	go func() { r, err = c.Resolve(ctx, key, by); close(done) }()
+	return func() (wire.Answer, error) { <-done; return r, err }
+}

@@ -261,13 +261,10 @@ func TestStaleWhenCallerGivesUp(t *testing.T) {
 		up.gate = gate
 		up.mu.Unlock()
 		ctx, cancel := context.WithCancel(context.Background())
-		var r wire.Answer
-		var err error
-		done := make(chan struct{})
-		go func() { r, err = c.Resolve(ctx, qs.key, time.Time{}); close(done) }()
+		result := resolveAsync(ctx, c, qs.key, time.Time{})
 		synctest.Wait()
 		cancel()
-		<-done
+		r, err := result()
 		if err != nil || r.Source != wire.SourceStale {
 			t.Errorf("Resolve cancelled with a stale entry: got %v, %v; want a stale answer", r.Source, err)
 		}
@@ -284,14 +281,12 @@ func TestClose(t *testing.T) {
 		up := &fakeUpstream{reply: answerA(60), gate: make(chan struct{})}
 		c := newTestCache(t, Config{}, up, newClock())
 		qs := newQuestion(t, "example.org.", dns.TypeA)
-		var err error
-		done := make(chan struct{})
-		go func() { _, err = c.Resolve(context.Background(), qs.key, time.Time{}); close(done) }()
+		result := resolveAsync(context.Background(), c, qs.key, time.Time{})
 		synctest.Wait()
 		if cerr := c.Close(); cerr != nil {
 			t.Fatalf("Close: %v", cerr)
 		}
-		<-done
+		_, err := result()
 		if !errors.Is(err, context.Canceled) {
 			t.Errorf("Resolve in flight at Close: got %v, want context.Canceled", err)
 		}
