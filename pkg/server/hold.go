@@ -77,10 +77,7 @@ func (s *Server) holdMiss(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *
 	if h == nil || q.Type == dns.TypeANY || s.zoneOwns(q.LowerName()) {
 		return false
 	}
-	b := s.slowBufs.get()
-	b.pkt = append(b.pkt[:0], pkt...)
-	q.CopyTo(&b.q, b.pkt)
-	b.srv, b.conn, b.client, b.start, b.late = s, c, client, start, rq.lateReplies()
+	b := s.newSlowBuf(c, pkt, client, q, start, rq)
 	h.mu.Lock()
 	ok := h.open && len(h.held) < h.max
 	if ok {

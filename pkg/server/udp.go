@@ -99,12 +99,19 @@ func (s *Server) answerDatagram(c *net.UDPConn, pkt []byte, client netip.AddrPor
 		}
 		return
 	}
+	b := s.newSlowBuf(c, pkt, client, q, start, rq)
+	s.queries.Add(1)
+	s.workers.RunTask(b) // a Task, not a closure: no allocation per miss
+}
+
+// newSlowBuf is a pooled slowBuf holding a copy of the query pkt (parsed as
+// q) from client on c, for an answer after the read loop has moved on.
+func (s *Server) newSlowBuf(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *wire.Query, start time.Time, rq replyQueue) *slowBuf {
 	b := s.slowBufs.get()
 	b.pkt = append(b.pkt[:0], pkt...)
 	q.CopyTo(&b.q, b.pkt)
 	b.srv, b.conn, b.client, b.start, b.late = s, c, client, start, rq.lateReplies()
-	s.queries.Add(1)
-	s.workers.RunTask(b) // a Task, not a closure: no allocation per miss
+	return b
 }
 
 // Run answers b's UDP query on a slow-path worker (workers.Task).
