@@ -142,7 +142,7 @@ func (c *Cache) cached(key *wire.Key, h uint64, now time.Time) (wire.Answer, boo
 		s.hits++
 		e.hits++
 		return wire.Answer{Packed: &e.packed, Mode: wire.TTLMode{Elapsed: e.elapsed(now)}, Source: wire.SourceCache}, true
-	case s.failedAtLocked(e) != 0 && now.Sub(time.Unix(0, s.failedAtLocked(e))) < c.cfg.StaleTTL && staleable(e, now, c.cfg.StaleMaxAge):
+	case s.failedWithinLocked(e, now, c.cfg.StaleTTL) && staleable(e, now, c.cfg.StaleMaxAge):
 		s.touchLocked(h, e)
 		c.met.stale.Add(1)
 		return c.staleResult(e), true

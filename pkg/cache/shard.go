@@ -230,9 +230,12 @@ func (s *shard) dropLocked(e *entry) {
 	}
 }
 
-// failedAtLocked returns when the upstream last failed for e while it was
-// stale, Unix nanoseconds; zero: never.
-func (s *shard) failedAtLocked(e *entry) int64 { return s.failed[e] }
+// failedWithinLocked reports whether the upstream failed for e, while it
+// was stale, less than d before now.
+func (s *shard) failedWithinLocked(e *entry, now time.Time, d time.Duration) bool {
+	at := s.failed[e] // Unix nanoseconds; zero: never
+	return at != 0 && now.Sub(time.Unix(0, at)) < d
+}
 
 // setFailedLocked records an upstream failure for e, a cached entry, at at.
 func (s *shard) setFailedLocked(e *entry, at int64) {
