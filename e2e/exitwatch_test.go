@@ -172,6 +172,15 @@ func kmsgMark(pid int) {
 	}
 }
 
+// kernelLog is the kernel's log (dmesg), a line each.
+func kernelLog() ([]string, error) {
+	out, err := exec.Command("dmesg").Output()
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(string(out), "\n"), nil
+}
+
 var dmesgLine = regexp.MustCompile(`^\[\s*(\d+\.\d+)\]\s*(.*)$`)
 
 // kernelOOMTimes reads the kernel log for pid's OOM kill: the time from
@@ -179,13 +188,13 @@ var dmesgLine = regexp.MustCompile(`^\[\s*(\d+\.\d+)\]\s*(.*)$`)
 // OOM reaper's line; ok is false when the kill's or the mark's line is
 // missing.
 func kernelOOMTimes(pid int) (killToSeen, killToReaped time.Duration, ok bool) {
-	out, err := exec.Command("dmesg").Output()
+	lines, err := kernelLog()
 	if err != nil {
 		return 0, 0, false
 	}
 	var kill, reaped, mark float64
 	p := strconv.Itoa(pid)
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range lines {
 		m := dmesgLine.FindStringSubmatch(l)
 		if m == nil {
 			continue
@@ -318,12 +327,12 @@ func kmsgNote(line string) {
 // kills on the machine are not counted. ok is false when the log cannot be
 // read or has no note line.
 func oomVictimsAfter(note, cgroupDir string) (victims []oomVictim, ok bool) {
-	out, err := exec.Command("dmesg").Output()
+	lines, err := kernelLog()
 	if err != nil {
 		return nil, false
 	}
 	memcg := ""
-	for _, l := range strings.Split(string(out), "\n") {
+	for _, l := range lines {
 		if strings.HasSuffix(l, note) {
 			victims, ok = nil, true
 			continue
