@@ -53,11 +53,12 @@
 // insert queues its entry, and a goroutine of the journal's own appends the
 // queued records every 20 ms to a ring of a fixed size (DefaultJournalBytes,
 // 3.5 MiB), overwriting the oldest records once it is full; it is never
-// rewritten nor copied, and writing it makes no garbage. A record is the
-// handover stream's without the name, which the reply's question holds
-// (journalrecord.go). Lookup does not touch it. ScanJournal and
+// rewritten nor copied, and writing it makes no garbage. A record is an
+// entry's kind, lifetime and stored time and its reply, whose question is
+// the key (journalrecord.go). Lookup does not touch it. ScanJournal and
 // ImportJournal read it back, oldest first, skipping under a byte bound
-// the oldest records.
+// the oldest records; each record is judged again as a fetched reply
+// would be (admit.go), read in place by wire.ScanUpstream.
 //
 // Config (zero values select defaults): MaxBytes 64 MiB, MaxTTL 1h,
 // MaxNegativeTTL 1h, ServfailTTL 5s, StaleMaxAge 1h (negative disables),

@@ -208,7 +208,8 @@ func (c *Cache) Import(r io.Reader, deadline time.Time) (int, error) {
 }
 
 // decodeRecord checks and decodes one record into an entry, or returns nil
-// for an entry already expired.
+// for an entry already expired or one a fetch would not have stored as
+// the record claims (admit.go). The reply in b is changed.
 func (c *Cache) decodeRecord(b []byte, now time.Time) (*entry, error) {
 	nl := int(b[0])
 	if len(b) < 1+nl+recordFixedLen-1 {
@@ -230,37 +231,18 @@ func (c *Cache) decodeRecord(b []byte, now time.Time) (*entry, error) {
 	if ttl <= 0 {
 		return nil, fmt.Errorf("ttl %v of %s", ttl, pres)
 	}
+	msg := b[22:]
+	if u, ok := wire.ScanUpstream(msg); ok {
+		if !u.QuestionIs(key.Name, key.Type, key.Class) {
+			return nil, fmt.Errorf("reply does not answer %s", pres)
+		}
+		return c.admitScanned(&key, k, stored, ttl, msg, &u, now), nil
+	}
 	m := new(dns.Msg)
-	if err := m.Unpack(b[22:]); err != nil {
+	if err := m.Unpack(msg); err != nil {
 		return nil, fmt.Errorf("unpacking reply for %s: %w", pres, err)
 	}
-	if !questionMatches(&key, m) {
-		return nil, fmt.Errorf("reply does not answer %s", pres)
-	}
-	// The predecessor's word on kind, lifetime and flags is not trusted:
-	// the reply is judged again as if it had just been fetched, and kept
-	// only when that verdict agrees, for no longer than either allows.
-	fttl, fk, why := judgeImported(c.lim, &key, m)
-	if why == reasonNone && fk != k {
-		why = reasonImport
-	}
-	if why != reasonNone {
-		c.met.uncacheable[why].Add(1)
-		return nil, nil
-	}
-	if stored.After(now) { // a clock stepped back: trust no more than now
-		stored = now
-	}
-	ttl = min(ttl, fttl).Truncate(time.Second)
-	if ttl <= 0 || !now.Before(stored.Add(ttl)) {
-		return nil, nil
-	}
-	m.AuthenticatedData = false                 // nothing here validated it
-	p, err := wire.PackOwned(clampTTLs(m, ttl)) // m is ours: unpacked from the stream
-	if err != nil {
-		return nil, fmt.Errorf("packing reply for %s: %w", pres, err)
-	}
-	return newEntry(&key, p, k, stored, ttl), nil
+	return c.admitUnpacked(&key, k, stored, ttl, m, now)
 }
 
 // judgeImported is decide for an imported reply, which must also have the

@@ -32,16 +32,17 @@ import (
 // The layout (journalfile.go): a header of journalHdrLen bytes, the
 // magic, the version, the ring's size, where the oldest record starts
 // (tail) and how many bytes of records follow it (used), then the ring.
-// A record is a big-endian uint32 length and the entry's journal record
-// (journalrecord.go: its record in the handover stream without the name,
-// which the reply's question holds); a record never wraps: the bytes before the ring's end that cannot
-// hold the next one are skipped (a zero length marks them when there is
-// room for it). A batch that overwrites records first writes a header
+// A record is a big-endian uint16 length and the entry's journal record
+// (journalrecord.go: its kind, lifetime and stored time, and the reply
+// without what every stored reply holds alike; the key is the reply's
+// question); a record never wraps: the bytes before the ring's end that
+// cannot hold the next one are skipped (a zero length marks them when there
+// is room for it). A batch that overwrites records first writes a header
 // without them, then the records, then the header with them, so a process
 // killed at any point leaves only whole records between tail and used.
 const (
 	journalMagic   = "NCJRNL\x00"
-	journalVersion = 3
+	journalVersion = 4
 	journalHdrLen  = int64(len(journalMagic) + 1 + 3*8)
 
 	journalDelay       = 20 * time.Millisecond // how long queued inserts wait to be written together
@@ -51,7 +52,7 @@ const (
 
 	// DefaultJournalBytes is the ring's size when JournalConfig.MaxBytes is
 	// zero: with the supervisor's own ~4 MiB and the writer's, the
-	// protection stays within 10 MiB. About 32,000 entries of ~115 bytes
+	// protection stays within 10 MiB. About 38,000 entries of ~96 bytes
 	// (an A reply with its NS and glue) fit.
 	DefaultJournalBytes = 7 << 19
 	// MinJournalBytes is the smallest ring: a few of the largest records.
@@ -275,12 +276,12 @@ func (j *Journal) flush() error {
 		clear(pending)
 		j.spare = keepEntries(pending)
 	}()
-	limit := min(max(j.ring.size/8, 4+maxJournalRecordLen), j.ring.size/2)
+	limit := min(max(j.ring.size/8, maxJournalRecordLen), j.ring.size/2)
 	if seed { // the queued entries are in the cache, and so in the seed
 		for all := j.c.journalSeed(j.ring.size / 2); len(all) > 0; {
 			n, total := 0, int64(0)
-			for n < len(all) && total+int64(4+journalRecordLen(all[n].e)) <= limit {
-				total += int64(4 + journalRecordLen(all[n].e))
+			for n < len(all) && total+int64(journalRecordLen(all[n].e)) <= limit {
+				total += int64(journalRecordLen(all[n].e))
 				n++
 			}
 			if err := j.writeBatch(all[:n]); err != nil {
@@ -298,8 +299,8 @@ func (j *Journal) flush() error {
 		j.work = keepEntries(batch)
 	}()
 	from, total := len(batch), int64(0)
-	for from > 0 && total+int64(4+journalRecordLen(batch[from-1].e)) <= limit {
-		total += int64(4 + journalRecordLen(batch[from-1].e))
+	for from > 0 && total+int64(journalRecordLen(batch[from-1].e)) <= limit {
+		total += int64(journalRecordLen(batch[from-1].e))
 		from--
 	}
 	j.drops.Add(int64(from))
@@ -325,7 +326,7 @@ func (c *Cache) journalSeed(maxBytes int64) []pendingEntry {
 		if !e.fresh(now) {
 			return true
 		}
-		if total += int64(4 + journalRecordLen(e)); total > maxBytes {
+		if total += int64(journalRecordLen(e)); total > maxBytes {
 			return false
 		}
 		k := e.key()

@@ -191,7 +191,7 @@ func TestJournalRingKeepsNewest(t *testing.T) {
 // journal whose every record imports: none torn, none half overwritten.
 func TestJournalKilledMidBatch(t *testing.T) {
 	clk, src, _, j := smallRing(t)
-	fillRing(t, src, j, 0, 4000)
+	fillRing(t, src, j, 0, 6000)
 	points, torn := 0, 0
 	check := func(what string, off int64, part []byte) {
 		cp, err := os.Create(filepath.Join(t.TempDir(), "copy"))
@@ -225,7 +225,7 @@ func TestJournalKilledMidBatch(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { journalWriteHook = func(int64, []byte) {} })
-	fillRing(t, src, j, 4000, 4150)
+	fillRing(t, src, j, 6000, 6150)
 	// 15 batches: at least their records' write and the header's each.
 	if points < 30 || torn < 15 || j.Stats().Overwritten == 0 {
 		t.Fatalf("%d kill points (%d in a write), %+v: want the ring wrapping under them", points, torn, j.Stats())
@@ -279,11 +279,11 @@ func TestJournalKeepsNamesInUse(t *testing.T) {
 
 // What ScanJournal finds is what the writer wrote, after every batch of a
 // ring wrapping over records whose lengths make the last one before the
-// ring's end end exactly there, or leave 1 to 3 bytes (no room for a
-// length), or leave room for the zero length that says skip.
+// ring's end end exactly there, or leave 1 byte (no room for a length),
+// or leave room for the zero length that says skip.
 func TestJournalScanMatchesWriter(t *testing.T) {
 	_, _, _, j := smallRing(t)
-	for _, rest := range []int64{0, 1, 2, 3, 4, 50} {
+	for _, rest := range []int64{0, 1, 2, 3, 50} {
 		n := int64(200)
 		for MinJournalBytes%n != rest {
 			n++
@@ -292,8 +292,8 @@ func TestJournalScanMatchesWriter(t *testing.T) {
 			var b []byte
 			var items []ringItem
 			for range 16 {
-				b = binary.BigEndian.AppendUint32(b, uint32(n-4))
-				b = append(b, make([]byte, n-4)...)
+				b = binary.BigEndian.AppendUint16(b, uint16(n-journalHeadLen))
+				b = append(b, make([]byte, n-journalLenLen)...)
 				items = append(items, ringItem{n: int32(n)})
 			}
 			if _, err := j.write(b, items); err != nil {
@@ -327,7 +327,7 @@ func checkScan(t *testing.T, j *Journal, what string) {
 // many batches as that takes.
 func TestJournalSeedsInBatches(t *testing.T) {
 	clk := newClock()
-	src := filled(t, 1000, clk)
+	src := filled(t, 2000, clk)
 	jf := &journalFiles{tb: t, dir: t.TempDir()}
 	j, err := src.newJournal(jf.config(MinJournalBytes))
 	if err != nil {
@@ -336,12 +336,12 @@ func TestJournalSeedsInBatches(t *testing.T) {
 	if err := j.flush(); err != nil {
 		t.Fatal(err)
 	}
-	limit := int64(max(MinJournalBytes/8, 4+maxJournalRecordLen))
-	if st := j.Stats(); st.Records != 1001 || st.Bytes <= limit {
-		t.Fatalf("journal stats after the seed: %+v, want all 1001 entries, more than one batch's %d bytes", st, limit)
+	limit := int64(max(MinJournalBytes/8, maxJournalRecordLen))
+	if st := j.Stats(); st.Records != 2001 || st.Bytes <= limit {
+		t.Fatalf("journal stats after the seed: %+v, want all 2001 entries, more than one batch's %d bytes", st, limit)
 	}
 	dst, _, n := restore(t, jf.last(), 0, clk)
-	if n != 1001 || !hit(dst, t, "host-0.example.", clk) || !hit(dst, t, "host-999.example.", clk) {
-		t.Errorf("restore of the seed: %d entries, want 1001 with the first and last hosts", n)
+	if n != 2001 || !hit(dst, t, "host-0.example.", clk) || !hit(dst, t, "host-1999.example.", clk) {
+		t.Errorf("restore of the seed: %d entries, want 2001 with the first and last hosts", n)
 	}
 }

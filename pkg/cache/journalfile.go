@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/nodecache/nodecache/pkg/wire"
 )
 
 // The journal file's ring (journal.go writes it) and its readers.
@@ -64,16 +66,16 @@ func ScanJournal(f *os.File) (JournalScan, error) {
 			continue
 		}
 		l, err := rr.length()
-		if err != nil || l < minJournalRecordLen || l > maxJournalRecordLen || 4+l > left || l > r.size-rr.pos {
+		if err != nil || l < minJournalBody || l > maxJournalBody || journalHeadLen+l > left || journalFixedLen+l > r.size-rr.pos {
 			break // malformed: the ring ends before it
 		}
-		if err := rr.discard(l); err != nil {
+		if err := rr.discard(journalFixedLen + l); err != nil {
 			break
 		}
-		r.appendItem(ringItem{n: int32(4 + l)})
-		left -= 4 + l
+		r.appendItem(ringItem{n: int32(journalHeadLen + l)})
+		left -= journalHeadLen + l
 		s.Records++
-		s.Cost += l + entryOverhead
+		s.Cost += l + journalCutLen + entryOverhead
 	}
 	r.used -= left
 	s.Bytes, s.ring = r.used, r
@@ -105,9 +107,9 @@ func (rr *ringReader) seek(pos int64) {
 // many; zero when a record starts here.
 func (rr *ringReader) skip() int64 {
 	left := rr.size - rr.pos
-	if left >= 4 {
-		lb, err := rr.br.Peek(4)
-		if err != nil || binary.BigEndian.Uint32(lb) != 0 {
+	if left >= journalLenLen {
+		lb, err := rr.br.Peek(journalLenLen)
+		if err != nil || binary.BigEndian.Uint16(lb) != 0 {
 			return 0
 		}
 	}
@@ -115,14 +117,14 @@ func (rr *ringReader) skip() int64 {
 	return left
 }
 
-// length reads a record's length.
+// length reads a record's length: its body's.
 func (rr *ringReader) length() (int64, error) {
-	var lb [4]byte
+	var lb [journalLenLen]byte
 	if _, err := io.ReadFull(rr.br, lb[:]); err != nil {
 		return 0, err
 	}
-	rr.pos += 4
-	return int64(binary.BigEndian.Uint32(lb[:])), nil
+	rr.pos += journalLenLen
+	return int64(binary.BigEndian.Uint16(lb[:])), nil
 }
 
 func (rr *ringReader) discard(n int64) error {
@@ -156,7 +158,8 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 	}
 	rr := newRingReader(f, scan.ring.size, scan.ring.tail)
 	n, i := 0, 0
-	buf, rec := make([]byte, 0, 4096), make([]byte, 0, 4096)
+	buf := make([]byte, 0, 4096)
+	var d journalDecoder
 	items := scan.ring.live()
 	for k, it := range items {
 		if it.n < 0 {
@@ -167,15 +170,16 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 			return n, fmt.Errorf("importing cache journal: %w", err)
 		}
 		i++
-		l := int64(it.n) - 4
-		if rr.pos == rr.size { // the last record ended at the ring's end
+		l := int64(it.n) - journalLenLen // the fixed fields and the body
+		// The last record ended at the ring's end.
+		if rr.pos == rr.size {
 			rr.seek(0)
 		}
-		if err := rr.discard(4); err != nil {
+		if err := rr.discard(journalLenLen); err != nil {
 			return n, fmt.Errorf("reading cache journal record %d: %w: %w", i, ErrBadDump, err)
 		}
 		if skip > 0 {
-			skip -= l + entryOverhead
+			skip -= l - journalFixedLen + journalCutLen + entryOverhead
 			if err := rr.discard(l); err != nil {
 				return n, fmt.Errorf("reading cache journal record %d: %w: %w", i, ErrBadDump, err)
 			}
@@ -188,19 +192,15 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 		if err := rr.read(buf); err != nil {
 			return n, fmt.Errorf("reading cache journal record %d: %w: %w", i, ErrBadDump, err)
 		}
-		var err error
-		if rec, err = handoverRecord(rec, buf); err != nil {
-			return n, fmt.Errorf("decoding cache journal record %d: %w: %w", i, ErrBadDump, err)
-		}
 		now := c.cfg.Now()
-		e, err := c.decodeRecord(rec, now)
+		e, key, err := d.decode(c, buf, now)
 		if err != nil {
 			return n, fmt.Errorf("decoding cache journal record %d: %w: %w", i, ErrBadDump, err)
 		}
 		if e == nil {
 			continue
 		}
-		h, ok := c.insertAbsent(e, now)
+		h, ok := c.insertAbsent(&key, e, now)
 		if ok {
 			n++
 		}
@@ -213,8 +213,7 @@ func (c *Cache) ImportJournal(ctx context.Context, f *os.File, scan JournalScan,
 
 // insertAbsent stores e unless its key holds a newer entry already (one
 // fetched since the restart), and returns its key's hash.
-func (c *Cache) insertAbsent(e *entry, now time.Time) (uint64, bool) {
-	key := e.key()
+func (c *Cache) insertAbsent(key *wire.Key, e *entry, now time.Time) (uint64, bool) {
 	h := key.Hash(c.seed)
 	s := c.shardOf(h)
 	s.mu.Lock()

@@ -42,7 +42,7 @@ func (r *ringState) appendItem(it ringItem) {
 // ring's end (n < 0). h, stored and hits say which entry a record holds
 // and how often it had been hit when written: one hit since is written
 // again before it is overwritten. h is zero when unknown. 16 bytes: about
-// 0.4 MiB for the default ring's 26,000 records.
+// 0.6 MiB for the default ring's 38,000 records.
 type ringItem struct {
 	h            uint64 // the key's hash in this process's cache
 	n            int32  // the record's bytes, its length included
@@ -99,8 +99,8 @@ func (r *ringState) push(pad int64, it ringItem) {
 func (j *Journal) writeBatch(batch []pendingEntry) error {
 	for len(batch) > 0 {
 		n, total := 0, 0
-		for n < len(batch) && (n == 0 || total+4+journalRecordLen(batch[n].e) <= journalWriteBytes) {
-			total += 4 + journalRecordLen(batch[n].e)
+		for n < len(batch) && (n == 0 || total+journalRecordLen(batch[n].e) <= journalWriteBytes) {
+			total += journalRecordLen(batch[n].e)
 			n++
 		}
 		if err := j.writeRecords(batch[:n], total); err != nil {
@@ -126,7 +126,6 @@ func (j *Journal) writeRecords(batch []pendingEntry, total int) error {
 			inserts++
 		}
 		n := len(b)
-		b = binary.BigEndian.AppendUint32(b, uint32(journalRecordLen(p.e)))
 		b = appendJournalRecord(b, p.e)
 		items = append(items, ringItem{h: p.h, n: int32(len(b) - n), stored: uint16(p.e.stored), hits: p.hits})
 	}
@@ -157,7 +156,7 @@ func (j *Journal) write(b []byte, items []ringItem) ([]ringItem, error) {
 	for _, it := range items {
 		end := pos + int(it.n)
 		pad, at := j.ring.place(int64(it.n))
-		if pad >= 4 {
+		if pad >= journalLenLen {
 			spans = append(spans, journalSpan{j.ring.end(), journalSkipMark[:]}) // a zero length: continue at the start
 			from = -1
 		}
@@ -205,7 +204,7 @@ type journalSpan struct {
 
 // journalSkipMark is the zero length that says the ring's last bytes are
 // skipped. Never written to.
-var journalSkipMark [4]byte
+var journalSkipMark [journalLenLen]byte
 
 // secondChance queues again, for the next batch, the overwritten records
 // whose entry is still cached, fresh, and was hit since it was written: at
