@@ -85,7 +85,7 @@ func NewFlagSet(c *Config) *flag.FlagSet {
 	fs.StringVar(&c.HandoverSocket, "handover-socket", "/run/nodecache/handover.sock", "unix socket for handing listeners to a successor")
 	durationVar(fs, &c.HandoverWait, "handover-timeout", 5*time.Second, "how long to wait for a predecessor's handover")
 	fs.BoolVar(&c.Supervise, "supervise", true, "run the agent under a supervisor that keeps its listening sockets and a copy of its cache, and restarts it on them at once when it is killed or crashes (docs/recovery.md)")
-	fs.Var(&c.JournalSize, "cache-journal-size", "memory for the copy of the cache the supervisor keeps, a ring of the most recently inserted entries (about 115 to 140 bytes each); no more than the cache size nor an eighth of the container's memory limit; 0 keeps none: a restart after a crash starts cold")
+	fs.Var(&c.JournalSize, "cache-journal-size", "memory for the copy of the cache the supervisor keeps, a ring of the most recently inserted entries (about 95 to 125 bytes each); no more than the cache size nor an eighth of the container's memory limit; 0 keeps none: a restart after a crash starts cold")
 	fs.StringVar(&c.PodStateDir, "pod-state-dir", "", "pod-scoped directory (an emptyDir) for the probe socket and handover state; set in a pod: after a handover the agent then idles until its pod is deleted instead of exiting")
 	fs.StringVar(&c.PodUID, "pod-uid", os.Getenv("POD_UID"), "this pod's UID, so a successor never hands the sockets back to it (default $POD_UID)")
 	fs.StringVar(&c.PodName, "pod-name", os.Getenv("POD_NAME"), "this pod's name: on SIGTERM the agent tears down only if its pod is being deleted, not when just its container restarts (default $POD_NAME)")
