@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	"github.com/miekg/dns"
 )
@@ -344,4 +346,38 @@ func TestJournalSeedsInBatches(t *testing.T) {
 	if n != 2001 || !hit(dst, t, "host-0.example.", clk) || !hit(dst, t, "host-1999.example.", clk) {
 		t.Errorf("restore of the seed: %d entries, want 2001 with the first and last hosts", n)
 	}
+}
+
+// A name in use whose record was overwritten (a flood of new names while
+// it was not asked) is written again when it is refreshed: a prefetch
+// stores it as any insert does.
+func TestJournalPrefetchWritesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		clk, src, jf, j := smallRing(t)
+		fillRing(t, src, j, 0, 6000)
+		if j.Stats().Overwritten == 0 {
+			t.Fatal("the ring has not wrapped")
+		}
+		clk.Advance(271 * time.Second) // of the entries' 300: under 10 % left
+		dst, _, _ := restore(t, jf.last(), 0, clk)
+		if hit(dst, t, "host-0.example.", clk) {
+			t.Fatal("host-0 restored before its prefetch: want its record overwritten")
+		}
+		for range 3 {
+			if !hit(src, t, "host-0.example.", clk) {
+				t.Fatal("host-0 in the source cache: a miss")
+			}
+			synctest.Wait()
+		}
+		if got := src.Stats().Prefetches; got != 1 {
+			t.Fatalf("prefetches: got %d, want 1", got)
+		}
+		if err := j.flush(); err != nil {
+			t.Fatal(err)
+		}
+		dst, _, _ = restore(t, jf.last(), 0, clk)
+		if !hit(dst, t, "host-0.example.", clk) {
+			t.Error("host-0 after its prefetch: not restored, want its record written again")
+		}
+	})
 }
