@@ -5,12 +5,17 @@
 # Each round starts every variant in turn, pinned to CPU 0 as bench/run.sh
 # does, warms it with the same 100,000 names, reads the RSS per name as
 # run.sh's row does (rss_kib: the process tree and its memfds, warmed −
-# idle, ÷ 100,000), then runs run.sh's miss phase and reports its CPU per
-# answer and, from GODEBUG=gctrace=1, the GC cycles and the GC's own CPU
-# per answer in that phase.
+# idle, ÷ 100,000) and the warmed tree's RSS and PSS with them, then runs
+# run.sh's miss phase and reports its CPU per answer and, from
+# GODEBUG=gctrace=1, the GC cycles and the GC's own CPU per answer in that
+# phase. One variant runs at a time, so none shares file pages with another.
 #
 #   MEMAB_ROUNDS=2 bench/memab.sh "gogc50||bin/nodecache|" "gogc25|GOGC=25|bin/nodecache|"
 #   bench/memab.sh "sup||bin/nodecache|" "nosup||bin/nodecache|--supervise=false"
+#
+# The crash protection's memory is the warmed RSS (or PSS) of "sup" less
+# that of "nosup" of the same round: the supervisor, the journal's ring, and
+# what the journal adds to the serving process.
 #
 # MEMAB_ROUNDS (default 2), MEMAB_SECONDS (miss phase, default 5). Needs
 # dnsperf, nsd, taskset, dig, ss; root for nice.
@@ -56,7 +61,7 @@ for r in $(seq "$ROUNDS"); do
     wait_dns "$port" "n1.$ZONE" A NOERROR
     idle=$(rss_kib "$pid")
     dnsperf_run "$pid" "$port" "$WORK/warm.txt" -n 1 -l 120 -q 50
-    warm=$(rss_kib "$pid")
+    warm=$(rss_kib "$pid"); pss=$(pss_kib "$pid")
     before=$(grep -c '^gc ' "$WORK/$name.$r.log" || true)
     dnsperf_run "$pid" "$port" "$WORK/miss.txt" -n 1 -l "$PHASE" -q 100
     stop "$pid"
@@ -64,8 +69,9 @@ for r in $(seq "$ROUNDS"); do
     gc=$(tail -n +$((before + 1)) "$WORK/$name.$r.log" | grep '^gc ' |
       sed -n 's/.* \([0-9.+/]*\) ms cpu.*/\1/p' | tr '+/' '  ' |
       awk '{ for (i = 1; i <= NF; i++) ms += $i; n++ } END { printf "%d %.1f", n, ms }')
-    printf 'round %d %-12s RSS %.3f KiB/name  miss %s us/answer  GC %s cycles, %s us/answer\n' "$r" "$name" \
-      "$(awk -v w="$warm" -v i="$idle" -v n="$WARM" 'BEGIN { print (w - i) / n }')" "$CPU_US" "${gc% *}" \
+    printf 'round %d %-12s RSS %.3f KiB/name (warmed: RSS %.1f MiB, PSS %.1f MiB)  miss %s us/answer  GC %s cycles, %s us/answer\n' "$r" "$name" \
+      "$(awk -v w="$warm" -v i="$idle" -v n="$WARM" 'BEGIN { print (w - i) / n }')" "$(awk -v k="$warm" 'BEGIN { print k / 1024 }')" \
+      "$(awk -v k="$pss" 'BEGIN { print k / 1024 }')" "$CPU_US" "${gc% *}" \
       "$(awk -v ms="${gc#* }" -v n="$DONE" 'BEGIN { printf "%.2f", ms * 1000 / n }')"
   done
 done
