@@ -38,7 +38,7 @@ func TestJournalRecordMixedCase(t *testing.T) {
 // bytes), negative with an SOA, SERVFAIL, DO and CD, one unpacked (names
 // spelled out) and one of a type wire.ScanUpstream does not take (HINFO),
 // which the import unpacks with miekg/dns.
-func sourceEntries(t *testing.T) (*clock, []*entry) {
+func sourceEntries(t testing.TB) (*clock, []*entry) {
 	t.Helper()
 	clk := newClock()
 	var out []*entry
@@ -165,7 +165,7 @@ func TestJournalRecordRefused(t *testing.T) {
 // with its ID and question count) would have stored as the record claims,
 // under the reply's question, without AD.
 func FuzzJournalRecord(f *testing.F) {
-	_, entries := sourceEntries(&testing.T{})
+	_, entries := sourceEntries(f)
 	for _, e := range entries {
 		rec := appendJournalRecord(nil, e)[journalLenLen:]
 		f.Add(rec[0], binary.BigEndian.Uint32(rec[1:]), rec[journalFixedLen:])
