@@ -70,6 +70,7 @@ type Agent struct {
 	jfile        *os.File             // the inherited journal, until startJournal continues it
 	jscan        cache.JournalScan    // what ScanJournal found in it
 	jrestored    <-chan struct{}      // closed when its import ends
+	keptSockets  bool                 // the listeners are the supervisor's: queries wait in them
 	httpGuards   sync.Map             // health/metrics address -> *connGuard
 	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
 	// used, for the status; nil when none is refused (downgrade.go).
@@ -161,18 +162,25 @@ func (a *Agent) startProbes(ctx context.Context) (stop context.CancelFunc, done 
 func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 	st := startTimes{begin: time.Now()}
 	restored := a.restoreCache(gctx, g) // while the zone syncs
+	st.restore = time.Now()
 	if a.zone != nil {
 		if err := a.startZone(gctx, g); err != nil {
 			return err
 		}
 	}
+	st.zoneStart = time.Now()
 	// Listeners first: inherited from a predecessor, or new.
 	listeners, finish, err := a.acquireListeners(ctx)
 	if err != nil {
 		return errors.Join(err, a.abort(g))
 	}
 	st.listeners = time.Now()
-	if finish != nil {
+	switch {
+	case a.keptSockets && a.zone != nil && len(a.cfg.RewriteNames) == 0:
+		// Queries wait in the supervisor's sockets: read them now, and
+		// hold only what the zone cannot answer yet.
+		a.holdZone(gctx)
+	case finish != nil:
 		// The predecessor serves until we read the sockets: start only
 		// once the zone answers, so the switch costs no SERVFAIL.
 		a.waitZoneSynced(ctx, a.cfg.HandoverWait)

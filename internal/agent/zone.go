@@ -62,6 +62,26 @@ func (a *Agent) kubeClients() (kubezone.Clients, error) {
 // list before it answers from the zone snapshot instead.
 const snapshotFallback = time.Second
 
+// holdZone lets a process restarted on the supervisor's sockets read them
+// before its zone has listed: hits and misses are answered at once, and
+// the zone's names too when the snapshot answers them with records; a
+// query whose answer could be negative (a Service created since the
+// snapshot was written would get NXDOMAIN) waits, in the server
+// (server.HoldZone), until waitZoneSynced would have let the whole process
+// start. Not with --rewrite-name rules: a rewritten name may be the zone's,
+// and the server cannot tell (the process then waits, as before).
+func (a *Agent) holdZone(ctx context.Context) {
+	ready := make(chan struct{})
+	a.server.HoldZone(ready)
+	start := time.Now()
+	go func() {
+		defer close(ready)
+		a.waitZoneSynced(ctx, a.cfg.HandoverWait)
+		a.log.Info("the cluster zone answers: its queries that waited go on", "after_reading",
+			time.Since(start).Round(100*time.Microsecond).String(), "synced", a.zone.Synced())
+	}()
+}
+
 // waitZoneSynced waits until the zone has synced from the API server, at
 // most d. A snapshot stands in for an API server that does not answer,
 // not for one that is about to: it may be up to an interval older than the
