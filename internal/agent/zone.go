@@ -36,11 +36,11 @@ func (a *Agent) startZone(ctx context.Context, g *errgroup.Group) error {
 
 func (a *Agent) kubeClients() (kubezone.Clients, error) {
 	if a.cfg.Fixture != "" {
-		c, err := kubezone.LoadFixture(a.cfg.Fixture)
+		objs, err := kubezone.LoadFixture(a.cfg.Fixture)
 		if err != nil {
 			return kubezone.Clients{}, fmt.Errorf("--fixture: %w", err)
 		}
-		return kubezone.Clients{Kube: c, Fixture: true}, nil
+		return kubezone.Clients{Objects: objs, Fixture: true}, nil
 	}
 	var rc *rest.Config
 	var err error
