@@ -161,14 +161,16 @@ func (a *Agent) startProbes(ctx context.Context) (stop context.CancelFunc, done 
 // what it started in g.
 func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 	st := startTimes{begin: time.Now()}
-	restored := a.restoreCache(gctx, g) // while the zone syncs
-	st.restore = time.Now()
+	// The zone's list first: it waits on the API server while the rest
+	// starts, and the zone's names that could be negative wait for it.
 	if a.zone != nil {
 		if err := a.startZone(gctx, g); err != nil {
 			return err
 		}
 	}
 	st.zoneStart = time.Now()
+	restored := a.restoreCache(gctx, g) // while the zone syncs
+	st.restore = time.Now()
 	// Listeners first: inherited from a predecessor, or new.
 	listeners, finish, err := a.acquireListeners(ctx)
 	if err != nil {

@@ -154,10 +154,10 @@ func (a *Agent) rulesBackend() string {
 }
 
 // startTimes are the moments a serving process's start passed: its
-// components, the journal's scan (its import goes on), the zone's start
-// (snapshot loaded, watches started), the listeners, the zone's sync (or
+// components, the zone's start (snapshot loaded, watches started), the
+// journal's scan (its import goes on), the listeners, the zone's sync (or
 // the hold of its queries instead).
-type startTimes struct{ begin, restore, zoneStart, listeners, zone time.Time }
+type startTimes struct{ begin, zoneStart, restore, listeners, zone time.Time }
 
 // logRestart says, in a process the supervisor restarted on the kept
 // sockets, what the time from its start to reading them went to.
@@ -173,7 +173,7 @@ func (a *Agent) logRestart(st startTimes, restored <-chan struct{}) {
 	ms := func(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
 	attrs := []any{"since_start", ms(now.Sub(in.Started)), "exec_init", ms(a.started.Sub(in.Started)),
 		"build", ms(st.begin.Sub(a.started)), "listeners", ms(st.listeners.Sub(st.begin)),
-		"journal_scan", ms(st.restore.Sub(st.begin)), "zone_start", ms(st.zoneStart.Sub(st.restore)),
+		"zone_start", ms(st.zoneStart.Sub(st.begin)), "journal_scan", ms(st.restore.Sub(st.zoneStart)),
 		"zone_wait", ms(st.zone.Sub(st.listeners)), "restore_done", closed(restored)}
 	if n := len(in.Deaths); n > 0 {
 		attrs = append(attrs, "since_death", ms(now.Sub(in.Deaths[n-1].At)))
