@@ -277,9 +277,9 @@ func gapReport(w *exitWatch, log string) string {
 		b.WriteString("; no \"reading the kept sockets\" line in the agent's log")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "; new process (its log): since the death %s, since its exec %s = exec and init %s + build %s + listeners %s (journal scan %s, zone start %s) + zone wait %s (restore done then: %s)",
+	fmt.Fprintf(&b, "; new process (its log): since the death %s, since its exec %s = exec and init %s + build %s + listeners %s (zone start %s) + zone wait %s (restore done then: %s)",
 		r.attrs["since_death"], r.attrs["since_start"], r.attrs["exec_init"], r.attrs["build"], r.attrs["listeners"],
-		r.attrs["journal_scan"], r.attrs["zone_start"], r.attrs["zone_wait"], r.attrs["restore_done"])
+		r.attrs["zone_start"], r.attrs["zone_wait"], r.attrs["restore_done"])
 	fmt.Fprintf(&b, "; its major faults %s, CPU time %s", r.attrs["major_faults"], r.attrs["cpu_time"])
 	death, err1 := time.ParseDuration(r.attrs["since_death"])
 	started, err2 := time.ParseDuration(r.attrs["since_start"])

@@ -70,6 +70,7 @@ type Agent struct {
 	jfile        *os.File             // the inherited journal, until startJournal continues it
 	jscan        cache.JournalScan    // what ScanJournal found in it
 	jrestored    <-chan struct{}      // closed when its import ends
+	jscanned     <-chan struct{}      // closed when restoreCache has returned (restoreBehind)
 	keptSockets  bool                 // the listeners are the supervisor's: queries wait in them
 	httpGuards   sync.Map             // health/metrics address -> *connGuard
 	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
@@ -169,8 +170,7 @@ func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 		}
 	}
 	st.zoneStart = time.Now()
-	restored := a.restoreCache(gctx, g) // while the zone syncs
-	st.restore = time.Now()
+	restored := a.restoreBehind(gctx, g) // while the zone syncs and the sockets are read
 	// Listeners first: inherited from a predecessor, or new.
 	listeners, finish, err := a.acquireListeners(ctx)
 	if err != nil {
@@ -189,7 +189,8 @@ func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 	}
 	st.zone = time.Now()
 	if !closed(restored) {
-		// Queries that miss wait for the import; the rest are answered now.
+		// Queries that miss wait for the journal's scan and import; the
+		// rest are answered now.
 		a.server.HoldMisses(restored, journalImportWait)
 	}
 	if err := a.server.Serve(listeners); err != nil {
