@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -91,6 +92,7 @@ func (a *Agent) restoreBehind(ctx context.Context, g *errgroup.Group) <-chan str
 	a.jscanned = scanned
 	g.Go(func() error {
 		defer close(restored)
+		defer oneMoreP()()
 		done := a.restoreCache(ctx, g) // g's counter is above 0 here: Go is safe beside Wait
 		close(scanned)
 		if done != nil {
@@ -99,6 +101,27 @@ func (a *Agent) restoreBehind(ctx context.Context, g *errgroup.Group) <-chan str
 		return nil
 	})
 	return restored
+}
+
+// oneMoreP raises GOMAXPROCS by one until the function it returns is
+// called. The journal's scan and import keep a P busy for a few hundred
+// milliseconds after a restart, and Go preempts a running goroutine only
+// every 10 ms: with every P busy (the import, the zone's first list, the
+// collector), a datagram waiting in the kept sockets woke its read loop,
+// and then the slow path's worker, 10-20 ms late. With a P more, one
+// waits in the network poller. The function puts back what was set: the
+// GOMAXPROCS environment variable's value, else the runtime's default
+// (which follows the container's CPU limit).
+func oneMoreP() (restore func()) {
+	p := runtime.GOMAXPROCS(0)
+	runtime.GOMAXPROCS(p + 1)
+	return func() {
+		if os.Getenv("GOMAXPROCS") != "" {
+			runtime.GOMAXPROCS(p)
+			return
+		}
+		runtime.SetDefaultGOMAXPROCS()
+	}
 }
 
 // restoreCache imports the journal the supervisor kept (in g, while the
