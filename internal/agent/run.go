@@ -178,7 +178,7 @@ func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 	}
 	st.listeners = time.Now()
 	switch {
-	case a.keptSockets && a.zone != nil && len(a.cfg.RewriteNames) == 0:
+	case a.readsBeforeZone():
 		// Queries wait in the supervisor's sockets: read them now, and
 		// hold only what the zone cannot answer yet.
 		a.holdZone(gctx)

@@ -62,6 +62,13 @@ func (a *Agent) kubeClients() (kubezone.Clients, error) {
 // list before it answers from the zone snapshot instead.
 const snapshotFallback = time.Second
 
+// readsBeforeZone says whether the process reads its sockets before the
+// zone has listed (holdZone): only the supervisor's kept sockets, in which
+// queries wait, with a zone, and without --rewrite-name rules.
+func (a *Agent) readsBeforeZone() bool {
+	return a.keptSockets && a.zone != nil && len(a.cfg.RewriteNames) == 0
+}
+
 // holdZone lets a process restarted on the supervisor's sockets read them
 // before its zone has listed: hits and misses are answered at once, and
 // the zone's names too when the snapshot answers them with records; a
