@@ -277,10 +277,10 @@ func gapReport(w *exitWatch, log string) string {
 		b.WriteString("; no \"reading the kept sockets\" line in the agent's log")
 		return b.String()
 	}
-	fmt.Fprintf(&b, "; new process (its log): since the death %s, since its exec %s = exec and init %s + build %s + listeners %s + zone wait %s (restore done then: %s)",
+	fmt.Fprintf(&b, "; new process (its log): since the death %s, since its exec %s = exec and init %s + build %s + listeners %s (zone start %s) + zone wait %s (restore done then: %s)",
 		r.attrs["since_death"], r.attrs["since_start"], r.attrs["exec_init"], r.attrs["build"], r.attrs["listeners"],
-		r.attrs["zone_wait"], r.attrs["restore_done"])
-	fmt.Fprintf(&b, "; its major faults %s", r.attrs["major_faults"])
+		r.attrs["zone_start"], r.attrs["zone_wait"], r.attrs["restore_done"])
+	fmt.Fprintf(&b, "; its major faults %s, CPU time %s", r.attrs["major_faults"], r.attrs["cpu_time"])
 	death, err1 := time.ParseDuration(r.attrs["since_death"])
 	started, err2 := time.ParseDuration(r.attrs["since_start"])
 	if err1 == nil && err2 == nil {
@@ -292,6 +292,12 @@ func gapReport(w *exitWatch, log string) string {
 	if !r.at.IsZero() && !w.answerAt.IsZero() {
 		fmt.Fprintf(&b, "; exit seen -> reading the sockets %v, reading -> first answer %v",
 			r.at.Sub(w.exitAt).Round(100*time.Microsecond), w.answerAt.Sub(r.at).Round(100*time.Microsecond))
+	}
+	if z, ok := lastLogLine(log, "the cluster zone answers: its queries that waited go on"); ok && z.at.After(r.at) {
+		fmt.Fprintf(&b, "; the zone answered %s after reading (synced %s)", z.attrs["after_reading"], z.attrs["synced"])
+		if h, ok := lastLogLine(log, "answering the cluster zone's queries that waited for its first list"); ok && h.at.After(r.at) {
+			fmt.Fprintf(&b, ", %s of its queries held", h.attrs["held"])
+		}
 	}
 	if h, ok := lastLogLine(log, "answering the queries that waited for the cache's restore"); ok && h.at.After(r.at) {
 		fmt.Fprintf(&b, "; %s misses held for the restore, %s", h.attrs["held"], h.attrs["waited"])

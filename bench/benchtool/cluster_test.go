@@ -14,6 +14,7 @@ import (
 
 	"github.com/miekg/dns"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/nodecache/nodecache/pkg/kubezone"
 )
@@ -70,10 +71,11 @@ func startZone(t testing.TB, spec clusterSpec) *kubezone.Zone {
 	if err := writeFile(path, func(w io.Writer) error { return spec.writeYAML(w, 0) }); err != nil {
 		t.Fatal(err)
 	}
-	client, err := kubezone.LoadFixture(path)
+	objs, err := kubezone.LoadFixture(path)
 	if err != nil {
 		t.Fatalf("LoadFixture of the generated YAML: %v", err)
 	}
+	client := fake.NewClientset(objs...)
 	svcs, err := client.CoreV1().Services("").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

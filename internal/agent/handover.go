@@ -39,7 +39,7 @@ func reuseAddrPort(_, _ string, c syscall.RawConn) error {
 func (a *Agent) acquireListeners(ctx context.Context) (*server.Listeners, func(), error) {
 	l, err := a.inheritedListeners()
 	if err != nil || l != nil {
-		// Queries wait in these sockets: answer them once the zone does.
+		a.keptSockets = l != nil // queries wait in these sockets
 		return l, func() {}, err
 	}
 	l, conn, err := a.receiveHandover(ctx)

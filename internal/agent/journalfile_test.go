@@ -2,6 +2,9 @@ package agent
 
 import (
 	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
 	"syscall"
 	"testing"
 )
@@ -26,5 +29,32 @@ func TestJournalFileAllocatedAtStart(t *testing.T) {
 	}
 	if got := st.Blocks * 512; got < size {
 		t.Errorf("allocated %d bytes, want at least %d", got, size)
+	}
+}
+
+// oneMoreP adds a P while the restore runs, then gives back the
+// runtime's default, or the GOMAXPROCS environment variable's value.
+func TestOneMoreP(t *testing.T) {
+	t.Cleanup(func(p int) func() { return func() { runtime.GOMAXPROCS(p) } }(runtime.GOMAXPROCS(0)))
+	runtime.SetDefaultGOMAXPROCS()
+	def := runtime.GOMAXPROCS(0)
+	for _, env := range []string{"", strconv.Itoa(def + 2)} {
+		t.Setenv("GOMAXPROCS", env)
+		if env == "" {
+			os.Unsetenv("GOMAXPROCS")
+		}
+		want := def
+		if env != "" {
+			want = def + 2
+			runtime.GOMAXPROCS(want) // as the runtime read it at start
+		}
+		restore := oneMoreP()
+		if got := runtime.GOMAXPROCS(0); got != want+1 {
+			t.Errorf("GOMAXPROCS=%q during the restore: %d, want %d", env, got, want+1)
+		}
+		restore()
+		if got := runtime.GOMAXPROCS(0); got != want {
+			t.Errorf("GOMAXPROCS=%q after: %d, want %d", env, got, want)
+		}
 	}
 }

@@ -70,6 +70,8 @@ type Agent struct {
 	jfile        *os.File             // the inherited journal, until startJournal continues it
 	jscan        cache.JournalScan    // what ScanJournal found in it
 	jrestored    <-chan struct{}      // closed when its import ends
+	jscanned     <-chan struct{}      // closed when restoreCache has returned (restoreBehind)
+	keptSockets  bool                 // the listeners are the supervisor's: queries wait in them
 	httpGuards   sync.Map             // health/metrics address -> *connGuard
 	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
 	// used, for the status; nil when none is refused (downgrade.go).
@@ -160,26 +162,35 @@ func (a *Agent) startProbes(ctx context.Context) (stop context.CancelFunc, done 
 // what it started in g.
 func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 	st := startTimes{begin: time.Now()}
-	restored := a.restoreCache(gctx, g) // while the zone syncs
+	// The zone's list first: it waits on the API server while the rest
+	// starts, and the zone's names that could be negative wait for it.
 	if a.zone != nil {
 		if err := a.startZone(gctx, g); err != nil {
 			return err
 		}
 	}
+	st.zoneStart = time.Now()
+	restored := a.restoreBehind(gctx, g) // while the zone syncs and the sockets are read
 	// Listeners first: inherited from a predecessor, or new.
 	listeners, finish, err := a.acquireListeners(ctx)
 	if err != nil {
 		return errors.Join(err, a.abort(g))
 	}
 	st.listeners = time.Now()
-	if finish != nil {
+	switch {
+	case a.readsBeforeZone():
+		// Queries wait in the supervisor's sockets: read them now, and
+		// hold only what the zone cannot answer yet.
+		a.holdZone(gctx)
+	case finish != nil:
 		// The predecessor serves until we read the sockets: start only
 		// once the zone answers, so the switch costs no SERVFAIL.
 		a.waitZoneSynced(ctx, a.cfg.HandoverWait)
 	}
 	st.zone = time.Now()
 	if !closed(restored) {
-		// Queries that miss wait for the import; the rest are answered now.
+		// Queries that miss wait for the journal's scan and import; the
+		// rest are answered now.
 		a.server.HoldMisses(restored, journalImportWait)
 	}
 	if err := a.server.Serve(listeners); err != nil {

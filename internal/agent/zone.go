@@ -36,11 +36,11 @@ func (a *Agent) startZone(ctx context.Context, g *errgroup.Group) error {
 
 func (a *Agent) kubeClients() (kubezone.Clients, error) {
 	if a.cfg.Fixture != "" {
-		c, err := kubezone.LoadFixture(a.cfg.Fixture)
+		objs, err := kubezone.LoadFixture(a.cfg.Fixture)
 		if err != nil {
 			return kubezone.Clients{}, fmt.Errorf("--fixture: %w", err)
 		}
-		return kubezone.Clients{Kube: c, Fixture: true}, nil
+		return kubezone.Clients{Objects: objs, Fixture: true}, nil
 	}
 	var rc *rest.Config
 	var err error
@@ -61,6 +61,33 @@ func (a *Agent) kubeClients() (kubezone.Clients, error) {
 // queries wait (after a crash or an upgrade) waits for the API server's
 // list before it answers from the zone snapshot instead.
 const snapshotFallback = time.Second
+
+// readsBeforeZone says whether the process reads its sockets before the
+// zone has listed (holdZone): only the supervisor's kept sockets, in which
+// queries wait, with a zone, and without --rewrite-name rules.
+func (a *Agent) readsBeforeZone() bool {
+	return a.keptSockets && a.zone != nil && len(a.cfg.RewriteNames) == 0
+}
+
+// holdZone lets a process restarted on the supervisor's sockets read them
+// before its zone has listed: hits and misses are answered at once, and
+// the zone's names too when the snapshot answers them with records; a
+// query whose answer could be negative (a Service created since the
+// snapshot was written would get NXDOMAIN) waits, in the server
+// (server.HoldZone), until waitZoneSynced would have let the whole process
+// start. Not with --rewrite-name rules: a rewritten name may be the zone's,
+// and the server cannot tell (the process then waits, as before).
+func (a *Agent) holdZone(ctx context.Context) {
+	ready := make(chan struct{})
+	a.server.HoldZone(ready)
+	start := time.Now()
+	go func() {
+		defer close(ready)
+		a.waitZoneSynced(ctx, a.cfg.HandoverWait)
+		a.log.Info("the cluster zone answers: its queries that waited go on", "after_reading",
+			time.Since(start).Round(100*time.Microsecond).String(), "synced", a.zone.Synced())
+	}()
+}
 
 // waitZoneSynced waits until the zone has synced from the API server, at
 // most d. A snapshot stands in for an API server that does not answer,

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/nodecache/nodecache/pkg/kubezone"
 )
 
 // TestFixtureZoneSource checks that an agent serving the zone from
@@ -28,5 +30,28 @@ func TestFixtureZoneSource(t *testing.T) {
 	resp.Body.Close()
 	if !strings.Contains(string(body), "zone source fixture") {
 		t.Errorf("/readyz: got %q, want it to name the zone source fixture", body)
+	}
+}
+
+// A process restarted on the supervisor's sockets reads them before its
+// zone has listed, unless a rewrite rule could send a name to the zone; a
+// successor of an upgrade, or a process on new sockets, does not.
+func TestReadsBeforeZone(t *testing.T) {
+	zone := &kubezone.Zone{}
+	for _, c := range []struct {
+		kept     bool
+		zone     *kubezone.Zone
+		rewrites []string
+		want     bool
+	}{
+		{kept: true, zone: zone, want: true},
+		{kept: true, zone: zone, rewrites: []string{"exact db.example.com db.prod.svc.cluster.local"}},
+		{kept: true},
+		{zone: zone},
+	} {
+		a := &Agent{cfg: &Config{RewriteNames: c.rewrites}, keptSockets: c.kept, zone: c.zone}
+		if got := a.readsBeforeZone(); got != c.want {
+			t.Errorf("kept %v, zone %v, rewrites %q: %v, want %v", c.kept, c.zone != nil, c.rewrites, got, c.want)
+		}
 	}
 }

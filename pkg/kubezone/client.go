@@ -22,9 +22,12 @@ type Clients struct {
 	// Slices, if set, serves the EndpointSlice watch: a REST client of
 	// discovery.k8s.io/v1 (NewClients gives it a connection of its own).
 	Slices rest.Interface
-	// Fixture says that Kube serves the objects of a fixture file
-	// (LoadFixture), not an API server: once synced, the zone's Source is
-	// SourceFixture instead of SourceAPI.
+	// Objects, with Kube nil, are a fixture's (LoadFixture): Run serves
+	// them as the initial lists, with no clientset, and watches nothing.
+	Objects []runtime.Object
+	// Fixture says that Kube serves the objects of a fixture file, not an
+	// API server: once synced, the zone's Source is SourceFixture instead
+	// of SourceAPI (always so with Objects).
 	Fixture bool
 }
 

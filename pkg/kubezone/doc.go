@@ -27,9 +27,10 @@
 // EndpointSlice watch falls back to a paginated LIST when refused).
 // NewClients sets the protobuf content type.
 //
-// LoadFixture turns a YAML file of those objects into a fake clientset, so
-// a fixture goes through informers for every kind (with client-go's
-// decoder: a fake clientset has no watch stream to decode).
+// LoadFixture decodes a YAML file of those objects (with client-go's
+// decoder); Run with Clients.Objects applies them as the initial lists
+// without a clientset (fixture.go), and the tests seed a fake clientset
+// with them to go through the informers.
 //
 // # The zone
 //
@@ -94,7 +95,8 @@
 //
 // # Files
 //
-//	watch     informers.go (Run, the informers, LoadFixture), client.go
+//	watch     informers.go (Run, the informers), fixture.go (LoadFixture,
+//	          Run on a fixture's objects), client.go
 //	          (NewClients), slicewatch.go (the EndpointSlice list and watch
 //	          loop), slicestream.go (reading a watch stream), sliceevents.go
 //	          (frames to the pending batch), slimwatch.go, relist.go (the

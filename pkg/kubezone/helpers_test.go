@@ -16,6 +16,7 @@ import (
 	"github.com/miekg/dns"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 const fixturePath = "../../deploy/examples/fixture.yaml"
@@ -74,15 +75,23 @@ func settle() {
 	synctest.Wait()
 }
 
+// fixtureClient is a fake clientset seeded with the objects of the fixture
+// at path: the zone's informers read it as they read an API server.
+func fixtureClient(t testing.TB, path string) *fake.Clientset {
+	t.Helper()
+	objs, err := LoadFixture(path)
+	if err != nil {
+		t.Fatalf("LoadFixture: %v", err)
+	}
+	return fake.NewClientset(objs...)
+}
+
 // fixtureZone runs a zone on the example fixture in a synctest bubble and
 // calls f with it. It takes a *testing.T, as synctest.Test does.
 func fixtureZone(t *testing.T, cfg Config, f func(t *testing.T, z *Zone)) {
 	t.Helper()
 	synctest.Test(t, func(t *testing.T) {
-		client, err := LoadFixture(fixturePath)
-		if err != nil {
-			t.Fatalf("LoadFixture: %v", err)
-		}
+		client := fixtureClient(t, fixturePath)
 		z, _ := newZone(t, cfg)
 		runZone(t, z, client)
 		if !z.Synced() {

@@ -32,10 +32,7 @@ func listWithoutSOA(z *Zone) []Record {
 // snapshot to path, and returns that zone's records.
 func writeFixtureSnapshot(t testing.TB, cfg Config) []Record {
 	t.Helper()
-	client, err := LoadFixture(fixturePath)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := fixtureClient(t, fixturePath)
 	z, _ := newZone(t, cfg)
 	runZone(t, z, client)
 	time.Sleep(cfg.SnapshotInterval + time.Second)
@@ -73,10 +70,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 		checkAnswer(t, "snapshot is authoritative", z.Lookup("nope.demo.svc.cluster.local.", dns.TypeA), nx, nil, true, "")
 
 		// The API server comes back without the web service: the sync drops it.
-		client, err := LoadFixture(fixturePath)
-		if err != nil {
-			t.Fatal(err)
-		}
+		client := fixtureClient(t, fixturePath)
 		if err := client.CoreV1().Services("demo").Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -152,10 +146,7 @@ func TestSnapshotWriteFailure(t *testing.T) {
 		cfg := fixtureConfig()
 		cfg.SnapshotPath = filepath.Join(t.TempDir(), "missing-dir", "zone.snap")
 		cfg.SnapshotInterval = 10 * time.Second
-		client, err := LoadFixture(fixturePath)
-		if err != nil {
-			t.Fatal(err)
-		}
+		client := fixtureClient(t, fixturePath)
 		z, logs := newZone(t, cfg)
 		runZone(t, z, client)
 		time.Sleep(time.Minute)
@@ -212,10 +203,7 @@ func TestSnapshotWrittenAtFirstSync(t *testing.T) {
 		cfg := fixtureConfig()
 		cfg.SnapshotPath = filepath.Join(t.TempDir(), "zone.snap")
 		cfg.SnapshotInterval = time.Hour
-		client, err := LoadFixture(fixturePath)
-		if err != nil {
-			t.Fatal(err)
-		}
+		client := fixtureClient(t, fixturePath)
 		z, _ := newZone(t, cfg)
 		runZone(t, z, client)
 		synctest.Wait()

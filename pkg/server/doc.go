@@ -16,6 +16,12 @@
 // buffer, and caps on connections, in all and per client IP. A panic while
 // answering a query is recovered: that query gets SERVFAIL, the rest go on.
 //
+// A process restarted on sockets in which queries wait can hold some of
+// them without a slow-path slot each (hold.go, zonehold.go): the misses
+// until a restored cache has imported (HoldMisses), the cluster zone's
+// names whose answer could be negative until the zone has listed
+// (HoldZone); everything else is answered at once.
+//
 // The most specific zone wins, as in CoreDNS: a name under a stub domain
 // that lies below the cluster domain (other-cluster.svc.cluster.local) or
 // below a reverse tree is not the zone's; it goes through the cache to the

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/miekg/dns"
@@ -11,19 +12,31 @@ import (
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
-// missHold keeps the UDP queries that missed the cache while a restored
-// cache was still importing (HoldMisses), without a slow-path slot each,
-// until the import ends: a query for a name the import brings is then a
-// hit instead of a trip upstream, and every other query, hits and the
-// zone's names, is answered at once rather than behind the import.
+// missHold keeps UDP queries without a slow-path slot each until
+// something they wait for is ready: a restored cache's import
+// (HoldMisses) or the cluster zone's first list (HoldZone). A query for a
+// name the import brings is then a hit instead of a trip upstream, and
+// every other query is answered at once rather than behind the wait.
 type missHold struct {
-	max  int           // queries held at most; beyond, misses go the usual way
-	end  chan struct{} // closed to end the hold early (the server stops)
-	once sync.Once
+	max      int           // queries held at most; beyond, see add
+	end      chan struct{} // closed to end the hold early (the server stops)
+	released chan struct{} // closed when the hold has ended
+	once     sync.Once
 
 	mu   sync.Mutex // guards following
 	open bool
 	held []*slowBuf
+}
+
+// add holds b; false when the hold has ended or is full.
+func (h *missHold) add(b *slowBuf) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	ok := h.open && len(h.held) < h.max
+	if ok {
+		h.held = append(h.held, b)
+	}
+	return ok
 }
 
 // HoldMisses makes UDP queries that miss the cache wait, from Serve until
@@ -35,38 +48,50 @@ func (s *Server) HoldMisses(done <-chan struct{}, d time.Duration) {
 	if done == nil || d <= 0 {
 		return
 	}
-	h := &missHold{max: s.cfg.MaxInFlight, end: make(chan struct{}), open: true}
-	s.hold.Store(h)
+	s.startHold(&s.hold, done, d, s.releaseHeld, "answering the queries that waited for the cache's restore")
+}
+
+// startHold puts a hold in p until done is closed, d has passed (0: no
+// limit) or the server stops, then hands each query it kept to release.
+func (s *Server) startHold(p *atomic.Pointer[missHold], done <-chan struct{}, d time.Duration, release func(*slowBuf), msg string) {
+	h := &missHold{max: s.cfg.MaxInFlight, end: make(chan struct{}), released: make(chan struct{}), open: true}
+	p.Store(h)
 	s.queries.Add(1) // Shutdown waits for the held queries' answers
 	start := time.Now()
 	go func() {
 		defer s.queries.Done()
-		t := time.NewTimer(d)
-		defer t.Stop()
+		var timeout <-chan time.Time
+		if d > 0 {
+			t := time.NewTimer(d)
+			defer t.Stop()
+			timeout = t.C
+		}
 		select {
 		case <-done:
-		case <-t.C:
+		case <-timeout:
 		case <-h.end:
 		}
-		s.hold.Store(nil)
+		p.Store(nil)
 		h.mu.Lock()
 		held := h.held
 		h.held, h.open = nil, false
 		h.mu.Unlock()
+		close(h.released)
 		for _, b := range held {
-			s.releaseHeld(b)
+			release(b)
 		}
 		if len(held) > 0 {
-			s.log.Info("answering the queries that waited for the cache's restore", "held", len(held),
-				"waited", time.Since(start).Round(time.Millisecond))
+			s.log.Info(msg, "held", len(held), "waited", time.Since(start).Round(time.Millisecond))
 		}
 	}()
 }
 
-// endHold ends a hold now: the server stops.
+// endHold ends the holds now: the server stops.
 func (s *Server) endHold() {
-	if h := s.hold.Load(); h != nil {
-		h.once.Do(func() { close(h.end) })
+	for _, p := range []*atomic.Pointer[missHold]{&s.hold, &s.zoneHold} {
+		if h := p.Load(); h != nil {
+			h.once.Do(func() { close(h.end) })
+		}
 	}
 }
 
@@ -78,34 +103,42 @@ func (s *Server) holdMiss(c *net.UDPConn, pkt []byte, client netip.AddrPort, q *
 		return false
 	}
 	b := s.newSlowBuf(c, pkt, client, q, start, rq)
-	h.mu.Lock()
-	ok := h.open && len(h.held) < h.max
-	if ok {
-		h.held = append(h.held, b)
-	}
-	h.mu.Unlock()
-	if !ok {
+	if !h.add(b) {
 		s.slowBufs.put(b)
+		return false
 	}
-	return ok
+	return true
 }
 
 // releaseHeld answers a held query from the cache when it hits now, else
 // sends it down the slow path (or refuses it over the caps) as a miss.
 func (s *Server) releaseHeld(b *slowBuf) {
 	q := &b.q
-	var res Result
-	if p, mode, ok := s.resolver.Lookup(q, time.Now()); ok {
-		b.out = p.AppendReply(b.out[:0], q, s.mode(mode), s.udpSize(q))
-		res = Result{Rcode: p.Rcode(), Source: wire.SourceCache}
-	} else if s.acquireSlot(b.client.Addr()) {
+	p, mode, ok := s.resolver.Lookup(q, time.Now())
+	if !ok {
+		s.runHeld(b)
+		return
+	}
+	b.out = p.AppendReply(b.out[:0], q, s.mode(mode), s.udpSize(q))
+	s.sendHeld(b, Result{Rcode: p.Rcode(), Source: wire.SourceCache})
+}
+
+// runHeld sends a held query down the slow path, or refuses it over the
+// caps.
+func (s *Server) runHeld(b *slowBuf) {
+	if s.acquireSlot(b.client.Addr()) {
 		s.queries.Add(1)
 		s.workers.RunTask(b)
 		return
-	} else {
-		b.out, res = refused(b.out[:0], b.pkt, q)
 	}
-	s.record(nil, s.udpEdge(b.conn), b.client, q, res, b.start, b.pkt, b.out)
+	var res Result
+	b.out, res = refused(b.out[:0], b.pkt, &b.q)
+	s.sendHeld(b, res)
+}
+
+// sendHeld records and sends the reply a held query got, b.out.
+func (s *Server) sendHeld(b *slowBuf, res Result) {
+	s.record(nil, s.udpEdge(b.conn), b.client, &b.q, res, b.start, b.pkt, b.out)
 	s.sendLate(b.conn, b.late, b.out, b.client)
 	s.slowBufs.put(b)
 }

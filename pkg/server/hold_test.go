@@ -11,8 +11,10 @@ import (
 )
 
 // heldCount is how many queries the hold keeps now.
-func (s *Server) heldCount() int {
-	h := s.hold.Load()
+func (s *Server) heldCount() int { return countHeld(s.hold.Load()) }
+
+// countHeld is how many queries h keeps now; 0 for a nil h.
+func countHeld(h *missHold) int {
 	if h == nil {
 		return 0
 	}

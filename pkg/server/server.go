@@ -88,6 +88,7 @@ type Server struct {
 	workers      *workers.Pool            // runs the slow path
 	slowBufs     slowBufPool              // the UDP slow path's query and reply buffers
 	hold         atomic.Pointer[missHold] // misses waiting for a cache restore (HoldMisses); nil: none
+	zoneHold     atomic.Pointer[missHold] // the zone's queries waiting for its first list (HoldZone); nil: none
 	logLimiter   rateLimiter
 
 	ctx    context.Context // cancelled by Shutdown's deadline to abort the slow path

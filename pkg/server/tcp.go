@@ -203,6 +203,9 @@ func (t *tcpConn) slow(b *slowBuf, start time.Time) {
 		}
 	}()
 	q := &b.q
+	if h := s.zoneWaits(q, t.client); h != nil {
+		s.waitZone(h)
+	}
 	by := time.Now().Add(s.cfg.QueryTimeout)
 	reply, res := s.slow(s.ctx, by, b.pkt, q, t.client, b.out[:0], 65535)
 	t.write(reply)

@@ -119,6 +119,9 @@ func (b *slowBuf) Run() {
 	s, client := b.srv, b.client // b goes back to the pool before these defers run
 	defer s.queries.Done()
 	defer s.releaseSlot(client.Addr())
+	if s.holdZoneUDP(b) {
+		return // run again once the zone has listed
+	}
 	s.slowUDP(b.conn, b, client, b.start)
 }
 
