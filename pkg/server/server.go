@@ -305,12 +305,7 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 // is flushed.
 func (s *Server) record(t *tally, ep edge, client netip.AddrPort, q *wire.Query, res Result, start time.Time, pkt, reply []byte) {
 	var took time.Duration
-	var observe bool
-	if t != nil {
-		observe = t.observe // asked once for the batch
-	} else {
-		observe = s.observing()
-	}
+	observe := t != nil && t.observe || t == nil && s.observing() // a batch asks once (tally.observe)
 	if t == nil || observe || s.tap != nil {
 		// time.Since reads the monotonic clock alone, where time.Now
 		// reads the wall clock too.
