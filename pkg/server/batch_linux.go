@@ -351,6 +351,7 @@ func (s *Server) serveUDPBatched(c *net.UDPConn) bool {
 		}
 		fails = 0
 		start := time.Now()
+		t.observe = s.observing()
 		for i := 0; i < n; {
 			i = s.serveBatch(c, b, i, n, &q, start, &t)
 		}

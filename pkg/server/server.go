@@ -29,7 +29,9 @@ type Observer interface {
 
 // IdleObserver is an Observer that may have nobody to tell (the tail with
 // no subscriber): while Idle reports true it is not called, and no clock
-// is read for it. Idle is called once per answered query and must be cheap.
+// is read for it. Idle is called once per answered query, or once per
+// batch of them in the batched UDP loop (a subscriber that comes in
+// mid-batch sees the next batch on), and must be cheap.
 type IdleObserver interface {
 	Observer
 	Idle() bool
@@ -304,7 +306,7 @@ func (s *Server) Query(ctx context.Context, pkt []byte, client netip.Addr) ([]by
 // is flushed.
 func (s *Server) record(t *tally, ep edge, client netip.AddrPort, q *wire.Query, res Result, start time.Time, pkt, reply []byte) {
 	var took time.Duration
-	observe := s.observer != nil && (s.idle == nil || !s.idle.Idle())
+	observe := t != nil && t.observe || t == nil && s.observing() // a batch asks once (tally.observe)
 	if t == nil || observe || s.tap != nil {
 		// time.Since reads the monotonic clock alone, where time.Now
 		// reads the wall clock too.
@@ -333,6 +335,10 @@ func (s *Server) record(t *tally, ep edge, client netip.AddrPort, q *wire.Query,
 		s.tap.TapClient(client, s.cfg.Addrs[ep.server], ep.proto == protoTCP, pkt, reply, start, start.Add(took))
 	}
 }
+
+// observing reports whether answered queries are to be shown to the
+// Observer now: there is one, and it is not idle.
+func (s *Server) observing() bool { return s.observer != nil && (s.idle == nil || !s.idle.Idle()) }
 
 // udpEdge is one UDP socket and the edge its queries come in at.
 type udpEdge struct {

@@ -15,6 +15,9 @@ import (
 // (bursts of fewer than a batch are thus counted before their replies
 // leave, as one query at a time is). It is used by one read loop.
 type tally struct {
+	// observe is whether the batch's queries are shown to the Observer:
+	// the loop asks Server.observing once a batch, not once a query.
+	observe bool
 	groups  []tallyGroup  // reused from batch to batch
 	clients []clientGroup // the same for the Counter
 }

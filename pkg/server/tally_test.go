@@ -298,11 +298,12 @@ func BenchmarkServeDatagramHitBatch(b *testing.B) {
 // idleObserver counts what it is shown; idle says whether it has anyone to
 // tell.
 type idleObserver struct {
-	idle atomic.Bool
-	seen atomic.Int64
+	idle  atomic.Bool
+	seen  atomic.Int64
+	asked atomic.Int64 // calls of Idle
 }
 
-func (o *idleObserver) Idle() bool { return o.idle.Load() }
+func (o *idleObserver) Idle() bool { o.asked.Add(1); return o.idle.Load() }
 
 func (o *idleObserver) Observe(netip.Addr, *wire.Query, Result, time.Duration) { o.seen.Add(1) }
 
@@ -325,6 +326,47 @@ func TestIdleObserverSkipped(t *testing.T) {
 	burst(20)
 	if got := obs.seen.Load(); got != 40 {
 		t.Errorf("busy: observed %d queries, want 40", got)
+	}
+}
+
+// TestIdleAskedOncePerBatch: a query recorded into a batch's tally is
+// shown to the Observer as the batch's observe says, without asking Idle
+// again; one recorded alone asks it each time.
+func TestIdleAskedOncePerBatch(t *testing.T) {
+	obs := &idleObserver{}
+	s, err := New(Config{Addrs: []netip.AddrPort{netip.MustParseAddrPort("127.0.0.1:53")}}, Deps{Resolver: &fakeResolver{}, Observer: obs},
+		prometheus.NewRegistry(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := parseName(t, "www.example.org.")
+	client := netip.MustParseAddrPort("10.0.0.1:5353")
+	reply := make([]byte, 40)
+	res := Result{Source: wire.SourceCache}
+	for _, observe := range []bool{true, false} {
+		obs.seen.Store(0)
+		obs.asked.Store(0)
+		tl := tally{observe: observe}
+		for range 5 {
+			s.record(&tl, edge{}, client, q, res, time.Now(), make([]byte, 30), reply)
+		}
+		want := int64(0)
+		if observe {
+			want = 5
+		}
+		if got := obs.seen.Load(); got != want {
+			t.Errorf("batch with observe %v: observed %d of 5 queries, want %d", observe, got, want)
+		}
+		if got := obs.asked.Load(); got != 0 {
+			t.Errorf("batch with observe %v: Idle asked %d times, want 0 (the loop asks once a batch)", observe, got)
+		}
+	}
+	obs.asked.Store(0)
+	for range 3 {
+		s.record(nil, edge{}, client, q, res, time.Now(), make([]byte, 30), reply)
+	}
+	if got := obs.asked.Load(); got != 3 {
+		t.Errorf("one query at a time: Idle asked %d times for 3, want 3", got)
 	}
 }
 
