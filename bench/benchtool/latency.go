@@ -252,7 +252,7 @@ func (r *latencyResult) format() string {
 	for _, p := range []struct {
 		name string
 		p    float64
-	}{{"p50", 50}, {"p99", 99}, {"p999", 99.9}} {
+	}{{"p50", 50}, {"p90", 90}, {"p99", 99}, {"p999", 99.9}} {
 		if d, ok := r.percentile(p.p); ok {
 			fmt.Fprintf(&b, " %s_us=%.1f", p.name, float64(d)/float64(time.Microsecond))
 		} else {

@@ -63,6 +63,13 @@ func TestPercentile(t *testing.T) {
 		{"single", latencyResult{Sent: 1, Latencies: us(7)}, 99.9, 7 * time.Microsecond, true},
 		{"nothing sent", latencyResult{}, 50, 0, false},
 	}
+	t.Run("format", func(t *testing.T) {
+		r := latencyResult{Sent: 100, Answered: 100, Latencies: us(hundred...)}
+		want := "p50_us=50.0 p90_us=90.0 p99_us=99.0 p999_us=100.0"
+		if got := r.format(); !strings.Contains(got, want) {
+			t.Errorf("format() = %q, want it to hold %q", got, want)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, ok := tt.res.percentile(tt.p)
