@@ -22,6 +22,8 @@
 #
 #   HITAB_RATE=10000 HITAB_MAXQPS=0 HITAB_ROUNDS=20 HITAB_SECONDS=3 bench/hitab.sh bin/nodecache unbound floor
 #
+# HITAB_PRIO="chrt -f 20" starts everything at SCHED_FIFO instead of nice -10.
+#
 # Needs root (perf stat -p, nice), dnsperf, nsd, perf, taskset, cc (and unbound
 # when named).
 set -euo pipefail
@@ -36,6 +38,10 @@ CACHE_SIZE=256MiB
 CACHE_SIZE_UNBOUND=256m
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
+# HITAB_PRIO="chrt -f 20": what every process of the run is started under
+# instead of nice -10 (servers, NSD, dnsperf, the latency client): at
+# SCHED_FIFO the other processes of a shared machine do not run in between.
+if [ -n "${HITAB_PRIO:-}" ]; then read -r -a PRIO <<<"$HITAB_PRIO"; fi
 trap 'stop_all; rm -rf "$WORK"' EXIT
 for t in dnsperf nsd perf taskset cc; do command -v "$t" >/dev/null || die "$t not installed"; done
 cc -O2 -o "$WORK/floor" "$ROOT/bench/floor/floor.c" || die "building bench/floor"
