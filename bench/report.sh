@@ -74,7 +74,7 @@ that the servers' runs of one round lie in the same minute and a ratio is taken 
 ($CACHE_SIZE; CoreDNS sizes by entries: 400,000; Unbound msg and rrset caches $CACHE_SIZE_UNBOUND each).
 QPS is dnsperf's (UDP, 4 clients, 500 outstanding unless a row says 100, ${PHASE} s; a miss run ends sooner
 when its $MISS_RUN names are all asked); CPU µs/answer is the server's utime+stime delta over answers (the
-max-QPS hit, miss and zone rows: the run with the median CPU of $REPEAT, each run's figure listed under the table); latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s): percentiles
+max-QPS hit, miss and zone rows: the run with the median CPU of $REPEAT, each run's figure listed under the table); latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s), from each query's send to its reply's arrival in the client's socket (the kernel's receive time): percentiles
 of the answered queries (the cache-hit latency rows: each figure the median of $LAT_REPEAT runs, every run's p99 listed under the table, the floor server's in the label), the share never answered within 1 s in its own row. RSS per cached name is (RSS after
 warming − RSS once the server has answered its first query) ÷ $WARM names, in KiB (1024 bytes).
 EOF
