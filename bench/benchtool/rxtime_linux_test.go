@@ -3,11 +3,7 @@
 package main
 
 import (
-	"context"
-	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -29,33 +25,5 @@ func TestRxTimeParses(t *testing.T) {
 	}
 	if _, ok := rxTime(nil); ok {
 		t.Error("rxTime read a time from no control message")
-	}
-}
-
-// TestRunLatencyKernelRx: with the kernel's arrival times every answered
-// reply still gets a latency, within the timeout, and the result says
-// which times it used.
-func TestRunLatencyKernelRx(t *testing.T) {
-	var seen atomic.Int64
-	addr := startServer(t, &seen)
-	qs, err := readQueries(strings.NewReader("a.example. A\nb.example. A\n"), 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := latencyConfig{Server: addr, Rate: 400, Duration: 250 * time.Millisecond, Timeout: 500 * time.Millisecond, Sockets: 2, KernelRx: true}
-	res, err := runLatency(context.Background(), cfg, qs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Sent != 100 || res.Answered != 100 || res.Unstamped != 0 {
-		t.Errorf("got %d sent, %d answered, %d without the kernel's time; want 100, 100 and 0", res.Sent, res.Answered, res.Unstamped)
-	}
-	for _, d := range res.Latencies {
-		if d <= 0 || d > cfg.Timeout {
-			t.Fatalf("latency %v: want one within (0, %v]", d, cfg.Timeout)
-		}
-	}
-	if got := res.format(); !strings.Contains(got, "rx_time=kernel unstamped=0") {
-		t.Errorf("format() = %q, want rx_time=kernel unstamped=0", got)
 	}
 }
