@@ -174,7 +174,7 @@ dnsperf_median() {
 }
 
 # latency_run PID PORT FILE RATE: fixed-rate load from benchtool on CPU 1;
-# sets P50 P99 P999 (µs, of answered queries), LOST_PCT and LCPU_US (server
+# sets P50 P90 P99 P999 (µs, of answered queries), LOST_PCT and LCPU_US (server
 # CPU µs per answer at that rate). The log line adds the UDP datagrams the
 # kernel dropped at full socket buffers meanwhile (any socket).
 latency_run() {
@@ -184,7 +184,7 @@ latency_run() {
     -rate "$rate" -duration "${PHASE}s" -max-queries $((rate * PHASE))) || die "benchtool latency failed"
   t1=$(cpu_ticks "$pid"); d1=$(udp_rcvbuf_errors)
   log "latency $(basename "$file") @${rate}qps: $out udp_rcvbuf_drops=$((d1 - d0))"
-  P50=$(kv p50_us "$out"); P99=$(kv p99_us "$out"); P999=$(kv p999_us "$out"); LOST_PCT=$(kv lost_pct "$out")
+  P50=$(kv p50_us "$out"); P90=$(kv p90_us "$out"); P99=$(kv p99_us "$out"); P999=$(kv p999_us "$out"); LOST_PCT=$(kv lost_pct "$out")
   LCPU_US=$(awk -v d=$((t1 - t0)) -v hz="$CLK_TCK" -v n="$(kv answered "$out")" \
     'BEGIN { if (n > 0) printf "%.1f", d / hz * 1e6 / n; else print "n/a" }')
 }

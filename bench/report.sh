@@ -39,7 +39,8 @@ compare_table() {
   local rows=("hitqps|cache hit: QPS (max)" "hitcpu|cache hit: CPU µs/answer at max QPS"
     "hit100cpu|cache hit: CPU µs/answer at max QPS, 4 clients × 100 outstanding"
     "hitlcpu|cache hit: CPU µs/answer at $HIT_RATE qps" "hitp50|cache hit: p50 µs at $HIT_RATE qps"
-    "hitp99|cache hit: p99 µs at $HIT_RATE qps" "hitp999|cache hit: p99.9 µs at $HIT_RATE qps"
+    "hitp99|cache hit: p99 µs at $HIT_RATE qps" "hitp99rel|cache hit: p99 ÷ Unbound's, same round (median)"
+    "hitp999|cache hit: p99.9 µs at $HIT_RATE qps"
     "missqps|miss: QPS (max)" "misscpu|miss: CPU µs/answer" "missrel|miss: CPU ÷ CoreDNS's, same round (median)" "missp50|miss: p50 µs at $MISS_RATE qps"
     "missp99|miss: p99 µs at $MISS_RATE qps" "rssidle|RSS MiB idle" "rss|RSS MiB after warming $WARM names"
     "rssname|RSS KiB per cached name" "pss|PSS MiB after warming (pages the processes share count once)")
@@ -73,8 +74,8 @@ that the servers' runs of one round lie in the same minute and a ratio is taken 
 ($CACHE_SIZE; CoreDNS sizes by entries: 400,000; Unbound msg and rrset caches $CACHE_SIZE_UNBOUND each).
 QPS is dnsperf's (UDP, 4 clients, 500 outstanding unless a row says 100, ${PHASE} s; a miss run ends sooner
 when its $MISS_RUN names are all asked); CPU µs/answer is the server's utime+stime delta over answers (the
-max-QPS hit, miss and zone rows: the run with the median CPU of $REPEAT, each run's figure listed under the table); latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s): percentiles
-of the answered queries (the cache-hit latency rows: each figure the median of $REPEAT runs, every run's p99 listed under the table), the share never answered within 1 s in its own row. RSS per cached name is (RSS after
+max-QPS hit, miss and zone rows: the run with the median CPU of $REPEAT, each run's figure listed under the table); latency is an open-loop fixed-rate run of \`benchtool latency\` (${PHASE} s), from each query's send to its reply's arrival in the client's socket (the kernel's receive time): percentiles
+of the answered queries (the cache-hit latency rows: each figure the median of $LAT_REPEAT runs, every run's p99 listed under the table, the floor server's in the label), the share never answered within 1 s in its own row. RSS per cached name is (RSS after
 warming − RSS once the server has answered its first query) ÷ $WARM names, in KiB (1024 bytes).
 EOF
   if [ -n "${R[bigrss|nodecache]:-}" ]; then
@@ -97,9 +98,14 @@ EOF
   floor_row hit "cache hit: CPU at max QPS ÷ the floor server's run of the same round, median of the rounds"
   row hit100cpu "cache hit: CPU µs/answer at max QPS, 4 clients × 100 outstanding"
   floor_row hit100 "cache hit, 100 outstanding: CPU ÷ the floor server's run of the same round, median"
-  row hitp50 "cache hit: p50 µs at $HIT_RATE qps"
-  row hitp99 "cache hit: p99 µs at $HIT_RATE qps"
-  row hitp999 "cache hit: p99.9 µs at $HIT_RATE qps"
+  row hitp50 "cache hit: p50 µs at $HIT_RATE qps (floor ${R[hitp50|floor]:-–})"
+  row hitp99 "cache hit: p99 µs at $HIT_RATE qps, median of $LAT_REPEAT rounds (floor ${R[hitp99|floor]:-–})"
+  if [ -n "${R[hitp99rel|nodecache]:-}" ]; then
+    printf '| %s | %s | %s | %s | %s |\n' \
+      "cache hit: p99 at $HIT_RATE qps ÷ Unbound's run of the same round, median of the rounds (floor ${R[hitp99rel|floor]:-–})" \
+      "${R[hitp99rel|nodecache]}" "${R[hitp99rel|coredns]:-–}" "${R[hitp99rel|unbound]:-–}" "–"
+  fi
+  row hitp999 "cache hit: p99.9 µs at $HIT_RATE qps (floor ${R[hitp999|floor]:-–})"
   row hitlost "cache hit: % lost at $HIT_RATE qps"
   row missqps "miss: QPS (max, unique names)"
   row misscpu "miss: CPU µs/answer"
@@ -160,8 +166,8 @@ EOF
     "${R[hit100runs|floor]:-–}" "${R[hit100runs|nodecache]:-–}" "${R[hit100runs|coredns]:-–}" "${R[hit100runs|unbound]:-–}"
   printf ' Miss (round i: every server in turn on the same %s never-asked names, in round order): nodecache %s; CoreDNS %s; Unbound %s.' \
     "$MISS_RUN" "${R[missruns|nodecache]:-–}" "${R[missruns|coredns]:-–}" "${R[missruns|unbound]:-–}"
-  printf ' Cache hit p99 µs at %s qps: nodecache %s; CoreDNS %s; Unbound %s.' \
-    "$HIT_RATE" "${R[hitp99runs|nodecache]:-–}" "${R[hitp99runs|coredns]:-–}" "${R[hitp99runs|unbound]:-–}"
+  printf ' Cache hit p99 µs at %s qps: floor %s; nodecache %s; CoreDNS %s; Unbound %s.' \
+    "$HIT_RATE" "${R[hitp99runs|floor]:-–}" "${R[hitp99runs|nodecache]:-–}" "${R[hitp99runs|coredns]:-–}" "${R[hitp99runs|unbound]:-–}"
   if [ -n "${R[zoneruns|nodecache]:-}" ]; then
     printf ' Cluster zone: nodecache %s; CoreDNS + cache 30 %s; CoreDNS alone %s.' \
       "${R[zoneruns|nodecache]}" "${R[zoneruns|coredns]:-–}" "${R[zonerunsnc|coredns]:-–}"

@@ -6,6 +6,8 @@
 # Environment:
 #   BENCH_PHASE_SECONDS  length of each load phase (default 10)
 #   BENCH_REPEAT         runs of each max-QPS hit, miss and zone phase; the median counts (default 3)
+#   BENCH_LAT_REPEAT     rounds of the cache-hit latency runs at HIT_RATE (default 9): one run's p99
+#                        moves more between runs than nodecache's and Unbound's differ
 #   BENCH_GO=0           skip the `go test -bench` rows
 #   BENCH_PROFILE=0      skip the CPU profiles of nodecache's hit and miss paths
 #   BENCH_PROFILE_DIR    where they go (default ~/.cache/nodecache-bench/profiles; not the repo)
@@ -31,6 +33,8 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PHASE=${BENCH_PHASE_SECONDS:-10}
 REPEAT=${BENCH_REPEAT:-3}
 [[ "$REPEAT" =~ ^[1-9]$ ]] || { echo "BENCH_REPEAT=$REPEAT: want 1 to 9" >&2; exit 1; }
+LAT_REPEAT=${BENCH_LAT_REPEAT:-9}
+[[ "$LAT_REPEAT" =~ ^[1-9][0-9]?$ ]] || { echo "BENCH_LAT_REPEAT=$LAT_REPEAT: want 1 to 99" >&2; exit 1; }
 CACHE_DIR=${NODECACHE_BENCH_CACHE:-$HOME/.cache/nodecache-bench}
 PROFILE_DIR=${BENCH_PROFILE_DIR:-$CACHE_DIR/profiles}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}

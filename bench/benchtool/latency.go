@@ -27,6 +27,12 @@ type latencyConfig struct {
 	Duration time.Duration // how long to send; at most 10 minutes
 	Timeout  time.Duration // a reply later than this counts as lost; zero means 1s
 	Sockets  int           // UDP sockets, queries spread round robin; zero means 8
+	// KernelRx times each reply at its arrival in the client's socket (the
+	// kernel's SO_TIMESTAMPNS) instead of when the client's goroutine reads
+	// it: the client sends a burst every millisecond on the one CPU it
+	// shares with its receivers, and a reply waiting for the burst to end
+	// is the client's latency, not the server's.
+	KernelRx bool
 }
 
 // Validate fills in defaults and checks the bounds.
@@ -62,6 +68,8 @@ func (c *latencyConfig) Validate() error {
 // every latency behind "lost").
 type latencyResult struct {
 	Sent, Answered uint64
+	KernelRx       bool   // latencies end at each reply's arrival in the socket
+	Unstamped      uint64 // with KernelRx, replies timed at their read: the kernel gave no time
 	Rcodes         map[int]uint64
 	Latencies      []time.Duration // of answered queries, sorted
 }
@@ -130,6 +138,8 @@ type sock struct {
 	mu   sync.Mutex          // guards lats and rcodes
 	lats []time.Duration
 	rc   map[int]uint64
+
+	unstamped atomic.Uint64 // replies the kernel gave no arrival time (KernelRx)
 }
 
 // runLatency sends queries (cycling) at cfg.Rate for cfg.Duration, waits
@@ -153,11 +163,19 @@ func runLatency(ctx context.Context, cfg latencyConfig, queries [][]byte) (*late
 			return nil, fmt.Errorf("dialing %s: %w", cfg.Server, err)
 		}
 		socks[i] = &sock{conn: c, lats: make([]time.Duration, 0, total/cfg.Sockets+1), rc: map[int]uint64{}}
+		if cfg.KernelRx {
+			if err := enableRxTime(c); err != nil {
+				for _, s := range socks[:i+1] {
+					_ = s.conn.Close()
+				}
+				return nil, err
+			}
+		}
 	}
 	var wg sync.WaitGroup
 	for _, s := range socks {
 		wg.Add(1)
-		go func() { defer wg.Done(); s.receive(cfg.Timeout) }()
+		go func() { defer wg.Done(); s.receive(cfg.Timeout, cfg.KernelRx) }()
 	}
 	sent := send(ctx, cfg, queries, socks, total)
 	timer := time.NewTimer(cfg.Timeout)
@@ -170,9 +188,10 @@ func runLatency(ctx context.Context, cfg latencyConfig, queries [][]byte) (*late
 		_ = s.conn.Close() // unblocks receive
 	}
 	wg.Wait()
-	res := &latencyResult{Sent: sent, Rcodes: map[int]uint64{}}
+	res := &latencyResult{Sent: sent, Rcodes: map[int]uint64{}, KernelRx: cfg.KernelRx}
 	for _, s := range socks {
 		res.Latencies = append(res.Latencies, s.lats...)
+		res.Unstamped += s.unstamped.Load()
 		for rc, n := range s.rc {
 			res.Rcodes[rc] += n
 		}
@@ -210,11 +229,13 @@ func send(ctx context.Context, cfg latencyConfig, queries [][]byte, socks []*soc
 }
 
 // receive records the latency of every reply matching an outstanding ID
-// until the socket is closed.
-func (s *sock) receive(timeout time.Duration) {
+// until the socket is closed, to the reply's arrival in the socket when
+// kernelRx (else to its read).
+func (s *sock) receive(timeout time.Duration, kernelRx bool) {
 	buf := make([]byte, 65535)
+	oob := make([]byte, 128)
 	for {
-		n, err := s.conn.Read(buf)
+		n, oobn, _, _, err := s.conn.ReadMsgUDP(buf, oob)
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
 				return
@@ -222,6 +243,13 @@ func (s *sock) receive(timeout time.Duration) {
 			continue // e.g. ICMP port unreachable before the server is up
 		}
 		now := time.Now().UnixNano()
+		if kernelRx {
+			if t, ok := rxTime(oob[:oobn]); ok {
+				now = t
+			} else {
+				s.unstamped.Add(1) // timed at its read
+			}
+		}
 		if n < 12 {
 			continue
 		}
@@ -249,10 +277,13 @@ func (r *latencyResult) format() string {
 		lostPct = float64(r.Sent-r.Answered) / float64(r.Sent) * 100
 	}
 	fmt.Fprintf(&b, "sent=%d answered=%d lost=%d lost_pct=%.2f", r.Sent, r.Answered, r.Sent-r.Answered, lostPct)
+	if r.KernelRx {
+		fmt.Fprintf(&b, " rx_time=kernel unstamped=%d", r.Unstamped)
+	}
 	for _, p := range []struct {
 		name string
 		p    float64
-	}{{"p50", 50}, {"p99", 99}, {"p999", 99.9}} {
+	}{{"p50", 50}, {"p90", 90}, {"p99", 99}, {"p999", 99.9}} {
 		if d, ok := r.percentile(p.p); ok {
 			fmt.Fprintf(&b, " %s_us=%.1f", p.name, float64(d)/float64(time.Microsecond))
 		} else {

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -63,6 +65,13 @@ func TestPercentile(t *testing.T) {
 		{"single", latencyResult{Sent: 1, Latencies: us(7)}, 99.9, 7 * time.Microsecond, true},
 		{"nothing sent", latencyResult{}, 50, 0, false},
 	}
+	t.Run("format", func(t *testing.T) {
+		r := latencyResult{Sent: 100, Answered: 100, Latencies: us(hundred...)}
+		want := "p50_us=50.0 p90_us=90.0 p99_us=99.0 p999_us=100.0"
+		if got := r.format(); !strings.Contains(got, want) {
+			t.Errorf("format() = %q, want it to hold %q", got, want)
+		}
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, ok := tt.res.percentile(tt.p)
@@ -137,33 +146,51 @@ func startServer(t testing.TB, seen *atomic.Int64) string {
 	return pc.LocalAddr().String()
 }
 
+// TestRunLatencyCountsAnswersAndLosses, with the replies timed at their
+// read and (on Linux) at their arrival by the kernel's receive time: every
+// answered reply gets a latency within the timeout, with the kernel's time
+// when asked for it.
 func TestRunLatencyCountsAnswersAndLosses(t *testing.T) {
-	var seen atomic.Int64
-	addr := startServer(t, &seen)
-	// One query in four is never answered.
-	qs, err := readQueries(strings.NewReader("a.example. A\nb.example. A\nc.example. A\ndrop.example. A\n"), 10)
-	if err != nil {
-		t.Fatal(err)
+	modes := []bool{false}
+	if runtime.GOOS == "linux" {
+		modes = append(modes, true)
 	}
-	cfg := latencyConfig{Server: addr, Rate: 400, Duration: 500 * time.Millisecond, Timeout: 500 * time.Millisecond, Sockets: 3}
-	res, err := runLatency(context.Background(), cfg, qs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Sent != 200 {
-		t.Errorf("got %d sent, want 200 (rate x duration)", res.Sent)
-	}
-	if got := seen.Load(); got != 200 {
-		t.Errorf("server saw %d queries, want 200", got)
-	}
-	if res.Answered != 150 || res.Rcodes[dns.RcodeNameError] != 150 {
-		t.Errorf("got %d answered, %d NXDOMAIN; want 150 and 150", res.Answered, res.Rcodes[dns.RcodeNameError])
-	}
-	if d, ok := res.percentile(99); !ok || d <= 0 || d > cfg.Timeout {
-		t.Errorf("got p99 %v (ok %v), want a latency within the %v timeout", d, ok, cfg.Timeout)
-	}
-	if got := res.format(); !strings.Contains(got, "sent=200 answered=150 lost=50 lost_pct=25.00") {
-		t.Errorf("format() = %q, want the counts and lost_pct=25.00", got)
+	for _, kernelRx := range modes {
+		t.Run(fmt.Sprintf("kernelRx=%v", kernelRx), func(t *testing.T) {
+			var seen atomic.Int64
+			addr := startServer(t, &seen)
+			// One query in four is never answered.
+			qs, err := readQueries(strings.NewReader("a.example. A\nb.example. A\nc.example. A\ndrop.example. A\n"), 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := latencyConfig{Server: addr, Rate: 400, Duration: 500 * time.Millisecond, Timeout: 500 * time.Millisecond, Sockets: 3, KernelRx: kernelRx}
+			res, err := runLatency(context.Background(), cfg, qs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Sent != 200 {
+				t.Errorf("got %d sent, want 200 (rate x duration)", res.Sent)
+			}
+			if got := seen.Load(); got != 200 {
+				t.Errorf("server saw %d queries, want 200", got)
+			}
+			if res.Answered != 150 || res.Rcodes[dns.RcodeNameError] != 150 {
+				t.Errorf("got %d answered, %d NXDOMAIN; want 150 and 150", res.Answered, res.Rcodes[dns.RcodeNameError])
+			}
+			for _, d := range res.Latencies {
+				if d <= 0 || d > cfg.Timeout {
+					t.Fatalf("latency %v: want one within (0, %v]", d, cfg.Timeout)
+				}
+			}
+			want := "sent=200 answered=150 lost=50 lost_pct=25.00"
+			if kernelRx {
+				want += " rx_time=kernel unstamped=0" // every reply had the kernel's time
+			}
+			if got := res.format(); !strings.Contains(got, want) {
+				t.Errorf("format() = %q, want %q", got, want)
+			}
+		})
 	}
 }
 

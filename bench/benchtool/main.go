@@ -7,8 +7,10 @@
 //	    services K..N-1 and their slices: what grows a K-service cluster
 //	    already loaded into the N-service one.
 //	benchtool latency  -server ADDR -queries Q.txt -rate 10000 -duration 10s
-//	    open-loop fixed-rate UDP load; prints sent, answered, lost, p50, p99,
-//	    p99.9 and rcode counts as key=value pairs.
+//	    open-loop fixed-rate UDP load; prints sent, answered, lost, p50, p90,
+//	    p99, p99.9 and rcode counts as key=value pairs. A reply's latency
+//	    ends at its arrival in the client's socket (the kernel's receive
+//	    time; -rx-time=read: when the client reads it).
 //	benchtool zonemem  -services 10000 -endpoints 10
 //	    heap of a synced kubezone.Zone for that cluster (fake clientset).
 //	benchtool slicechurn -kubeconfig F -services N -endpoints E -rate 20 -duration 60s
@@ -123,10 +125,18 @@ func runLatencyCmd(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&cfg.Duration, "duration", 10*time.Second, "how long to send")
 	fs.DurationVar(&cfg.Timeout, "timeout", time.Second, "a reply later than this is lost")
 	fs.IntVar(&cfg.Sockets, "sockets", 8, "UDP sockets")
+	rx := fs.String("rx-time", "kernel", "a reply's time: kernel (its arrival in the socket, SO_TIMESTAMPNS) or read (when the client reads it)")
 	queries := fs.String("queries", "", "dnsperf query file (cycled)")
 	limit := fs.Int("max-queries", 1000000, "read at most this many lines")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	switch *rx {
+	case "kernel":
+		cfg.KernelRx = true
+	case "read":
+	default:
+		return fmt.Errorf("latency: -rx-time %q: want kernel or read", *rx)
 	}
 	qs, err := readQueryFile(*queries, *limit)
 	if err != nil {
