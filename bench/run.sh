@@ -39,6 +39,11 @@ CACHE_DIR=${NODECACHE_BENCH_CACHE:-$HOME/.cache/nodecache-bench}
 PROFILE_DIR=${BENCH_PROFILE_DIR:-$CACHE_DIR/profiles}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
 NODECACHE=${NODECACHE_BIN:-$ROOT/bin/nodecache}
+# Without NODECACHE_BIN the tree's own binary is measured: built here, so that
+# a bin/nodecache left from an older commit is never the one in the table.
+if [ -z "${NODECACHE_BIN:-}" ]; then
+  make -C "$ROOT" --no-print-directory build >&2 || { echo "building bin/nodecache failed" >&2; exit 1; }
+fi
 ZONE=bench.example.
 WARM=100000           # names warmed before the RSS reading: n0..n99999
 HIT=10000             # cache-hit working set: n0..n9999 (inside WARM)
