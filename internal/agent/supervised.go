@@ -184,8 +184,7 @@ func (a *Agent) ifaceConfig() iface.Config {
 	if a.sup == nil || c.IPTablesMode != iface.ModeAuto && c.IPTablesMode != "" {
 		return c
 	}
-	switch m := iface.IPTablesMode(a.sup.Info().IPTablesBackend); m {
-	case iface.ModeNFT, iface.ModeLegacy:
+	if m := iface.IPTablesMode(a.sup.Info().IPTablesBackend); m.IsFlavour() {
 		c.IPTablesMode = m
 	}
 	return c
@@ -194,8 +193,7 @@ func (a *Agent) ifaceConfig() iface.Config {
 // rulesBackend is the iptables flavour of the rules, for the supervisor to
 // pass to the next serving process; empty without rules.
 func (a *Agent) rulesBackend() string {
-	switch b := a.iface.Status().Rules.Backend; iface.IPTablesMode(b) {
-	case iface.ModeNFT, iface.ModeLegacy:
+	if b := a.iface.Status().Rules.Backend; iface.IPTablesMode(b).IsFlavour() {
 		return b
 	}
 	return ""

@@ -59,6 +59,10 @@ func (m IPTablesMode) Validate() error {
 	return fmt.Errorf("iface: iptables mode %q, want auto, nft or legacy", string(m))
 }
 
+// IsFlavour reports whether m names one flavour's binaries (nft or
+// legacy), not ModeAuto nor the zero value.
+func (m IPTablesMode) IsFlavour() bool { return m == ModeNFT || m == ModeLegacy }
+
 // maxIfNameLen is IFNAMSIZ-1, the longest interface name Linux accepts.
 const maxIfNameLen = 15
 

@@ -132,3 +132,11 @@ func TestIPTablesModeFlag(t *testing.T) {
 		}
 	}
 }
+
+func TestIPTablesModeIsFlavour(t *testing.T) {
+	for m, want := range map[IPTablesMode]bool{ModeNFT: true, ModeLegacy: true, ModeAuto: false, "": false, "ipvs": false} {
+		if got := m.IsFlavour(); got != want {
+			t.Errorf("IPTablesMode(%q).IsFlavour() = %v, want %v", m, got, want)
+		}
+	}
+}
