@@ -15,8 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
-
-	"github.com/nodecache/nodecache/pkg/logkey"
 )
 
 // A fixture: the objects of a file instead of an API server (--fixture).
@@ -47,14 +45,7 @@ func (z *Zone) runObjects(ctx context.Context, objs []runtime.Object) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	synced := make(chan struct{})
-	if z.cfg.SnapshotPath != "" {
-		wg.Go(func() { z.snapshotLoop(ctx, synced) })
-	}
-	z.finishSync()
-	close(synced)
-	z.log.Info("zone synced from the fixture", logkey.Generation, z.Generation(), "names", z.Stats().Names)
-	<-ctx.Done()
+	z.serveSynced(ctx, &wg, func() bool { return true }, "the fixture")
 	return nil
 }
 

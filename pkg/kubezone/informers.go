@@ -112,18 +112,26 @@ func (z *Zone) Run(ctx context.Context, c Clients) error {
 	if sw != nil {
 		wg.Go(func() { sw.run(ctx) })
 	}
+	z.serveSynced(ctx, &wg, func() bool { return waitSynced(ctx, syncs) }, "the API server")
+	return nil
+}
+
+// serveSynced is the end of Run for every source: it starts the snapshot
+// writer on wg (it writes once the first sync is in), waits for that sync
+// (first returns false when ctx ended before), marks the zone synced and
+// says so (from names the source in the log line), then waits for ctx.
+func (z *Zone) serveSynced(ctx context.Context, wg *sync.WaitGroup, first func() bool, from string) {
 	synced := make(chan struct{})
 	if z.cfg.SnapshotPath != "" {
 		wg.Go(func() { z.snapshotLoop(ctx, synced) })
 	}
-	if !waitSynced(ctx, syncs) {
-		return nil // ctx done before the first sync
+	if !first() {
+		return // ctx done before the first sync
 	}
 	z.finishSync()
 	close(synced)
-	z.log.Info("zone synced from the API server", logkey.Generation, z.Generation(), "names", z.Stats().Names)
+	z.log.Info("zone synced from "+from, logkey.Generation, z.Generation(), "names", z.Stats().Names)
 	<-ctx.Done()
-	return nil
 }
 
 // The first sync is looked for every syncPollFast for syncFastFor, then
