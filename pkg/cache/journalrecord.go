@@ -88,7 +88,7 @@ func (d *journalDecoder) decode(c *Cache, rec []byte, now time.Time) (*entry, wi
 	msg := d.msg
 	do, cd := bits&1 != 0, bits&2 != 0
 	if u, ok := wire.ScanUpstream(msg); ok {
-		key := wire.Key{Name: lowerName(u.Name), Type: u.Type, Class: u.Class, DO: do, CD: cd}
+		key := wire.Key{Name: wire.LowerName(u.Name), Type: u.Type, Class: u.Class, DO: do, CD: cd}
 		e := c.admitScanned(&key, k, stored, ttl, msg, &u, now)
 		return e, key, nil
 	}
@@ -106,16 +106,4 @@ func (d *journalDecoder) decode(c *Cache, rec []byte, now time.Time) (*entry, wi
 	}
 	e, err := c.admitUnpacked(&key, k, stored, ttl, m, now)
 	return e, key, err
-}
-
-// lowerName returns the wire-form name n lowercased, as a key's.
-func lowerName(n []byte) string {
-	var b [wire.MaxNameLen]byte
-	for i, c := range n[:min(len(n), len(b))] { // length bytes are at most 63: below 'A'
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b[i] = c
-	}
-	return string(b[:min(len(n), len(b))])
 }

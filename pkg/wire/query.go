@@ -190,6 +190,14 @@ func (q *Query) parseQuestion(pkt []byte) (int, error) {
 	return off, nil
 }
 
+// LowerName returns the wire-form name with ASCII letters lowercased, as
+// a Key's name is; a name longer than MaxNameLen is cut there.
+func LowerName(name []byte) string {
+	var b [MaxNameLen]byte
+	n := lowerInto(b[:], name[:min(len(name), MaxNameLen)])
+	return string(b[:n])
+}
+
 // lowerInto writes name with ASCII letters lowercased to dst, which is at
 // least as long, and returns len(name). Label length bytes (below 64) are
 // not letters and pass unchanged, so a wire-form name is lowercased whole,

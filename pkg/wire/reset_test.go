@@ -70,3 +70,18 @@ func TestLowerInto(t *testing.T) {
 		}
 	}
 }
+
+// TestLowerName checks that LowerName lowercases letters only and cuts a
+// name longer than MaxNameLen there.
+func TestLowerName(t *testing.T) {
+	if got, want := LowerName([]byte("\x03WwW\x07ExAmPlE\x03c0M\x00")), "\x03www\x07example\x03c0m\x00"; got != want {
+		t.Errorf("LowerName = %q, want %q", got, want)
+	}
+	long := make([]byte, MaxNameLen+10)
+	for i := range long {
+		long[i] = 'Q'
+	}
+	if got := LowerName(long); len(got) != MaxNameLen || got[0] != 'q' || got[MaxNameLen-1] != 'q' {
+		t.Errorf("LowerName of %d bytes = %d bytes (%q...), want %d of 'q'", len(long), len(got), got[:min(len(got), 4)], MaxNameLen)
+	}
+}
