@@ -57,15 +57,11 @@ func (c *Cache) admitUnpacked(key *wire.Key, k kind, stored time.Time, ttl time.
 	if !ok {
 		return nil, nil
 	}
-	m.AuthenticatedData = false                 // nothing here validated it
-	p, err := wire.PackOwned(clampTTLs(m, ttl)) // m is ours
+	m.AuthenticatedData = false // nothing here validated it
+	// packChecked refuses what miekg/dns packs but cannot take back (an
+	// empty-rdata SOA: the fuzzers found it): such a reply is not kept.
+	p, err := packChecked(clampTTLs(m, ttl)) // m is ours
 	if err != nil {
-		return nil, fmt.Errorf("packing reply for %s: %w", key.PresentationName(), err)
-	}
-	// miekg/dns takes a record with empty rdata (an SOA, say) and packs it
-	// into rdata it does not take back: such a reply is not kept (the
-	// fuzzers found it). Only replies the scan refused come here.
-	if _, err := p.Msg(); err != nil {
 		c.met.uncacheable[reasonBadReply].Add(1)
 		return nil, nil
 	}

@@ -312,26 +312,41 @@ func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*w
 	ttl, k, why := decide(c.limitsFor(key.Name), &key, reply)
 	if why != reasonNone {
 		c.met.uncacheable[why].Add(1)
-		return packReply(reply)
+		p, err := packChecked(reply)
+		if err != nil {
+			c.met.uncacheable[reasonBadReply].Add(1)
+			return nil, fmt.Errorf("upstream reply for %s: %w", key.PresentationName(), err)
+		}
+		return &p, nil
 	}
 	// The reply is ours (the Exchanger hands over a fresh message per
 	// query): clamped and packed in place, with no copy.
-	p, err := wire.PackOwned(clampTTLs(reply, ttl))
+	p, err := packChecked(clampTTLs(reply, ttl))
 	if err != nil {
 		c.met.uncacheable[reasonBadReply].Add(1)
-		return nil, fmt.Errorf("packing upstream reply for %s: %w", key.PresentationName(), err)
+		return nil, fmt.Errorf("upstream reply for %s: %w", key.PresentationName(), err)
 	}
 	e := newEntry(&key, p, k, now, ttl)
 	c.insert(h, e, now)
 	return &e.packed, nil
 }
 
-func packReply(reply *dns.Msg) (*wire.Packed, error) {
-	p, err := wire.PackOwned(reply)
+// packChecked packs m (ours) and unpacks the result again. miekg/dns takes
+// a record with empty rdata (an SOA from a broken or hostile upstream, say)
+// and packs it into rdata that neither it nor a client takes back: such a
+// reply is refused, so that the query fails as for any bad upstream reply
+// (stale, else SERVFAIL) instead of a malformed reply reaching the client or
+// the cache. Only replies wire.ScanUpstream refused come here, so the
+// second parse is off the common miss path.
+func packChecked(m *dns.Msg) (wire.Packed, error) {
+	p, err := wire.PackOwned(m)
 	if err != nil {
-		return nil, fmt.Errorf("packing upstream reply: %w", err)
+		return p, fmt.Errorf("packing: %w", err)
 	}
-	return &p, nil
+	if _, err := p.Msg(); err != nil {
+		return wire.Packed{}, fmt.Errorf("packed into a reply that does not parse: %w", err)
+	}
+	return p, nil
 }
 
 // insert adds e unless it is too large for a shard, or it is a SERVFAIL
