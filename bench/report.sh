@@ -176,7 +176,7 @@ EOF
     printf ' Cluster zone under churn: nodecache %s (%s updates/s written, %s applied by the zone in all).' \
       "${R[zonechurnruns|nodecache]}" "${R[zonechurnrate|nodecache]:-–}" "${R[zonechurnevents|nodecache]:-–}"
     printf ' Cluster zone at %s qps: nodecache %s; under churn %s. Zone under churn ÷ without, each round (round order): at max QPS %s; at %s qps %s.' \
-      "$HIT_RATE" "${R[zonechurnlruns|nodecache]:-–}" "${R[zonechurnclruns|nodecache]:-–}" \
+      "$HIT_RATE" "${R[zonelruns|nodecache]:-–}" "${R[zonechurnlruns|nodecache]:-–}" \
       "${R[zonechurnrelruns|nodecache]:-–}" "$HIT_RATE" "${R[zonechurnlrelruns|nodecache]:-–}"
   fi
   printf '\n'

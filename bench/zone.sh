@@ -144,7 +144,7 @@ zone_churn_rounds() {
     R[zonelost|$s]=$(median ${lat[lost]}); R[zonelcpu|$s]=$(median ${lat[lcpu]})
     R[zonechurnp99|$s]=$(median ${lat[cp99]}); R[zonechurnlcpu|$s]=$(median ${lat[clcpu]})
   }
-  R[zonechurnlruns|$s]=${lat[lcpu]# }; R[zonechurnclruns|$s]=${lat[clcpu]# }
+  R[zonelruns|$s]=${lat[lcpu]# }; R[zonechurnlruns|$s]=${lat[clcpu]# }
   R[zonechurnrel|$s]=$(median "${rel[@]}"); R[zonechurnrelruns|$s]=${rel[*]}
   R[zonechurnlrel|$s]=$(median "${lrel[@]}"); R[zonechurnlrelruns|$s]=${lrel[*]}
   R[zonechurnrate|$s]=$(awk -v u="$updates" -v t="$secs" 'BEGIN { if (t > 0) printf "%.1f", u / t; else print "–" }')
@@ -161,6 +161,7 @@ zone_churn_start() {
   taskset -c 1 "${PRIO[@]}" "$BENCHTOOL" slicechurn -kubeconfig "$KUBECONFIG_FILE" -services "$ZONE_SERVICES" \
     -endpoints "$ZONE_ENDPOINTS" -rate "$ZONE_CHURN_RATE" -duration $((2 * PHASE + 60))s >"$CHURN_OUT" 2>&1 &
   CHURN_PID=$!
+  PIDS+=("$CHURN_PID") # stopped on exit should the run die first
   sleep 2
 }
 
