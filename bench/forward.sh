@@ -74,8 +74,9 @@ rounds() {
 # and the floor server (what the kernel and the client alone give), in
 # $LAT_REPEAT rounds interleaved as rounds does; each percentile the median
 # of the server's runs, every run's p99 kept (R[hitp99runs|s], in round
-# order), and R[hitp99rel|s] the median of the rounds' ratios of the
-# server's p99 to Unbound's run of the same round. One run's p99 moves by
+# order), R[hitp99rel|s] the median of the rounds' ratios of the
+# server's p99 to Unbound's run of the same round, and R[hitp99below|s] the
+# rounds in which it was below Unbound's. One run's p99 moves by
 # ±15 % between runs minutes apart on a quiet machine and by 10× on a busy
 # one, alike for every server (bench/RESULTS.md, the hit p99 study): three
 # rounds left "≤ Unbound's" a coin flip.
@@ -102,6 +103,8 @@ latency_rounds() {
     [ -n "${run[unbound|0]:-}" ] || continue
     R[hitp99rel|$s]=$(for ((i = 0; i < LAT_REPEAT; i++)); do echo "${run[$s|$i]} ${run[unbound|$i]}"; done |
       awk '$2 > 0 { print $1 / $2 }' | sort -g | awk '{ v[NR] = $1 } END { if (NR) printf "%.2f", v[int((NR + 1) / 2)] }')
+    R[hitp99below|$s]=$(for ((i = 0; i < LAT_REPEAT; i++)); do echo "${run[$s|$i]} ${run[unbound|$i]}"; done |
+      awk '$1 < $2 { n++ } END { print n + 0 }')
   done
 }
 

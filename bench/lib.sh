@@ -162,15 +162,27 @@ dnsperf_run() {
 # on this shared VM moves by ±10 %; the median of three holds still. A %i
 # in FILE is the run's number (0, 1, ...): runs that must not share names.
 dnsperf_median() {
-  local i runs=() mid pid=$1 port=$2 file=$3
+  local i runs=() pid=$1 port=$2 file=$3
   shift 3
   for ((i = 0; i < REPEAT; i++)); do
     dnsperf_run "$pid" "$port" "${file//%i/$i}" "$@"
     runs+=("$CPU_US $QPS")
   done
-  mid=$(printf '%s\n' "${runs[@]}" | sort -g | sed -n "$(((REPEAT + 1) / 2))p")
-  CPU_US=${mid% *}; QPS=${mid#* }
-  RUNS=$(printf '%s\n' "${runs[@]}" | awk '{ printf "%s%s", sep, $1; sep = " " }')
+  median_run "${runs[@]}"
+  CPU_US=${MID% *}; QPS=${MID#* }; RUNS=$MIDRUNS
+}
+
+# median_run "CPU QPS"...: sets MID to the run with the median CPU (the
+# lower middle of an even count) and MIDRUNS to every run's CPU in order.
+median_run() {
+  MID=$(printf '%s\n' "$@" | sort -g | sed -n "$((($# + 1) / 2))p")
+  MIDRUNS=$(printf '%s\n' "$@" | awk '{ printf "%s%s", sep, $1; sep = " " }')
+}
+
+# ratio A B: A/B with two decimals, or "–" when either is not a number.
+ratio() {
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b; else printf "–" }'
 }
 
 # latency_run PID PORT FILE RATE: fixed-rate load from benchtool on CPU 1;

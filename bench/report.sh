@@ -2,12 +2,6 @@
 # The table of bench/run.sh, as Markdown (it is also bench/RESULTS.md).
 # Reads R[row|server] filled by run.sh and zone.sh. Sourced by run.sh.
 
-# ratio A B: A/B with two decimals, or "–" when either is not a number.
-ratio() {
-  awk -v a="$1" -v b="$2" 'BEGIN {
-    if (a ~ /^[0-9.]+$/ && b ~ /^[0-9.]+$/ && b + 0 > 0) printf "%.2f", a / b; else printf "–" }'
-}
-
 # row KEY LABEL: one table line over the three servers.
 row() {
   local nc=${R[$1|nodecache]:-–} cd=${R[$1|coredns]:-–} ub=${R[$1|unbound]:-–}
@@ -54,6 +48,8 @@ compare_table() {
 }
 
 report() {
+  local PRIO_TEXT="not niced: the run was not root"
+  [ ${#PRIO[@]} -eq 0 ] || PRIO_TEXT="\`${PRIO[*]}\`"
   local commit big="$BIGZONE_SERVICES svc / $((BIGZONE_SERVICES * ZONE_ENDPOINTS)) endpoints"
   commit=$(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null || echo unknown)
   cat <<EOF
@@ -132,8 +128,8 @@ EOF
     row zonelost "cluster zone: % lost at $HIT_RATE qps"
     row zonerss "RSS MiB with the $ZONE_SERVICES-service zone synced"
     if [ -n "${R[zonechurncpu|nodecache]:-}" ]; then
-      R[zonechurnratio|nodecache]=$(ratio "${R[zonechurncpu|nodecache]}" "${R[zonecpu|nodecache]:-}")
-      R[zonechurnlratio|nodecache]=$(ratio "${R[zonechurnlcpu|nodecache]:-}" "${R[zonelcpu|nodecache]:-}")
+      R[zonechurnratio|nodecache]=${R[zonechurnrel|nodecache]:-–}
+      R[zonechurnlratio|nodecache]=${R[zonechurnlrel|nodecache]:-–}
       row zonelcpu "cluster zone: CPU µs/answer at $HIT_RATE qps"
       row zonechurncpu "cluster zone: CPU µs/answer at max QPS while $ZONE_CHURN_RATE EndpointSlice updates/s arrive"
       row zonechurnratio "cluster zone: that ÷ without churn, at max QPS (target ≤ 1.2)"
@@ -168,6 +164,10 @@ EOF
     "$MISS_RUN" "${R[missruns|nodecache]:-–}" "${R[missruns|coredns]:-–}" "${R[missruns|unbound]:-–}"
   printf ' Cache hit p99 µs at %s qps: floor %s; nodecache %s; CoreDNS %s; Unbound %s.' \
     "$HIT_RATE" "${R[hitp99runs|floor]:-–}" "${R[hitp99runs|nodecache]:-–}" "${R[hitp99runs|coredns]:-–}" "${R[hitp99runs|unbound]:-–}"
+  if [ -n "${R[hitp99below|nodecache]:-}" ]; then
+    printf ' Rounds whose p99 was below Unbound'"'"'s run of the same round, of %s: floor %s; nodecache %s; CoreDNS %s.' \
+      "$LAT_REPEAT" "${R[hitp99below|floor]:-–}" "${R[hitp99below|nodecache]}" "${R[hitp99below|coredns]:-–}"
+  fi
   if [ -n "${R[zoneruns|nodecache]:-}" ]; then
     printf ' Cluster zone: nodecache %s; CoreDNS + cache 30 %s; CoreDNS alone %s.' \
       "${R[zoneruns|nodecache]}" "${R[zoneruns|coredns]:-–}" "${R[zonerunsnc|coredns]:-–}"
@@ -175,6 +175,9 @@ EOF
   if [ -n "${R[zonechurnruns|nodecache]:-}" ]; then
     printf ' Cluster zone under churn: nodecache %s (%s updates/s written, %s applied by the zone in all).' \
       "${R[zonechurnruns|nodecache]}" "${R[zonechurnrate|nodecache]:-–}" "${R[zonechurnevents|nodecache]:-–}"
+    printf ' Cluster zone at %s qps: nodecache %s; under churn %s. Zone under churn ÷ without, each round (round order): at max QPS %s; at %s qps %s.' \
+      "$HIT_RATE" "${R[zonelruns|nodecache]:-–}" "${R[zonechurnlruns|nodecache]:-–}" \
+      "${R[zonechurnrelruns|nodecache]:-–}" "$HIT_RATE" "${R[zonechurnlrelruns|nodecache]:-–}"
   fi
   printf '\n'
   cat <<EOF
@@ -183,11 +186,27 @@ Cluster-zone queries (\`benchtool cluster\`): $ZONE_SERVICES services × $ZONE_E
 namespaces, every 10th headless, loaded into one kube-apiserver that both servers watch; per ten queries six
 A, one SRV, one PTR, one AAAA (NODATA), one unknown service (NXDOMAIN). nodecache has no cache in front of its
 zone; the CoreDNS rows are the stock Corefile (\`kubernetes\` + \`cache 30\`) and the plugin alone. The churn
-row runs the same queries against the same nodecache while \`benchtool slicechurn\` updates $ZONE_CHURN_RATE
-EndpointSlices a second (one service's first endpoint not ready, or ready again), from 2 s before the first run;
-the API server's work shares CPU 1 with dnsperf, which then sends less, and fewer queries a second batch less
-per wake-up, so the max-QPS ratio carries that too; the fixed-rate ratio does not.
+rows run the same queries against the same nodecache while \`benchtool slicechurn\` updates $ZONE_CHURN_RATE
+EndpointSlices a second (one service's first endpoint not ready, or ready again), from 2 s before the run.
+nodecache's zone rows are taken in $REPEAT rounds: each round runs the queries without churn and with it back to
+back (a max-QPS run and a $HIT_RATE qps run each; which goes first alternates), and each "÷ without churn" row is
+the median of the rounds' ratios, every round's ratio listed above; nodecache's zone latency rows are the
+median of its $REPEAT runs without churn. The API server's work shares CPU 1 with dnsperf, which then sends
+less, and fewer queries a second batch less per wake-up, so the max-QPS ratio carries that too; the
+fixed-rate ratio does not.
 EOF
+  if [ -n "${R[hitp99rel|floor]:-}" ]; then
+    cat <<EOF
+
+How to read the cache-hit p99 ratio to Unbound: the floor server (its ratio in the row's label, its rounds below
+Unbound's under the table) does no DNS work, so its ratio is what the machine's scheduling alone gives a server
+at this run's priority ($PRIO_TEXT, at which the machine's other work still gets CPU time). A server's
+ratio tells about the server only as far as it stands apart from the floor's: where the floor's own ratio is
+near 1, or it is below Unbound's in barely more than half the rounds, a ratio near 1 is the machine's noise and
+not a ranking. \`bench/hitab.sh\` with \`HITAB_PRIO="chrt -f 20"\` measures these runs at SCHED_FIFO, where
+nothing of normal priority runs on the two CPUs while a server or the client has work.
+EOF
+  fi
   if [ -s "$WORK/gobench.txt" ]; then
     printf '\n## go test -bench\n\n    go test -run %s -bench . -benchmem ./pkg/wire ./pkg/server ./pkg/cache ./pkg/kubezone\n\n```\n' "'^\$'"
     grep -E '^(Benchmark|pkg:|ok|FAIL|---)' "$WORK/gobench.txt"

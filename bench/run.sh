@@ -16,6 +16,9 @@
 #   BENCH_BIGZONE=0      skip the memory rows on the 10,000-service cluster (and
 #                        loading its 9,000 more services into the API server)
 #   BENCH_KEEP=1         keep the work directory (logs, configs, profiles)
+#   BENCH_RESULTS        where the table goes (default bench/RESULTS.md; the sections below its marker line
+#                        are kept): a run of some rows only, e.g. BENCH_FORWARD=0 BENCH_BIGZONE=0 BENCH_GO=0
+#                        BENCH_PROFILE=0 for the zone rows, writes elsewhere
 #   BENCH_LOADBALANCE=1  run every nodecache with --loadbalance (A/AAAA shuffled in each answer), for
 #                        the on/off comparison: run once with and once without, same machine and sitting
 #   BENCH_NODECACHE_FLAGS  more flags for every nodecache of the run (e.g. "--supervise=false")
@@ -38,6 +41,7 @@ LAT_REPEAT=${BENCH_LAT_REPEAT:-9}
 CACHE_DIR=${NODECACHE_BENCH_CACHE:-$HOME/.cache/nodecache-bench}
 PROFILE_DIR=${BENCH_PROFILE_DIR:-$CACHE_DIR/profiles}
 COREDNS_VERSION=${COREDNS_VERSION:-v1.15.0}
+RESULTS=${BENCH_RESULTS:-$ROOT/bench/RESULTS.md}
 NODECACHE=${NODECACHE_BIN:-$ROOT/bin/nodecache}
 # Without NODECACHE_BIN the tree's own binary is measured: built here, so that
 # a bin/nodecache left from an older commit is never the one in the table.
@@ -126,11 +130,11 @@ source "$ROOT/bench/report.sh"
 # The table above the marker line is this run's; the sections below it
 # (churn, restart storms, before/after comparisons) are kept as they are.
 marker='<!-- Sections below are kept by bench/run.sh: each names its own commit and command. -->'
-kept=$(awk -v m="$marker" '$0 == m { on = 1 } on' "$ROOT/bench/RESULTS.md" 2>/dev/null || true)
+kept=$(awk -v m="$marker" '$0 == m { on = 1 } on' "$RESULTS" 2>/dev/null || true)
 {
   report
   printf '\n%s\n' "${kept:-$marker}"
 } >"$WORK/RESULTS.md"
 cat "$WORK/RESULTS.md"
-cp "$WORK/RESULTS.md" "$ROOT/bench/RESULTS.md"
+cp "$WORK/RESULTS.md" "$RESULTS"
 log "done in $((SECONDS / 60)) min $((SECONDS % 60)) s"

@@ -80,7 +80,8 @@ create_chunked() {
     die "kubectl create of the chunks in $dir failed"
 }
 
-# zone_rows NAME PID PORT: throughput, CPU and latency on the zone queries.
+# zone_rows NAME PID PORT: throughput, CPU and latency on the zone queries
+# (CoreDNS's; nodecache's come from zone_churn_rounds).
 zone_rows() {
   local s=$1 pid=$2 port=$3
   dnsperf_median "$pid" "$port" "$WORK/zone.txt" -l "$PHASE"
@@ -90,31 +91,102 @@ zone_rows() {
   R[zonerss|$s]=$(rss_mib "$pid")
 }
 
-# zone_churn_rows NAME PID PORT METRICSPORT: the zone queries again, as
-# in zone_rows, while benchtool slicechurn writes ZONE_CHURN_RATE
+# zone_churn_rounds NAME PID PORT METRICSPORT: the zone rows of one
+# nodecache without churn and with it, in $REPEAT rounds: round i runs the
+# zone queries without churn and then with it, or the other way round
+# (the order alternates), each a max-QPS run and a run at HIT_RATE, so
+# that a round's two runs lie in the same minute and the ratio is taken
+# within each round. With churn, benchtool slicechurn writes ZONE_CHURN_RATE
 # EndpointSlice updates a second (each turns one service's first endpoint
-# not ready or ready again) into the API server; CPU per answer at max QPS
-# and at HIT_RATE, and the updates the server applied meanwhile (its own
-# count of watch events). The API server's share of CPU 1 slows dnsperf,
-# and a server answering fewer queries a second batches fewer per wake-up:
-# the fixed-rate figure is the one churn does not move that way.
-zone_churn_rows() {
-  local s=$1 pid=$2 port=$3 mport=$4 cpid out=$WORK/slicechurn.$1.txt e0 e1
-  e0=$(zone_events "$mport")
+# not ready or ready again) into the API server from 2 s before the runs;
+# the updates the server applied meanwhile are its own count of watch
+# events. The API server's share of CPU 1 slows dnsperf, and a server
+# answering fewer queries a second batches fewer per wake-up: the
+# fixed-rate figure is the one churn does not move that way. Sets the
+# zone rows as zone_rows does (CPU: the run with the median CPU; latency:
+# the median of the runs), the churn rows, and R[zonechurnrel|s] and
+# R[zonechurnlrel|s], the median of the rounds' ratios (churn ÷ without),
+# with each round's ratio in R[zonechurnrelruns|s] and R[zonechurnlrelruns|s].
+zone_churn_rounds() {
+  local s=$1 pid=$2 port=$3 mport=$4 i phase order
+  local -a quiet=() churn=() rel=() lrel=()
+  local -A q c lat
+  local updates=0 secs=0 events=0
+  log "== zone churn rounds: $REPEAT, each without churn and with $ZONE_CHURN_RATE EndpointSlice updates/s, back to back"
+  for ((i = 0; i < REPEAT; i++)); do
+    order="quiet churn"
+    ((i % 2 == 0)) || order="churn quiet"
+    for phase in $order; do
+      if [ "$phase" = churn ]; then zone_churn_start "$s" "$mport"; fi
+      dnsperf_run "$pid" "$port" "$WORK/zone.txt" -l "$PHASE"
+      q[$phase]="$CPU_US $QPS"
+      latency_run "$pid" "$port" "$WORK/zone.txt" "$HIT_RATE"
+      c[$phase]=$LCPU_US
+      if [ "$phase" = quiet ]; then
+        lat[p50]+=" $P50"; lat[p99]+=" $P99"; lat[p999]+=" $P999"; lat[lost]+=" $LOST_PCT"; lat[lcpu]+=" $LCPU_US"
+        R[zonerss|$s]=$(rss_mib "$pid")
+      else
+        lat[cp99]+=" $P99"; lat[clcpu]+=" $LCPU_US"
+        zone_churn_stop "$s" "$mport"
+        updates=$((updates + CHURN_UPDATES)); secs=$(awk -v a="$secs" -v b="$CHURN_SECONDS" 'BEGIN { print a + b }')
+        events=$((events + CHURN_EVENTS))
+      fi
+    done
+    quiet+=("${q[quiet]}"); churn+=("${q[churn]}")
+    rel+=("$(ratio "${q[churn]%% *}" "${q[quiet]%% *}")"); lrel+=("$(ratio "${c[churn]}" "${c[quiet]}")")
+    log "$s zone round $i ($order): cpu/answer at max QPS ${q[quiet]%% *} us without churn, ${q[churn]%% *} with (${rel[-1]}); at $HIT_RATE qps ${c[quiet]} and ${c[churn]} (${lrel[-1]})"
+  done
+  median_run "${quiet[@]}"; R[zonecpu|$s]=${MID% *}; R[zoneqps|$s]=${MID#* }; R[zoneruns|$s]=$MIDRUNS
+  median_run "${churn[@]}"; R[zonechurncpu|$s]=${MID% *}; R[zonechurnruns|$s]=$MIDRUNS
+  # shellcheck disable=SC2086 # the lists split on purpose
+  {
+    R[zonep50|$s]=$(median ${lat[p50]}); R[zonep99|$s]=$(median ${lat[p99]}); R[zonep999|$s]=$(median ${lat[p999]})
+    R[zonelost|$s]=$(median ${lat[lost]}); R[zonelcpu|$s]=$(median ${lat[lcpu]})
+    R[zonechurnp99|$s]=$(median ${lat[cp99]}); R[zonechurnlcpu|$s]=$(median ${lat[clcpu]})
+  }
+  R[zonelruns|$s]=${lat[lcpu]# }; R[zonechurnlruns|$s]=${lat[clcpu]# }
+  R[zonechurnrel|$s]=$(median "${rel[@]}"); R[zonechurnrelruns|$s]=${rel[*]}
+  R[zonechurnlrel|$s]=$(median "${lrel[@]}"); R[zonechurnlrelruns|$s]=${lrel[*]}
+  R[zonechurnrate|$s]=$(awk -v u="$updates" -v t="$secs" 'BEGIN { if (t > 0) printf "%.1f", u / t; else print "–" }')
+  R[zonechurnevents|$s]=$events
+  log "$s under churn: ${R[zonechurnrate|$s]} updates/s written, $events zone events applied; churn ÷ without, per round: max QPS ${rel[*]} (median ${R[zonechurnrel|$s]}), $HIT_RATE qps ${lrel[*]} (median ${R[zonechurnlrel|$s]})"
+}
+
+# zone_churn_start NAME METRICSPORT: benchtool slicechurn on CPU 1 (sets
+# CHURN_PID, CHURN_OUT, CHURN_E0), then 2 s for the churn to be under way
+# before the first answer counts.
+zone_churn_start() {
+  CHURN_OUT=$WORK/slicechurn.$1.$(date +%s%N).txt
+  CHURN_E0=$(zone_events "$2")
   taskset -c 1 "${PRIO[@]}" "$BENCHTOOL" slicechurn -kubeconfig "$KUBECONFIG_FILE" -services "$ZONE_SERVICES" \
-    -endpoints "$ZONE_ENDPOINTS" -rate "$ZONE_CHURN_RATE" -duration $(((REPEAT + 1) * (PHASE + 10) + 60))s >"$out" 2>&1 &
-  cpid=$!
-  sleep 2 # the churn under way before the first answer counts
-  dnsperf_median "$pid" "$port" "$WORK/zone.txt" -l "$PHASE"
-  R[zonechurncpu|$s]=$CPU_US; R[zonechurnruns|$s]=$RUNS
-  latency_run "$pid" "$port" "$WORK/zone.txt" "$HIT_RATE"
-  R[zonechurnlcpu|$s]=$LCPU_US; R[zonechurnp99|$s]=$P99
-  e1=$(zone_events "$mport") # before slicechurn writes the touched slices back
-  kill -TERM "$cpid"
-  wait "$cpid" || die "benchtool slicechurn failed: $(tail -3 "$out")"
-  R[zonechurnrate|$s]=$(kv rate "$(cat "$out")")
-  R[zonechurnevents|$s]=$(awk -v a="$e0" -v b="$e1" 'BEGIN { printf "%.0f", b - a }')
-  log "$s under churn: $(cat "$out"); zone events applied ${R[zonechurnevents|$s]}; cpu/answer ${R[zonechurncpu|$s]} us at max QPS (without churn ${R[zonecpu|$s]}), $LCPU_US us at $HIT_RATE qps (without ${R[zonelcpu|$s]})"
+    -endpoints "$ZONE_ENDPOINTS" -rate "$ZONE_CHURN_RATE" -duration $((2 * PHASE + 60))s >"$CHURN_OUT" 2>&1 &
+  CHURN_PID=$!
+  PIDS+=("$CHURN_PID") # stopped on exit should the run die first
+  sleep 2
+}
+
+# zone_churn_stop NAME METRICSPORT: the zone's events since zone_churn_start
+# (read before slicechurn writes the touched slices back), then stops
+# slicechurn and waits until the zone has applied those write-backs too (its
+# event count still for 0.5 s, at most 10 s), so that the next run without
+# churn has none. Sets CHURN_UPDATES, CHURN_SECONDS (slicechurn's own) and
+# CHURN_EVENTS.
+zone_churn_stop() {
+  local e1 a b k out
+  e1=$(zone_events "$2")
+  kill -TERM "$CHURN_PID"
+  wait "$CHURN_PID" || die "benchtool slicechurn failed: $(tail -3 "$CHURN_OUT")"
+  out=$(cat "$CHURN_OUT")
+  CHURN_UPDATES=$(kv updates "$out"); CHURN_SECONDS=$(kv seconds "$out")
+  CHURN_EVENTS=$(awk -v a="$CHURN_E0" -v b="$e1" 'BEGIN { printf "%.0f", b - a }')
+  log "$1: slicechurn $out; zone events applied $CHURN_EVENTS"
+  b=$(zone_events "$2")
+  for ((k = 0; k < 20; k++)); do
+    sleep 0.5
+    a=$b; b=$(zone_events "$2")
+    [ "$a" != "$b" ] || return 0
+  done
+  log "$1: the zone still applied events 10 s after slicechurn ended"
 }
 
 # zone_events METRICSPORT: the EndpointSlice and other watch events the
@@ -147,8 +219,7 @@ measure_zone() {
   # shellcheck disable=SC2046
   zone_start nodecache-zone "$port" "$ZONE_SERVICES" "$NODECACHE" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
     --metrics-addr "127.0.0.1:$mport" --kubeconfig "$KUBECONFIG_FILE"
-  zone_rows nodecache "$PID" "$port"
-  zone_churn_rows nodecache "$PID" "$port" "$mport"
+  zone_churn_rounds nodecache "$PID" "$port" "$mport"
   stop "$PID"
 
   port=$(free_port)
