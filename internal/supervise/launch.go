@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"syscall"
 
@@ -127,8 +128,13 @@ func parseArgs(args []string) (binaryArgs, error) {
 }
 
 // Main is the supervisor binary's: args are its arguments after argv[0],
-// version its own build's. It returns as Run does.
+// version its own build's. It returns as Run does; `version` prints the
+// build and returns.
 func Main(args []string, version string) error {
+	if len(args) == 1 && (args[0] == "version" || args[0] == "--version") {
+		fmt.Printf("%s %s %s %s/%s\n", BinaryName, version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return nil
+	}
 	b, err := parseArgs(args)
 	if err != nil {
 		return err
