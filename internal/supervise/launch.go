@@ -122,7 +122,7 @@ func parseArgs(args []string) (binaryArgs, error) {
 	}
 	b.Args = fs.Args()
 	if b.ExeFD <= 2 || len(b.Args) == 0 || b.Args[0] != "run" {
-		return b, fmt.Errorf("%s is started by `nodecache run`, not by hand: want --exe-fd and then -- run FLAGS...", BinaryName)
+		return b, fmt.Errorf("%s is started by `nodecache run`, not by hand: want --exe-fd=N -- run FLAGS", BinaryName)
 	}
 	return b, nil
 }

@@ -36,7 +36,7 @@ func runLaunch(t *testing.T, dir, script string) (string, error) {
 	}
 	defer self.Close()
 	exe := filepath.Join(dir, "nodecache")
-	out, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o755)
+	out, err := os.OpenFile(exe, os.O_CREATE|os.O_WRONLY, 0o700) //nolint:gosec // an executable the test runs
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func runLaunch(t *testing.T, dir, script string) (string, error) {
 		t.Fatal(err)
 	}
 	if script != "" {
-		if err := os.WriteFile(filepath.Join(dir, BinaryName), []byte(script), 0o755); err != nil {
+		if err := os.WriteFile(filepath.Join(dir, BinaryName), []byte(script), 0o700); err != nil { //nolint:gosec // an executable the test runs
 			t.Fatal(err)
 		}
 	}
@@ -111,9 +111,9 @@ func TestBeside(t *testing.T) {
 		reason string
 	}{
 		{"absent", func() error { return nil }, "", "no " + bin},
-		{"not executable", func() error { return os.WriteFile(bin, nil, 0o644) }, "", bin + " is not executable"},
-		{"executable", func() error { return os.Chmod(bin, 0o755) }, bin, ""},
-		{"a directory", func() error { _ = os.Remove(bin); return os.Mkdir(bin, 0o755) }, "", bin + " is not a regular file"},
+		{"not executable", func() error { return os.WriteFile(bin, nil, 0o600) }, "", bin + " is not executable"},
+		{"executable", func() error { return os.Chmod(bin, 0o700) }, bin, ""}, //nolint:gosec // it must be executable
+		{"a directory", func() error { _ = os.Remove(bin); return os.Mkdir(bin, 0o700) }, "", bin + " is not a regular file"},
 	} {
 		if err := tc.make(); err != nil {
 			t.Fatal(err)

@@ -197,7 +197,7 @@ func TestRestartFromExeFD(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(copyPath, b, 0o755); err != nil {
+	if err := os.WriteFile(copyPath, b, 0o700); err != nil { //nolint:gosec // an executable the test runs
 		t.Fatal(err)
 	}
 	fd, err := unix.Open(copyPath, unix.O_PATH, 0)
