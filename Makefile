@@ -20,8 +20,11 @@ UPSTREAM ?= /etc/resolv.conf
 
 all: build
 
+# bin/nodecache and, beside it, the supervisor's own binary that `nodecache
+# run` execs (internal/supervise; without it the supervisor runs in-process).
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/nodecache
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(dir $(BIN))nodecache-supervisor ./cmd/nodecache-supervisor
 
 # A newcomer's first command: a caching forwarder on loopback that also serves
 # a demo cluster zone from deploy/examples/fixture.yaml.
@@ -97,8 +100,8 @@ image-pins:
 	tools/image/update-pins.sh
 
 # A release from a clean checkout (tag it first: VERSION is git describe):
-# the image layout, the agent for both arches (the very binaries in the
-# image) and SHA256SUMS over all of it, in _output/release.
+# the image layout, the agent and its supervisor for both arches (the very
+# binaries in the image) and SHA256SUMS over all of it, in _output/release.
 RELEASE_OUT := _output/release
 release:
 	@case "$(VERSION)" in *-dirty) echo "release: the work tree has changes; commit them first ($(VERSION))" >&2; exit 1;; esac

@@ -181,9 +181,14 @@ measure_forwarders() {
     # shellcheck disable=SC2046,SC2086
     # A copy of the binary: its file pages are then its own, not shared with
     # the default nodecache still up (which would split them between the two
-    # and make the variant's PSS look smaller than it is).
-    cp "$NODECACHE" "$WORK/nodecache-variant"
-    start nodecache-variant 0 "$WORK/nodecache-variant" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
+    # and make the variant's PSS look smaller than it is); and of the
+    # supervisor's binary beside it, which `nodecache run` execs from there.
+    mkdir -p "$WORK/variant"
+    cp "$NODECACHE" "$WORK/variant/nodecache"
+    if [ -x "$(dirname "$NODECACHE")/nodecache-supervisor" ]; then
+      cp "$(dirname "$NODECACHE")/nodecache-supervisor" "$WORK/variant/"
+    fi
+    start nodecache-variant 0 "$WORK/variant/nodecache" $(nodecache_args "$port") --upstream "127.0.0.1:$NSD_PORT" \
       --metrics-addr "127.0.0.1:$(free_port)" $BENCH_VARIANT_FLAGS
     pid=$PID
     wait_dns "$port" "n1.$ZONE" A NOERROR

@@ -15,7 +15,9 @@
 #
 # The crash protection's memory is the warmed RSS (or PSS) of "sup" less
 # that of "nosup" of the same round: the supervisor, the journal's ring, and
-# what the journal adds to the serving process.
+# what the journal adds to the serving process. A BIN runs its supervisor
+# from the nodecache-supervisor beside it (make build writes
+# bin/nodecache-supervisor), or in-process when there is none.
 #
 # MEMAB_ROUNDS (default 2), MEMAB_SECONDS (miss phase, default 5). Needs
 # dnsperf, nsd, taskset, dig, ss; root for nice.

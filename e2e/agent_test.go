@@ -28,8 +28,9 @@ const (
 	metricsAddr   = "127.0.0.1:9253" // inside the node netns
 )
 
-// agentBuild builds the nodecache binary once per test binary (or takes
-// $NODECACHE_E2E_AGENT).
+// agentBuild builds the nodecache binary and, beside it, the supervisor's
+// (which `nodecache run` execs from there, as in the image) once per test
+// binary, or takes $NODECACHE_E2E_AGENT (with whatever sits beside it).
 var agentBuild = sync.OnceValues(func() (string, error) {
 	if p := os.Getenv("NODECACHE_E2E_AGENT"); p != "" {
 		return p, nil
@@ -37,11 +38,13 @@ var agentBuild = sync.OnceValues(func() (string, error) {
 	bin := filepath.Join(env.workDir, "nodecache")
 	// Static, as the image is: the real node's image build then reuses
 	// this compile.
-	cmd := exec.Command("go", "build", "-o", bin, "../cmd/nodecache")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build ./cmd/nodecache: %w\n%s", err, out)
+	for _, pkg := range []string{"nodecache", "nodecache-supervisor"} {
+		cmd := exec.Command("go", "build", "-o", filepath.Join(env.workDir, pkg), "../cmd/"+pkg)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			return "", fmt.Errorf("go build ./cmd/%s: %w\n%s", pkg, err, out)
+		}
 	}
 	return bin, nil
 })

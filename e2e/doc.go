@@ -18,8 +18,10 @@
 //	                     apiserver binaries) fails the suite instead
 //	NODECACHE_E2E_BIN    directory holding kube-apiserver and etcd; empty
 //	                     means ask e2e/tools/build-k8s.sh (cached)
-//	NODECACHE_E2E_AGENT  a prebuilt nodecache binary; empty means
-//	                     go build ./cmd/nodecache once per test binary
+//	NODECACHE_E2E_AGENT  a prebuilt nodecache binary (its supervisor's
+//	                     binary beside it); empty means go build
+//	                     ./cmd/nodecache and ./cmd/nodecache-supervisor
+//	                     once per test binary
 //
 // See e2e/README.md for the network layout and the setns tricks.
 package e2e

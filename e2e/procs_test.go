@@ -5,6 +5,7 @@ package e2e
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,5 +66,30 @@ func procState(pid int) string {
 func signalAll(pids []int, sig syscall.Signal) {
 	for _, pid := range pids {
 		_ = syscall.Kill(pid, sig)
+	}
+}
+
+// checkBinaries checks that the supervisor runs its own binary
+// (nodecache-supervisor, which `nodecache run` execs) and the serving
+// process nodecache, and logs what each keeps resident.
+func checkBinaries(t testing.TB, supervisor, serving int) {
+	t.Helper()
+	for _, p := range []struct {
+		pid  int
+		want string
+	}{{supervisor, "nodecache-supervisor"}, {serving, "nodecache"}} {
+		exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", p.pid))
+		if err != nil || filepath.Base(exe) != p.want {
+			t.Errorf("process %d runs %q (%v), want %s", p.pid, exe, err, p.want)
+			continue
+		}
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.pid))
+		var mem []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "VmRSS:") || strings.HasPrefix(l, "RssAnon:") || strings.HasPrefix(l, "RssFile:") {
+				mem = append(mem, strings.Join(strings.Fields(l), " "))
+			}
+		}
+		t.Logf("process %d runs %s: %s", p.pid, exe, strings.Join(mem, ", "))
 	}
 }

@@ -262,7 +262,7 @@ func helmBinary(t *testing.T) string {
 
 // checkMemoryLimit wants the Go soft limit the agent derived at start from
 // its container's memory limit (the chart's 256Mi, read from the cgroup):
-// 90 % of it less the cache journal's ring (3.5 MiB), as docs/operating.md
+// 90 % of it less the cache journal's ring (5 MiB), as docs/operating.md
 // says.
 func (n *realNode) checkMemoryLimit(metricsPort int) {
 	t := n.t

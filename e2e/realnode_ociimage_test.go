@@ -150,15 +150,16 @@ func (l ociLayout) files(m ociDescriptor) (map[string][]byte, error) {
 // imageBinaries are the executables the agent runs, with the links the
 // agent and doctor call them by.
 var imageBinaries = map[string]string{
-	"usr/local/bin/nodecache":   "",
-	"usr/sbin/iptables-nft":     "usr/sbin/xtables-nft-multi",
-	"usr/sbin/iptables-legacy":  "usr/sbin/xtables-legacy-multi",
-	"usr/sbin/ip6tables-nft":    "usr/sbin/xtables-nft-multi",
-	"usr/sbin/ip6tables-legacy": "usr/sbin/xtables-legacy-multi",
-	"usr/sbin/conntrack":        "",
+	"usr/local/bin/nodecache":            "",
+	"usr/local/bin/nodecache-supervisor": "",
+	"usr/sbin/iptables-nft":              "usr/sbin/xtables-nft-multi",
+	"usr/sbin/iptables-legacy":           "usr/sbin/xtables-legacy-multi",
+	"usr/sbin/ip6tables-nft":             "usr/sbin/xtables-nft-multi",
+	"usr/sbin/ip6tables-legacy":          "usr/sbin/xtables-legacy-multi",
+	"usr/sbin/conntrack":                 "",
 }
 
-// checkPlatformBinaries reads the ELF header of the agent, both iptables
+// checkPlatformBinaries reads the ELF header of the agent, its supervisor, both iptables
 // flavours and conntrack in one platform's image.
 func checkPlatformBinaries(files map[string][]byte, arch string) error {
 	want := map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}[arch]

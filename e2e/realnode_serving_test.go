@@ -19,6 +19,7 @@ import (
 func (n *realNode) checkServingKill(ctx context.Context, client *corev1.Pod) {
 	t := n.t
 	agent, supervisor, serving := n.servingProcess(ctx)
+	checkBinaries(t, supervisor, serving) // the image's supervisor binary, exec'd by `nodecache run`
 	before := restartCount(&agent)
 	killedAt := time.Now()
 	if err := syscall.Kill(serving, syscall.SIGKILL); err != nil {

@@ -183,6 +183,7 @@ func servingProcessKilled(t *testing.T, opts agentOpts) {
 		t.Errorf("processes after the kill: supervisor %d, serving %d; want supervisor %d kept, serving %d", got,
 			r.agent.servingPID(t), supervisor, pid)
 	}
+	checkBinaries(t, supervisor, pid)
 	if v := metricSum(t, r.agent.metrics(t), "nodecache_supervisor_restarts_total"); v != 1 {
 		t.Errorf("nodecache_supervisor_restarts_total: got %v, want 1", v)
 	}

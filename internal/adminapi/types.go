@@ -47,6 +47,9 @@ type Supervisor struct {
 	LastDeathAt time.Time `json:"last_death_at,omitzero"`
 	// JournalBytes is the size of the cache journal the supervisor keeps.
 	JournalBytes int64 `json:"journal_bytes"`
+	// InProcess says the supervisor runs in a nodecache process, not as
+	// nodecache-supervisor (none beside the nodecache binary).
+	InProcess bool `json:"in_process,omitempty"`
 }
 
 // Reload is the answer of PathReload: the generation serving afterwards,

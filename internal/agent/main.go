@@ -46,8 +46,8 @@ func Main(args []string, version string) error {
 		return err
 	}
 	if sup == nil && cfg.Supervise {
-		return supervise.Run(supervise.Config{Args: append([]string{"run"}, args...),
-			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: ServingOOMScoreAdj})
+		return supervise.Start(supervise.Launch{Args: append([]string{"run"}, args...), LogLevel: cfg.LogLevel,
+			LogFormat: string(cfg.LogFormat), Version: version, OOMScoreAdj: ServingOOMScoreAdj}, log.With(logkey.Component, "supervisor"))
 	}
 	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
 	applyGCDefault(log)

@@ -28,6 +28,10 @@ func (e *Env) checkSupervisor(context.Context) []Finding {
 				sup.Restarts, time.Since(sup.LastDeathAt).Round(time.Second), sup.LastDeath),
 			Fix: "see the agent's log around the \"serving process died\" lines (docs/recovery.md)"}}
 	}
+	how := ""
+	if sup.InProcess {
+		how = " (in a nodecache process: no nodecache-supervisor beside the nodecache binary, which would take about 3 MiB less)"
+	}
 	return []Finding{{Check: "supervisor", Severity: OK,
-		Detail: fmt.Sprintf("a supervisor keeps the sockets and a %d-byte cache journal; no restart", sup.JournalBytes)}}
+		Detail: fmt.Sprintf("a supervisor keeps the sockets and a %d-byte cache journal; no restart%s", sup.JournalBytes, how)}}
 }

@@ -17,7 +17,8 @@ func TestDoctorSupervisor(t *testing.T) {
 		detail string
 	}{
 		{"unsupervised", nil, Warn, "--supervise=false"},
-		{"quiet", &adminapi.Supervisor{JournalBytes: 4096}, OK, "4096-byte cache journal"},
+		{"quiet", &adminapi.Supervisor{JournalBytes: 4096}, OK, "4096-byte cache journal; no restart"},
+		{"in-process", &adminapi.Supervisor{JournalBytes: 4096, InProcess: true}, OK, "no nodecache-supervisor beside"},
 		{"restarted", &adminapi.Supervisor{Restarts: 2, LastDeath: "signal: killed", LastDeathAt: time.Now()}, Warn,
 			"restarted 2 times"},
 		{"crash loop", &adminapi.Supervisor{Restarts: 3, CrashLoop: "supervisor: crash loop: died 3 times"}, Fail, "crash loop"},
@@ -28,6 +29,9 @@ func TestDoctorSupervisor(t *testing.T) {
 			got := e.checkSupervisor(context.Background())
 			if len(got) != 1 || got[0].Severity != tt.want || !strings.Contains(got[0].Detail, tt.detail) {
 				t.Fatalf("got %+v, want one %s containing %q", got, tt.want, tt.detail)
+			}
+			if inProc := strings.Contains(got[0].Detail, "nodecache-supervisor"); tt.sup != nil && inProc != tt.sup.InProcess {
+				t.Errorf("got %q: want the in-process note only when InProcess (%v)", got[0].Detail, tt.sup.InProcess)
 			}
 		})
 	}

@@ -44,6 +44,9 @@ type Inherited struct {
 	// its exec: the restarted process logs how long it took to read the
 	// kept sockets from there.
 	Started time.Time `json:"started,omitzero"`
+	// Binary says that the binary this process runs follows them, a
+	// descriptor it closes (Config.ExeFD).
+	Binary bool `json:"binary,omitempty"`
 	// Stop asks for no serving at all: the supervisor got SIGTERM while
 	// no serving process ran, and this one only stops as an agent stops
 	// (removing the link and rules unless they must stay).
@@ -96,6 +99,9 @@ func Child() (*Conn, error) {
 	}
 	for fd := firstFD; fd < firstFD+n; fd++ {
 		unix.CloseOnExec(fd)
+	}
+	if in.Binary { // what the supervisor ran this process from: not needed here
+		_ = unix.Close(firstFD + n)
 	}
 	ctl := os.NewFile(firstFD, "supervisor-control")
 	nc, err := net.FileConn(ctl)

@@ -1,8 +1,19 @@
 // Package supervise keeps `nodecache run` answering when its serving
 // process dies. `nodecache run` starts as a small supervisor (this
-// package: no DNS parsing, no API client) that runs the same binary again
-// as the serving process, the agent proper (internal/agent), and
+// package: no DNS parsing, no API client) that runs the nodecache binary
+// again as the serving process, the agent proper (internal/agent), and
 // restarts it at once when it is killed or crashes after it served.
+//
+// One supervisor, two entry points (launch.go): `nodecache run` execs
+// BinaryName (cmd/nodecache-supervisor, which links only this package,
+// internal/handover, pkg/logkey, x/sys and the standard library) when it
+// sits beside the nodecache binary, keeping its pid, so that the
+// supervisor's memory holds none of nodecache's package initialisation;
+// without it, or when the exec fails, `nodecache run` runs Run itself.
+// One Info line says which. The binary runs the serving processes from a
+// descriptor `nodecache run` left open on its own binary (Config.ExeFD),
+// so a restart runs the nodecache that was started, as /proc/self/exe
+// does in-process, even if the file was replaced or removed since.
 //
 // The supervisor keeps duplicates of what must outlive a serving process:
 //   - its listening sockets, which the serving process sends once it
@@ -15,7 +26,8 @@
 //     the next serving process imports it, so it starts warm.
 //
 // Each serving process inherits the control socket (descriptor 3), then
-// the listeners, UDP first, then the journal, and reads Inherited from
+// the listeners, UDP first, then the journal, then the binary's
+// descriptor it was run from (which it closes), and reads Inherited from
 // $NODECACHE_SUPERVISED (Child). The messages on the control socket are
 // handover frames (internal/handover).
 //
@@ -37,7 +49,8 @@
 // memory runs out; it dies with the supervisor (PR_SET_PDEATHSIG). Once it
 // is started the supervisor drops the binary's pages from its own page
 // tables (codePages), so that it is not the kernel's next pick either
-// while the container is still at its limit.
+// while the container is still at its limit: the nodecache binary's in
+// the nodecache process, its own (2.7 MB) as BinaryName.
 //
 // The package has no metrics of its own: the serving process exports
 // nodecache_supervisor_restarts_total and nodecache_supervisor_crash_loop

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -26,8 +27,18 @@ type Config struct {
 	// Args are the serving process's arguments after argv[0]: "run" and
 	// the flags the supervisor was given.
 	Args []string
-	// Exe is the binary to run; empty: this one (/proc/self/exe).
+	// Exe is the binary to run; empty: this one (/proc/self/exe), or
+	// ExeFD's.
 	Exe string
+	// ExeFD, when above 2, is a descriptor open on the binary to run (the
+	// supervisor binary's, open on nodecache's: launch.go), which Run then
+	// owns. Each serving process inherits it last and runs it from there
+	// (Inherited.Binary): another descriptor of the supervisor's could
+	// not be relied on, since the child's are moved into place before it
+	// runs the binary.
+	ExeFD int
+	// Argv0 is the serving process's argv[0]; empty: this one's.
+	Argv0 string
 	// Log is the supervisor's logger; nil discards.
 	Log *slog.Logger
 	// OOMScoreAdj is added to the serving process's oom_score_adj (at
@@ -62,6 +73,7 @@ type supervisor struct {
 	served     bool     // a serving process said it serves
 	handedOver bool     // a successor took the sockets: restart nothing
 
+	bin      *os.File  // the binary the serving processes run, from Config.ExeFD; nil: Config.Exe
 	code     codePages // the binary's mappings, dropped after each start and every second; nil: not looked for yet
 	deaths   []Death   // within CrashWindow, oldest first
 	restarts int
@@ -72,13 +84,20 @@ type supervisor struct {
 // SIGTERM, SIGINT and SIGHUP to it and returns when it ends for any other
 // reason: nil for exit status 0, an *ExitError otherwise.
 func Run(cfg Config) error {
-	if cfg.Exe == "" {
+	if cfg.Exe == "" && cfg.ExeFD <= 2 {
 		cfg.Exe = "/proc/self/exe"
+	}
+	if cfg.Argv0 == "" {
+		cfg.Argv0 = os.Args[0]
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	s := &supervisor{cfg: cfg, log: cfg.Log}
+	if cfg.Exe == "" {
+		unix.CloseOnExec(cfg.ExeFD)
+		s.bin = os.NewFile(uintptr(cfg.ExeFD), "nodecache-binary")
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
@@ -203,14 +222,20 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 		}
 	}
 	s.mu.Unlock()
+	exe := s.cfg.Exe
+	if s.bin != nil { // the last descriptor it inherits: run from there
+		files = append(files, s.bin)
+		in.Binary = true
+		exe = "/proc/self/fd/" + strconv.Itoa(firstFD+len(files)-1)
+	}
 	in.Started = time.Now()
 	env, err := json.Marshal(in)
 	if err != nil {
 		_ = c.Close()
 		return nil, err
 	}
-	cmd := exec.Command(s.cfg.Exe, s.cfg.Args...)
-	cmd.Args[0] = os.Args[0]
+	cmd := exec.Command(exe, s.cfg.Args...)
+	cmd.Args[0] = s.cfg.Argv0
 	cmd.Env = append(os.Environ(), Env+"="+string(env))
 	cmd.ExtraFiles = files
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = nil, s.cfg.Stdout, s.cfg.Stderr
@@ -340,4 +365,7 @@ func (s *supervisor) drop() {
 		_ = s.journal.Close()
 	}
 	s.listeners, s.journal = nil, nil
+	if s.bin != nil {
+		_ = s.bin.Close()
+	}
 }

@@ -24,6 +24,9 @@ func TestMain(m *testing.M) {
 	if _, ok := os.LookupEnv(Env); ok {
 		os.Exit(serve(os.Getenv("SUPERVISE_TEST_ROLE"), os.Getenv("SUPERVISE_TEST_DIR")))
 	}
+	if _, ok := os.LookupEnv("SUPERVISE_TEST_LAUNCH"); ok {
+		os.Exit(launch())
+	}
 	os.Exit(m.Run())
 }
 
@@ -119,11 +122,17 @@ func exists(path string) bool { _, err := os.Stat(path); return err == nil }
 // run runs a supervisor of this test binary in role until it returns.
 func run(t *testing.T, role string) (string, error) {
 	t.Helper()
+	return runConfig(t, role, Config{Exe: os.Args[0], Args: []string{"-test.run=^$"}})
+}
+
+// runConfig is run with the supervisor's config cfg.
+func runConfig(t *testing.T, role string, cfg Config) (string, error) {
+	t.Helper()
 	dir := t.TempDir()
 	t.Setenv("SUPERVISE_TEST_ROLE", role)
 	t.Setenv("SUPERVISE_TEST_DIR", dir)
 	done := make(chan error, 1)
-	go func() { done <- Run(Config{Exe: os.Args[0], Args: []string{"-test.run=^$"}}) }()
+	go func() { done <- Run(cfg) }()
 	if role == "kill" {
 		port := waitFile(t, filepath.Join(dir, "port"), done)
 		conn, err := net.Dial("udp", "127.0.0.1:"+port)
@@ -175,6 +184,43 @@ func TestRestartKeepsSocketAndJournal(t *testing.T) {
 	}
 	if in.UDP != 1 || !in.Journal || len(in.Deaths) != 1 || in.Deaths[0].Cause != "signal: killed" || in.CrashLoop {
 		t.Errorf("restarted process inherited %+v, want 1 UDP listener, the journal, one death by SIGKILL, no crash loop", in)
+	}
+}
+
+// The supervisor binary runs the serving processes from a descriptor open
+// on nodecache (Config.ExeFD): each inherits it after the listeners and
+// the journal, and the restarted one is the same binary even when the file
+// is gone meanwhile (here, a copy of this test binary).
+func TestRestartFromExeFD(t *testing.T) {
+	copyPath := filepath.Join(t.TempDir(), "nodecache")
+	b, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(copyPath, b, 0o700); err != nil { //nolint:gosec // an executable the test runs
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(copyPath, unix.O_PATH, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(copyPath); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := runConfig(t, "kill", Config{ExeFD: fd, Args: []string{"-test.run=^$"}})
+	if err != nil {
+		t.Fatalf("Run: got %v, want nil (the restarted process found the datagram and the journal)", err)
+	}
+	var in Inherited
+	b, _ = os.ReadFile(filepath.Join(dir, "inherited-1"))
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	if !in.Binary || in.UDP != 1 || !in.Journal {
+		t.Errorf("restarted process inherited %+v, want the binary after 1 UDP listener and the journal", in)
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
+		t.Errorf("descriptor %d is still open after Run; want it closed", fd)
 	}
 }
 

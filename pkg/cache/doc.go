@@ -52,7 +52,7 @@
 // in a file another process holds, for a restart after a crash: a miss's
 // insert queues its entry, and a goroutine of the journal's own appends the
 // queued records every 20 ms to a ring of a fixed size (DefaultJournalBytes,
-// 3.5 MiB), overwriting the oldest records once it is full; it is never
+// 5 MiB), overwriting the oldest records once it is full; it is never
 // rewritten nor copied, and writing it makes no garbage. A record is an
 // entry's kind, lifetime and stored time and its reply, whose question is
 // the key (journalrecord.go). Lookup does not touch it. ScanJournal and

@@ -51,10 +51,10 @@ const (
 	journalKeepEntries = 2048                  // the longest queue array kept between batches
 
 	// DefaultJournalBytes is the ring's size when JournalConfig.MaxBytes is
-	// zero: with the supervisor's own ~4 MiB and the writer's, the
-	// protection stays within 10 MiB. About 38,000 entries of ~96 bytes
-	// (an A reply with its NS and glue) fit.
-	DefaultJournalBytes = 7 << 19
+	// zero: with the supervisor's own ~2 MiB (as nodecache-supervisor) and
+	// the writer's, the protection stays within 10 MiB. About 54,000
+	// entries of ~96 bytes (an A reply with its NS and glue) fit.
+	DefaultJournalBytes = 5 << 20
 	// MinJournalBytes is the smallest ring: a few of the largest records.
 	MinJournalBytes = 256 << 10
 )

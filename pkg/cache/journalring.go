@@ -42,7 +42,7 @@ func (r *ringState) appendItem(it ringItem) {
 // ring's end (n < 0). h, stored and hits say which entry a record holds
 // and how often it had been hit when written: one hit since is written
 // again before it is overwritten. h is zero when unknown. 16 bytes: about
-// 0.6 MiB for the default ring's 38,000 records.
+// 0.85 MiB for the default ring's 54,000 records.
 type ringItem struct {
 	h            uint64 // the key's hash in this process's cache
 	n            int32  // the record's bytes, its length included

@@ -30,11 +30,16 @@ type buildOptions struct {
 	Repository      string // the name in index.json's ref.name annotation
 	Epoch           int64  // SOURCE_DATE_EPOCH
 	Platforms       string // comma-separated os/arch
-	Binaries        string // if set, the agents are also written here as nodecache-linux-ARCH
+	Binaries        string // if set, the binaries are also written here as nodecache-linux-ARCH and nodecache-supervisor-linux-ARCH
 }
 
 // agentPath is where the image has the agent; the entrypoint.
 const agentPath = "usr/local/bin/nodecache"
+
+// binaries are the image's commands, each built from ./cmd/NAME into
+// usr/local/bin/NAME: the agent, and the supervisor's own binary, which
+// `nodecache run` execs when it sits beside it (internal/supervise).
+var binaries = []string{"nodecache", "nodecache-supervisor"}
 
 // build writes the OCI image layout: an index of one image per platform,
 // each a Debian layer and an agent layer.
@@ -121,22 +126,24 @@ func platformImage(ctx context.Context, f *fetcher, o buildOptions, pf *pinFile,
 	if err != nil {
 		return nil, err
 	}
-	bin := filepath.Join(tmp, "nodecache-"+arch)
-	if err := buildAgent(ctx, o, arch, bin); err != nil {
-		return nil, err
-	}
-	agentBin, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, err
-	}
-	if o.Binaries != "" {
-		if err := os.WriteFile(filepath.Join(o.Binaries, "nodecache-linux-"+arch), agentBin, 0o755); err != nil {
+	agent := rootfs{}
+	for _, name := range binaries {
+		bin := filepath.Join(tmp, name+"-"+arch)
+		if err := buildAgent(ctx, o, arch, bin, "./cmd/"+name); err != nil {
 			return nil, err
 		}
-	}
-	agent := rootfs{}
-	if err := agent.add(agentPath, &fsEntry{Type: tar.TypeReg, Mode: 0o755, Data: agentBin, From: "agent"}); err != nil {
-		return nil, err
+		b, err := os.ReadFile(bin)
+		if err != nil {
+			return nil, err
+		}
+		if o.Binaries != "" {
+			if err := os.WriteFile(filepath.Join(o.Binaries, name+"-linux-"+arch), b, 0o755); err != nil {
+				return nil, err
+			}
+		}
+		if err := agent.add("usr/local/bin/"+name, &fsEntry{Type: tar.TypeReg, Mode: 0o755, Data: b, From: "agent"}); err != nil {
+			return nil, err
+		}
 	}
 	agentLayer, err := layerOf(agent, epoch)
 	if err != nil {
@@ -165,7 +172,7 @@ func platformImage(ctx context.Context, f *fetcher, o buildOptions, pf *pinFile,
 	at := v1.Time{Time: epoch}
 	img, err = mutate.Append(img,
 		mutate.Addendum{Layer: baseLayer, MediaType: types.OCILayer, History: v1.History{Created: at, CreatedBy: "debian " + pf.Suite + ": " + pinNames(pf.forArch(arch)), Comment: "tools/image"}},
-		mutate.Addendum{Layer: agentLayer, MediaType: types.OCILayer, History: v1.History{Created: at, CreatedBy: "go build ./cmd/nodecache (" + o.Version + ")", Comment: "tools/image"}},
+		mutate.Addendum{Layer: agentLayer, MediaType: types.OCILayer, History: v1.History{Created: at, CreatedBy: "go build ./cmd/nodecache ./cmd/nodecache-supervisor (" + o.Version + ")", Comment: "tools/image"}},
 	)
 	if err != nil {
 		return nil, err
@@ -191,17 +198,17 @@ func layerOf(fs rootfs, mtime time.Time) (v1.Layer, error) {
 		tarball.WithMediaType(types.OCILayer), tarball.WithCompressedCaching)
 }
 
-// buildAgent cross-compiles the static agent as make build does, with
+// buildAgent cross-compiles the static binary of pkg as make build does, with
 // nothing taken from the environment that would change its bytes: no cgo,
 // -trimpath, no VCS stamp (the commit comes in by -X), the baseline
 // instruction set of each architecture.
-func buildAgent(ctx context.Context, o buildOptions, arch, out string) error {
+func buildAgent(ctx context.Context, o buildOptions, arch, out, pkg string) error {
 	ldflags := "-s -w -X main.version=" + o.Version + " -X main.commit=" + o.Commit
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, "./cmd/nodecache")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false", "-ldflags", ldflags, "-o", out, pkg)
 	cmd.Dir = o.Src
 	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0", "GOFLAGS=-mod=readonly", "GOAMD64=v1", "GOARM64=v8.0", "GOEXPERIMENT=")
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/nodecache for %s: %w\n%s", arch, err, b)
+		return fmt.Errorf("go build %s for %s: %w\n%s", pkg, arch, err, b)
 	}
 	return nil
 }

@@ -19,8 +19,9 @@ import (
 // committed pins (the .debs from the cache make image fills, so only the
 // first build on a machine downloads them) and wants the same layout, byte
 // for byte: the same index digest, manifests, configs and layers. It then
-// reads each platform's image: the agent and iptables are ELF files of that
-// platform's machine, the CA bundle is there, the entrypoint is the agent.
+// reads each platform's image: the agent, the supervisor's binary and
+// iptables are ELF files of that platform's machine (the first two static
+// and not position-independent, as the supervisor's codePages wants), the CA bundle is there, the entrypoint is the agent.
 func TestBuildReproducible(t *testing.T) {
 	dir := t.TempDir()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -77,7 +78,7 @@ func checkPlatformImage(t *testing.T, img v1.Image, arch string, want elf.Machin
 		t.Errorf("%s: config says %s/%s entrypoint %v, want linux/%s /usr/local/bin/nodecache", arch, cf.OS, cf.Architecture, cf.Config.Entrypoint, arch)
 	}
 	files := imageFiles(t, img)
-	for _, f := range []string{"usr/local/bin/nodecache", "usr/sbin/xtables-nft-multi", "usr/sbin/xtables-legacy-multi", "usr/sbin/conntrack"} {
+	for _, f := range []string{"usr/local/bin/nodecache", "usr/local/bin/nodecache-supervisor", "usr/sbin/xtables-nft-multi", "usr/sbin/xtables-legacy-multi", "usr/sbin/conntrack"} {
 		b, ok := files[f]
 		if !ok {
 			t.Errorf("%s: no /%s in the image", arch, f)
@@ -90,6 +91,9 @@ func checkPlatformImage(t *testing.T, img v1.Image, arch string, want elf.Machin
 		}
 		if ef.Machine != want {
 			t.Errorf("%s: /%s is for %v, want %v", arch, f, ef.Machine, want)
+		}
+		if strings.HasPrefix(f, "usr/local/bin/") && ef.Type != elf.ET_EXEC {
+			t.Errorf("%s: /%s is %v, want ET_EXEC (static, not PIE)", arch, f, ef.Type)
 		}
 	}
 	if c := bytes.Count(files["etc/ssl/certs/ca-certificates.crt"], []byte("BEGIN CERTIFICATE")); c < 100 {

@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		fs.StringVar(&o.Repository, "repository", "ghcr.io/nodecache/nodecache", "the image name the layout's index names (with the version as tag)")
 		epoch := fs.String("source-date-epoch", os.Getenv("SOURCE_DATE_EPOCH"), "the time of every file and of the image, in seconds since 1970 (default $SOURCE_DATE_EPOCH, else 0)")
 		fs.StringVar(&o.Platforms, "platforms", "linux/amd64,linux/arm64", "the platforms of the index")
-		fs.StringVar(&o.Binaries, "binaries", "", "also write each agent binary here, as nodecache-linux-ARCH (make release)")
+		fs.StringVar(&o.Binaries, "binaries", "", "also write the binaries here, as nodecache-linux-ARCH and nodecache-supervisor-linux-ARCH (make release)")
 		if err := fs.Parse(args[1:]); err != nil {
 			return err
 		}
