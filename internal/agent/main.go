@@ -50,11 +50,12 @@ func Main(args []string, version string) error {
 			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: ServingOOMScoreAdj})
 	}
 	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
-	applyGCDefault(log)
+	gcDefault := applyStartGC(log)
 	applyMemoryLimit(log, "/", sup != nil, int64(cfg.JournalSize), int64(cfg.CacheSize))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	a := New(cfg, log, version)
+	a.gcDefault = gcDefault
 	if sup != nil {
 		defer sup.Close()
 		a.sup = sup
