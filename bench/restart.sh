@@ -31,7 +31,8 @@ ZONE=bench.example.
 WORK=$(mktemp -d /tmp/nodecache-restart.XXXXXX)
 # shellcheck source=bench/lib.sh
 source "$ROOT/bench/lib.sh"
-trap 'stop_all; rm -rf "$WORK"' EXIT
+# RESTART_KEEP=1 keeps the work directory (the agents' logs) and names it.
+trap 'stop_all; if [ -n "${RESTART_KEEP:-}" ]; then log "kept $WORK"; else rm -rf "$WORK"; fi' EXIT
 for t in dnsperf nsd dig go; do command -v "$t" >/dev/null || die "$t not installed"; done
 for b in "${BINS[@]}"; do [ -x "$b" ] || die "$b missing"; done
 (cd "$ROOT" && go build -o "$WORK/benchtool" ./bench/benchtool)
@@ -90,5 +91,5 @@ for i in 0 1; do
   echo "${BINS[$i]}: first_answer_ms $(stat "$WORK/s$i" first_answer_ms); cpu_ms $(stat "$WORK/s$i" cpu_ms);" \
     "exec_init $(stat "$WORK/r$i" exec_init); build $(stat "$WORK/r$i" build);" \
     "listeners $(stat "$WORK/r$i" listeners); cpu_time $(stat "$WORK/r$i" cpu_time);" \
-    "last serving process: $(grep -h '^Vm\(HWM\|RSS\)' /proc/"$(cat /proc/"${sups[$i]}"/task/*/children)"/status | tr -s ' \t' ' ' | paste -sd ' ')"
+    "last serving process: $(grep -h '^Vm\(HWM\|RSS\)' /proc/"$(cat /proc/"${sups[$i]}"/task/*/children | tr -d ' ')"/status | tr -s ' \t' ' ' | paste -sd ' ')"
 done

@@ -31,13 +31,24 @@ const defaultGCPercent = 50
 const startGCPercent = 400
 
 // applyStartGC sets startGCPercent unless the operator chose a value with
-// GOGC, which then stands; the function it returns applies the default
-// (applyGCDefault) and does so once however often it is called.
+// GOGC, which then stands. The function it returns applies the default
+// (applyGCDefault) once however often it is called; after startGCPercent
+// it also collects and returns the free pages to the kernel
+// (debug.FreeOSMemory): lowering the target starts no collection by itself,
+// and an idle agent allocates too little to start one soon, so the start's
+// garbage stayed in its RSS (a restart with 13,000 journal entries: 1.1 MiB
+// more anonymous memory 10 s later than at defaultGCPercent throughout).
 func applyStartGC(log *slog.Logger) (applyDefault func()) {
-	if _, ok := os.LookupEnv("GOGC"); !ok {
+	_, operator := os.LookupEnv("GOGC")
+	if !operator {
 		debug.SetGCPercent(startGCPercent)
 	}
-	return sync.OnceFunc(func() { applyGCDefault(log) })
+	return sync.OnceFunc(func() {
+		applyGCDefault(log)
+		if !operator {
+			debug.FreeOSMemory()
+		}
+	})
 }
 
 // applyGCDefault sets defaultGCPercent unless the operator chose a value
