@@ -19,35 +19,39 @@ import (
 // still bounds the total (the DaemonSet sets it).
 const defaultGCPercent = 50
 
-// startGCPercent is the GC target while the agent starts: until it serves
-// and, in a serving process the supervisor restarted, until the cache
-// journal's import has ended. The heap is a few MiB then and grows from
+// startGCPercent is the GC target while a serving process the supervisor
+// restarted on the kept sockets starts: until it serves and its cache
+// journal's import has ended. Its heap is a few MiB then and grows from
 // nothing; at defaultGCPercent (a heap minimum of 2 MiB, where package
 // initialisation leaves 2.1 MB) the collector ran at once, and three more
 // times in the first 30 ms of a restart, each cycle about 2 ms of CPU
 // taken from the first answer. At 400 the heap minimum is 16 MiB: a start
 // and the import of a full default ring fit under it. GOMEMLIMIT (from the
-// container's limit) still bounds the heap meanwhile.
+// container's limit) still bounds the heap meanwhile. Other starts (the
+// first serving process, an upgrade's successor, which lists the whole
+// cluster before it serves) keep defaultGCPercent throughout.
 const startGCPercent = 400
 
-// applyStartGC sets startGCPercent unless the operator chose a value with
-// GOGC, which then stands. The function it returns applies the default
-// (applyGCDefault) once however often it is called; after startGCPercent
-// it also collects and returns the free pages to the kernel
-// (debug.FreeOSMemory): lowering the target starts no collection by itself,
-// and an idle agent allocates too little to start one soon, so the start's
-// garbage stayed in its RSS (a restart with 13,000 journal entries: 1.1 MiB
-// more anonymous memory 10 s later than at defaultGCPercent throughout).
-func applyStartGC(log *slog.Logger) (applyDefault func()) {
+// applyStartGC sets startGCPercent when restart says this process was
+// restarted on the kept sockets, unless the operator chose a value with
+// GOGC, which then stands; otherwise it applies the default at once. The
+// function it returns applies the default (applyGCDefault) once however
+// often it is called; after startGCPercent it also collects and returns
+// the free pages to the kernel (debug.FreeOSMemory): lowering the target
+// starts no collection by itself, and an idle agent allocates too little
+// to start one soon, so the start's garbage stayed in its RSS (a restart
+// with 13,000 journal entries: 1.1 MiB more anonymous memory 10 s later
+// than at defaultGCPercent throughout).
+func applyStartGC(log *slog.Logger, restart bool) (applyDefault func()) {
 	_, operator := os.LookupEnv("GOGC")
-	if !operator {
-		debug.SetGCPercent(startGCPercent)
+	if !restart || operator {
+		applyGCDefault(log)
+		return func() {}
 	}
+	debug.SetGCPercent(startGCPercent)
 	return sync.OnceFunc(func() {
 		applyGCDefault(log)
-		if !operator {
-			debug.FreeOSMemory()
-		}
+		debug.FreeOSMemory()
 	})
 }
 

@@ -50,7 +50,7 @@ func Main(args []string, version string) error {
 			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: ServingOOMScoreAdj})
 	}
 	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
-	gcDefault := applyStartGC(log)
+	gcDefault := applyStartGC(log, sup != nil && restartedOnKeptSockets(sup.Info()))
 	applyMemoryLimit(log, "/", sup != nil, int64(cfg.JournalSize), int64(cfg.CacheSize))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
