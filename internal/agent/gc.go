@@ -28,8 +28,9 @@ const defaultGCPercent = 50
 // taken from the first answer. At 400 the heap minimum is 16 MiB: a start
 // and the import of a full default ring fit under it. GOMEMLIMIT (from the
 // container's limit) still bounds the heap meanwhile. Other starts (the
-// first serving process, an upgrade's successor, which lists the whole
-// cluster before it serves) keep defaultGCPercent throughout.
+// first serving process, an upgrade's successor and a restart with
+// --rewrite-name rules, which list the whole cluster before they serve)
+// keep defaultGCPercent throughout.
 const startGCPercent = 400
 
 // applyStartGC sets startGCPercent when restart says this process was

@@ -50,7 +50,8 @@ func Main(args []string, version string) error {
 			Log: log.With(logkey.Component, "supervisor"), OOMScoreAdj: ServingOOMScoreAdj})
 	}
 	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
-	gcDefault := applyStartGC(log, sup != nil && restartedOnKeptSockets(sup.Info()))
+	// Not with --rewrite-name rules: that restart lists the cluster before it reads (readsBeforeZone).
+	gcDefault := applyStartGC(log, sup != nil && restartedOnKeptSockets(sup.Info()) && len(cfg.RewriteNames) == 0)
 	applyMemoryLimit(log, "/", sup != nil, int64(cfg.JournalSize), int64(cfg.CacheSize))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
