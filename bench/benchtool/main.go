@@ -17,6 +17,10 @@
 //	    EndpointSlice updates of that cluster, loaded into the API server of
 //	    F, at a fixed rate until -duration or SIGTERM; prints updates,
 //	    errors and the rate reached as key=value pairs.
+//	benchtool restart -supervisors P1,P2 -servers A1,A2 -name N -rounds 10
+//	    SIGKILLs each supervised agent's serving process in turn and asks N
+//	    until the first answer; prints, per kill, the time from the kill to
+//	    it and the CPU the new serving process had used then (bench/restart.sh).
 //
 // It is a harness, not part of the agent; see bench/README.md.
 package main
@@ -45,7 +49,7 @@ func main() {
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	if len(args) == 0 {
-		return errors.New("usage: benchtool cluster|latency|zonemem|slicechurn [flags]")
+		return errors.New("usage: benchtool cluster|latency|zonemem|slicechurn|restart [flags]")
 	}
 	switch args[0] {
 	case "cluster":
@@ -56,8 +60,10 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		return runZoneMem(ctx, args[1:], out)
 	case "slicechurn":
 		return runSliceChurnCmd(ctx, args[1:], out)
+	case "restart":
+		return runRestartCmd(ctx, args[1:], out)
 	}
-	return fmt.Errorf("unknown command %q: want cluster, latency, zonemem or slicechurn", args[0])
+	return fmt.Errorf("unknown command %q: want cluster, latency, zonemem, slicechurn or restart", args[0])
 }
 
 func clusterFlags(fs *flag.FlagSet) *clusterSpec {

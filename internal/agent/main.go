@@ -50,11 +50,13 @@ func Main(args []string, version string) error {
 			LogFormat: string(cfg.LogFormat), Version: version, OOMScoreAdj: ServingOOMScoreAdj}, log.With(logkey.Component, "supervisor"))
 	}
 	klog.SetSlogLogger(log.With(logkey.Component, "client-go"))
-	applyGCDefault(log)
+	// Not with --rewrite-name rules: that restart lists the cluster before it reads (readsBeforeZone).
+	gcDefault := applyStartGC(log, sup != nil && restartedOnKeptSockets(sup.Info()) && len(cfg.RewriteNames) == 0)
 	applyMemoryLimit(log, "/", sup != nil, int64(cfg.JournalSize), int64(cfg.CacheSize))
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	a := New(cfg, log, version)
+	a.gcDefault = gcDefault
 	if sup != nil {
 		defer sup.Close()
 		a.sup = sup

@@ -71,6 +71,7 @@ type Agent struct {
 	jscan        cache.JournalScan    // what ScanJournal found in it
 	jrestored    <-chan struct{}      // closed when its import ends
 	jscanned     <-chan struct{}      // closed when restoreCache has returned (restoreBehind)
+	gcDefault    func()               // applies the GC target after the start's (gc.go); nil: leave it
 	keptSockets  bool                 // the listeners are the supervisor's: queries wait in them
 	httpGuards   sync.Map             // health/metrics address -> *connGuard
 	// downgradeRefused is the kube-dns ConfigMap's upstreamNameservers not
@@ -92,6 +93,7 @@ func New(cfg *Config, log *slog.Logger, version string) *Agent {
 func (a *Agent) Run(ctx context.Context) error {
 	cfg := a.cfg
 	if successor, ok := a.pod.superseded(); ok {
+		a.endStartGC(ctx, nil, nil) // nothing to start
 		return a.idleSuperseded(ctx, successor)
 	}
 	a.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -198,6 +200,7 @@ func (a *Agent) start(ctx, gctx context.Context, g *errgroup.Group) error {
 		return errors.Join(err, a.abort(g))
 	}
 	a.logRestart(st, restored)
+	a.endStartGC(gctx, g, restored)
 	if finish != nil {
 		finish()
 	}

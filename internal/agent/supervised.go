@@ -211,7 +211,7 @@ func (a *Agent) logRestart(st startTimes, restored <-chan struct{}) {
 		return
 	}
 	in := a.sup.Info()
-	if in.UDP+in.TCP == 0 || in.Started.IsZero() {
+	if !restartedOnKeptSockets(in) {
 		return // the first serving process: nothing waits in the sockets
 	}
 	now := time.Now()
@@ -232,6 +232,13 @@ func (a *Agent) logRestart(st startTimes, restored <-chan struct{}) {
 			"cpu_time", ms(time.Duration(ru.Utime.Nano()+ru.Stime.Nano())))
 	}
 	a.log.Info("reading the kept sockets", attrs...)
+}
+
+// restartedOnKeptSockets says whether the supervisor started this process
+// after another on the sockets it keeps (queries may wait in them), not as
+// its first serving process.
+func restartedOnKeptSockets(in supervise.Inherited) bool {
+	return in.UDP+in.TCP > 0 && !in.Started.IsZero()
 }
 
 // closed says whether c is closed; a nil channel is.
