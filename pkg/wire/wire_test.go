@@ -412,8 +412,8 @@ func TestPackRoom(t *testing.T) {
 	if p.Room() != room || want.Room() != 0 {
 		t.Errorf("room: got %d and %d, want %d and 0", p.Room(), want.Room(), room)
 	}
-	if min := room + packedLen + p.Len() + 2*p.Records(); p.BufSize() < min {
-		t.Errorf("BufSize: got %d, want at least %d (room, Packed, reply, TTL offsets)", p.BufSize(), min)
+	if least := room + packedLen + p.Len() + 2*p.Records(); p.BufSize() < least {
+		t.Errorf("BufSize: got %d, want at least %d (room, Packed, reply, TTL offsets)", p.BufSize(), least)
 	}
 	head := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), -room)), room)
 	for i := range head {
