@@ -44,7 +44,7 @@ func (c *Cache) admitScanned(key *wire.Key, k kind, stored time.Time, ttl time.D
 		return nil
 	}
 	msg[3] &^= hdrAD // nothing here validated it
-	return newEntry(key, wire.PackUpstream(msg, u, uint32(ttl/time.Second)), k, stored, ttl)
+	return newEntry(key, packScannedEntry(msg, u, uint32(ttl/time.Second)), k, stored, ttl)
 }
 
 // admitUnpacked is admit for the reply m (ours), unpacked.
@@ -58,9 +58,9 @@ func (c *Cache) admitUnpacked(key *wire.Key, k kind, stored time.Time, ttl time.
 		return nil, nil
 	}
 	m.AuthenticatedData = false // nothing here validated it
-	// packChecked refuses what miekg/dns packs but cannot take back (an
+	// packEntry refuses what miekg/dns packs but cannot take back (an
 	// empty-rdata SOA: the fuzzers found it): such a reply is not kept.
-	p, err := packChecked(clampTTLs(m, ttl)) // m is ours
+	p, err := packEntry(clampTTLs(m, ttl)) // m is ours
 	if err != nil {
 		c.met.uncacheable[reasonBadReply].Add(1)
 		return nil, nil

@@ -15,12 +15,17 @@
 // never evicted for space.
 //
 // An entry keeps no separate copy of its name: the key is the reply's
-// question. A one-A-record name costs about 215 bytes of heap (the 48-byte
-// entry with its Packed, one buffer for the reply and its TTL offsets, the
-// LRU's 80-byte list element and its map slot; BenchmarkMemoryPerName), a
-// name with make bench's reply (its record, the zone's NS and glue) 248;
-// the cache charges about 230 and 264 against MaxBytes (shard.go,
-// entryOverhead), so the budget bounds the heap it holds. The process's
+// question. An entry and its reply are one pointer-free allocation: the
+// entry's fields and its wire.Packed (40 bytes), then the reply and its
+// TTL offsets (shard.go): a hit reads the map slot, the LRU's list element
+// it points to and the entry the element points to, with the reply beside
+// its fields, three dependent loads where a separate reply buffer made
+// four. A one-A-record name costs about 215
+// bytes of heap (that allocation, the LRU's 80-byte list element and its
+// map slot; BenchmarkMemoryPerName), a name with make bench's reply (its
+// record, the zone's NS and glue) 248; the cache charges about 230 and 264
+// against MaxBytes (shard.go, entryOverhead), so the budget bounds the
+// heap it holds. The process's
 // RSS per name is larger by the room the collector lets the heap grow by
 // (GOGC) as far as garbage fills it: what a miss allocates and does not
 // keep costs memory too, not only CPU (docs/architecture.md, "What RSS

@@ -112,14 +112,36 @@ func TestAccountingCoversHeap(t *testing.T) {
 	}
 }
 
-// TestEntrySize pins an entry to the 48-byte size class entryOverhead
-// charges for: a field that pushed it into the next class (64) would cost
-// every cached name 16 bytes more. Its Packed is 24 of those bytes.
+// TestEntrySize pins an entry's head, its fields and its wire.Packed, to
+// 40 bytes: the reply follows it in the same allocation, so each byte of
+// the head is a byte more for every cached name (one more past a size
+// class boundary costs a whole class step for some replies).
 func TestEntrySize(t *testing.T) {
-	if got := unsafe.Sizeof(entry{}); got > 48 {
-		t.Errorf("entry size: got %d bytes, want at most 48", got)
+	if got := unsafe.Sizeof(entry{}); got > 40 {
+		t.Errorf("entry size: got %d bytes, want at most 40", got)
 	}
-	if got := unsafe.Sizeof(wire.Packed{}); got > 24 {
-		t.Errorf("wire.Packed size: got %d bytes, want at most 24", got)
+	if got, want := unsafe.Sizeof(wire.Packed{}), unsafe.Sizeof(entry{})-uintptr(entryRoom); got != want {
+		t.Errorf("wire.Packed size: got %d bytes, want the %d after the entry's fields", got, want)
 	}
+	if entryRoom%8 != 0 {
+		t.Errorf("entry fields: %d bytes, want a multiple of 8 (wire.PackOwned's room)", entryRoom)
+	}
+}
+
+// TestNewEntryNeedsRoom checks that an entry is only made in front of a
+// reply packed with the room for its fields: one packed without would put
+// the entry's fields over the bytes of whatever lies before it.
+func TestNewEntryNeedsRoom(t *testing.T) {
+	qs := newQuestion(t, "example.org.", dns.TypeA)
+	reply, _ := answerA(300)(qs.req)
+	p, err := wire.Pack(reply)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("newEntry took a reply packed with no room, want a panic")
+		}
+	}()
+	newEntry(&qs.key, p, kindPositive, time.Now(), time.Minute)
 }

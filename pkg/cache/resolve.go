@@ -298,10 +298,9 @@ func (c *Cache) storeReply(key wire.Key, h uint64, r *wire.UpstreamReply, now ti
 	ttl, k, why := decideScanned(c.limitsFor(key.Name), &key, u)
 	if why != reasonNone {
 		c.met.uncacheable[why].Add(1)
-		p := wire.PackUpstream(r.Raw, u, 0)
-		return &p, nil
+		return wire.PackUpstream(r.Raw, u, 0, 0), nil
 	}
-	e := newEntry(&key, wire.PackUpstream(r.Raw, u, uint32(ttl/time.Second)), k, now, ttl)
+	e := newEntry(&key, packScannedEntry(r.Raw, u, uint32(ttl/time.Second)), k, now, ttl)
 	c.insert(h, e, now)
 	return &e.packed, nil
 }
@@ -312,16 +311,16 @@ func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*w
 	ttl, k, why := decide(c.limitsFor(key.Name), &key, reply)
 	if why != reasonNone {
 		c.met.uncacheable[why].Add(1)
-		p, err := packChecked(reply)
+		p, err := packChecked(reply, 0)
 		if err != nil {
 			c.met.uncacheable[reasonBadReply].Add(1)
 			return nil, fmt.Errorf("upstream reply for %s: %w", key.PresentationName(), err)
 		}
-		return &p, nil
+		return p, nil
 	}
 	// The reply is ours (the Exchanger hands over a fresh message per
 	// query): clamped and packed in place, with no copy.
-	p, err := packChecked(clampTTLs(reply, ttl))
+	p, err := packEntry(clampTTLs(reply, ttl))
 	if err != nil {
 		c.met.uncacheable[reasonBadReply].Add(1)
 		return nil, fmt.Errorf("upstream reply for %s: %w", key.PresentationName(), err)
@@ -331,20 +330,21 @@ func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*w
 	return &e.packed, nil
 }
 
-// packChecked packs m (ours) and unpacks the result again. miekg/dns takes
-// a record with empty rdata (an SOA from a broken or hostile upstream, say)
-// and packs it into rdata that neither it nor a client takes back: such a
+// packChecked packs m (ours), with room bytes for a holder in front of it
+// (wire.PackOwned), and unpacks the result again. miekg/dns takes a record
+// with empty rdata (an SOA from a broken or hostile upstream, say) and
+// packs it into rdata that neither it nor a client takes back: such a
 // reply is refused, so that the query fails as for any bad upstream reply
 // (stale, else SERVFAIL) instead of a malformed reply reaching the client or
 // the cache. Only replies wire.ScanUpstream refused come here, so the
 // second parse is off the common miss path.
-func packChecked(m *dns.Msg) (wire.Packed, error) {
-	p, err := wire.PackOwned(m)
+func packChecked(m *dns.Msg, room int) (*wire.Packed, error) {
+	p, err := wire.PackOwned(m, room)
 	if err != nil {
-		return p, fmt.Errorf("packing: %w", err)
+		return nil, fmt.Errorf("packing: %w", err)
 	}
 	if _, err := p.Msg(); err != nil {
-		return wire.Packed{}, fmt.Errorf("packed into a reply that does not parse: %w", err)
+		return nil, fmt.Errorf("packed into a reply that does not parse: %w", err)
 	}
 	return p, nil
 }

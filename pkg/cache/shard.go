@@ -2,35 +2,41 @@ package cache
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"github.com/miekg/dns"
 
 	"github.com/nodecache/nodecache/pkg/wire"
 )
 
-// entryOverhead is what an entry costs beyond its reply buffer: the entry
-// struct (one 48-byte size class, the Packed in it included), the LRU's
-// list element (80: links, key, value, and an expiry simplelru keeps for
-// its expirable sibling) and its map slot (16 bytes, plus a control byte,
-// in a table 7/16 to 7/8 full: at most 40). It errs high, so that the byte
-// budget stays a bound on the heap the cache holds; BenchmarkMemoryPerName
+// entryOverhead is what an entry costs beyond its allocation (its fields,
+// its Packed and its reply, counted by BufSize): the LRU's list element
+// (80: links, key, value, and an expiry simplelru keeps for its expirable
+// sibling) and its map slot (16 bytes, plus a control byte, in a table
+// 7/16 to 7/8 full: at most 40). It errs high, so that the byte budget
+// stays a bound on the heap the cache holds; BenchmarkMemoryPerName
 // reports both figures.
-const entryOverhead = 48 + 80 + 40
+const entryOverhead = 80 + 40
 
-// entry is one cached reply. Its first fields never change after insert;
-// the rest are guarded by the owning shard's mu. It keeps no key: the name,
-// type and class are the reply's own question, and only the DO and CD bits,
-// which a reply does not carry, are stored beside it. Fields are ordered
-// and sized to fit a 48-byte size class (see TestEntrySize); what few
-// entries need, the time of an upstream failure while stale, is kept in
-// the shard (shard.failed).
+// entry is one cached reply: its fields, then its wire.Packed, then the
+// reply's bytes, all in one pointer-free allocation (see newEntry), so a
+// hit reads the entry and the reply with one pointer from the LRU, not
+// two. Its first fields never change after insert; the rest are guarded
+// by the owning shard's mu. It keeps no key: the name, type and class are
+// the reply's own question, and only the DO and CD bits, which a reply
+// does not carry, are stored beside it. Fields are ordered and sized so
+// that the head, fields and Packed, is 40 bytes (see TestEntrySize); what
+// few entries need, the time of an upstream failure while stale, is kept
+// in the shard (shard.failed). An entry is never copied, nor made but by
+// newEntry (a literal has no reply after it).
 type entry struct {
-	packed wire.Packed // its question is the key's name, type and class
-	stored int64       // wall clock, Unix nanoseconds (not time.Time: 8 bytes, not 24, per entry)
-	ttl    uint32      // lifetime in whole seconds, > 0
+	stored int64  // wall clock, Unix nanoseconds (not time.Time: 8 bytes, not 24, per entry)
+	ttl    uint32 // lifetime in whole seconds, > 0
 	// touched is the owning shard's insert count when e was last moved to
 	// the front of its LRU (inserted or promoted by a hit; see touchLocked).
 	touched uint32
@@ -39,17 +45,39 @@ type entry struct {
 	do, cd  bool // the key's DNSSEC bits
 
 	prefetching bool // a prefetch was started; never again for this entry
+
+	// packed is last: the reply's bytes follow it. Its question is the
+	// key's name, type and class.
+	packed wire.Packed
 }
 
-// newEntry stores p, the reply to key, for ttl (whole seconds, > 0; capped
-// at the 136 years a uint32 holds, beyond any record's TTL). Lookups
-// compare queries with p's own question, so even a reply that did not
-// answer key could never be served for another name.
-func newEntry(key *wire.Key, p wire.Packed, k kind, stored time.Time, ttl time.Duration) *entry {
-	return &entry{
-		packed: p, kind: k, do: key.DO, cd: key.CD, stored: stored.UnixNano(),
-		ttl: uint32(min(ttl/time.Second, math.MaxUint32)),
+// entryRoom is the room a reply is packed with for an entry (packEntry,
+// packScannedEntry): the entry's fields before its Packed. The fields are
+// pointer-free, as the allocation is.
+const entryRoom = int(unsafe.Offsetof(entry{}.packed))
+
+// packEntry packs m, ours, for an entry (newEntry), refusing what does not
+// unpack again (packChecked); packScannedEntry packs a reply
+// wire.ScanUpstream read as u, its TTLs lowered to maxTTL.
+func packEntry(m *dns.Msg) (*wire.Packed, error) { return packChecked(m, entryRoom) }
+
+func packScannedEntry(msg []byte, u *wire.Upstream, maxTTL uint32) *wire.Packed {
+	return wire.PackUpstream(msg, u, maxTTL, entryRoom)
+}
+
+// newEntry stores p, the reply to key packed by packEntry or
+// packScannedEntry, for ttl (whole seconds, > 0; capped at the 136 years a
+// uint32 holds, beyond any record's TTL): the entry is the room in front
+// of p. Lookups compare queries with p's own question, so even a reply
+// that did not answer key could never be served for another name.
+func newEntry(key *wire.Key, p *wire.Packed, k kind, stored time.Time, ttl time.Duration) *entry {
+	if p.Room() != entryRoom {
+		panic(fmt.Sprintf("cache: reply packed with %d bytes of room, want %d for an entry", p.Room(), entryRoom))
 	}
+	e := (*entry)(unsafe.Add(unsafe.Pointer(p), -entryRoom))
+	e.kind, e.do, e.cd, e.stored = k, key.DO, key.CD, stored.UnixNano()
+	e.ttl = uint32(min(ttl/time.Second, math.MaxUint32))
+	return e
 }
 
 // size is the bytes e is charged against the shard budget.

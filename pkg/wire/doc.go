@@ -1,7 +1,8 @@
 // Package wire holds nodecache's hot path at the byte level: a request parser
 // that reads a query's header, question and EDNS OPT record straight from the
 // packet without allocating, and Packed, a reply kept as wire bytes together
-// with the offsets of its TTL fields, so that a cache hit or a cluster-zone
+// with the offsets of its TTL fields (after the Packed, in its own
+// allocation: a *Packed is the one pointer to follow), so that a cache hit or a cluster-zone
 // answer is written to a client by copying bytes and patching the ID, flags,
 // the question's case and the TTLs, with no dns.Msg in between.
 //

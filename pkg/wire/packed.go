@@ -3,6 +3,7 @@ package wire
 import (
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"unsafe"
@@ -16,31 +17,67 @@ const DefaultUDPSize = 1232
 
 // Packed is a reply kept in wire form: ID zero, the question lowercased, no
 // OPT record, and the offsets of every TTL field. It is immutable once built
-// and safe for concurrent use, and may be copied (the copies share the
-// bytes); AppendReply writes a copy fitted to one query. The zero Packed is
-// not a reply: build one with Pack or PackOwned.
+// and safe for concurrent use; AppendReply writes a copy fitted to one query.
 //
-// A cache holds one Packed per name, so its layout is kept small (24
-// bytes, pkg/cache's TestEntrySize): one allocation holds the reply and, after it, the
-// TTL offsets, and Packed keeps a pointer to it with lengths of 2 and 4
-// bytes rather than a slice header's two of 8.
+// A Packed is the head of its bytes: the reply, then its TTL offsets, follow
+// it in the same allocation, and a *Packed is the one handle to them. So a
+// holder that keeps a *Packed reads the reply with no second pointer to
+// follow, and a Packed is never copied (go vet's copylocks check reports a
+// copy): use the *Packed that Pack, PackOwned or PackUpstream return. The
+// zero Packed is not a reply.
+//
+// The allocation is pointer-free, so the collector never scans it, and may
+// keep room in front of the Packed for its holder's own pointer-free fields
+// (the room argument of PackOwned and PackUpstream): a cache entry is its
+// fields, the Packed and the reply in one allocation (pkg/cache,
+// TestEntrySize), one cache miss from the LRU rather than two.
 type Packed struct {
-	// data starts the buffer (see buf): the reply (msgLen bytes), then each
-	// record's TTL field offset in it as a big-endian uint16 (OPT
-	// excluded), records of them. Never modified after Pack. The buffer
-	// holds size bytes, the allocator's size class, so that BufSize is
-	// what it really costs.
-	data    *byte
+	_ noCopy
+	// size is the bytes of the allocation p is in (the holder's room, p,
+	// the reply, the TTL offsets): the allocator's size class, so that
+	// BufSize is what it really costs.
 	size    uint32
 	minTTL  uint32
 	msgLen  uint16 // length of the reply; at most dns.MaxMsgSize
 	qEnd    uint16 // offset just past the question
 	records uint16 // TTL offsets after the reply
+	room    uint16 // bytes in front of p in its allocation, for its holder
+	// The reply (msgLen bytes) follows, then each record's TTL field
+	// offset in it as a big-endian uint16 (OPT excluded), records of them.
+	// Never modified after it is packed.
 }
 
-// buf is the reply and its TTL offsets (nil for the zero Packed).
+// noCopy makes go vet's copylocks check report a copied Packed: the copy
+// would lose the bytes that follow the original.
+type noCopy struct{}
+
+func (*noCopy) Lock()   {}
+func (*noCopy) Unlock() {}
+
+// packedLen is the size of a Packed: its bytes start this far after it.
+const packedLen = int(unsafe.Sizeof(Packed{}))
+
+// buf is the reply and its TTL offsets.
 func (p *Packed) buf() []byte {
-	return unsafe.Slice(p.data, int(p.msgLen)+2*int(p.records))
+	return unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), packedLen)), int(p.msgLen)+2*int(p.records))
+}
+
+// newBlock allocates a Packed with room bytes in front of it (a multiple
+// of 8) and n bytes after it, and returns it with its body: empty, with
+// capacity for the n bytes. The allocation is made of uint64s, so it is
+// pointer-free and 8-byte aligned (a holder's fields in the room are
+// aligned for any field type), and as large as its size class.
+func newBlock(room, n int) (*Packed, []byte) {
+	if room < 0 || room%8 != 0 || room > math.MaxUint16 {
+		panic(fmt.Sprintf("wire: room of %d bytes before a Packed, want a multiple of 8", room))
+	}
+	// slices.Grow rounds the capacity up to the allocator's size class.
+	words := slices.Grow([]uint64(nil), (room+packedLen+n+7)/8)
+	words = words[:cap(words)]
+	block := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(words))), 8*len(words))
+	p := (*Packed)(unsafe.Pointer(&block[room]))
+	p.size, p.room = uint32(len(block)), uint16(room)
+	return p, block[room+packedLen : room+packedLen]
 }
 
 // Pack turns m into a Packed reply. m is not modified. The question name is
@@ -51,20 +88,16 @@ func Pack(m *dns.Msg) (*Packed, error) {
 	if len(m.Question) != 1 {
 		return nil, fmt.Errorf("packing reply: %d questions, want 1", len(m.Question))
 	}
-	p, err := PackOwned(m.Copy())
-	if err != nil {
-		return nil, err
-	}
-	return &p, nil
+	return PackOwned(m.Copy(), 0)
 }
 
 // PackOwned is Pack for a message the caller owns and will not use again: it
 // rewrites c in place (ID, names, OPT removed) instead of copying it first,
-// saving a deep copy on the miss path. It returns the Packed by value, for a
-// holder (a cache entry) that embeds it rather than pointing to it.
-func PackOwned(c *dns.Msg) (Packed, error) {
+// saving a deep copy on the miss path. room bytes (a multiple of 8) are
+// left free in front of the Packed for a holder's own fields (see Packed).
+func PackOwned(c *dns.Msg, room int) (*Packed, error) {
 	if len(c.Question) != 1 {
-		return Packed{}, fmt.Errorf("packing reply: %d questions, want 1", len(c.Question))
+		return nil, fmt.Errorf("packing reply: %d questions, want 1", len(c.Question))
 	}
 	c.Id = 0
 	c.Compress = true
@@ -89,67 +122,66 @@ func PackOwned(c *dns.Msg) (Packed, error) {
 	lowerOwners(c.Extra)
 	msg, err := c.Pack()
 	if err != nil {
-		return Packed{}, fmt.Errorf("packing reply for %s: %w", qname, err)
+		return nil, fmt.Errorf("packing reply for %s: %w", qname, err)
 	}
-	return newPacked(msg)
+	return newPacked(msg, room)
 }
 
 // newPacked indexes the TTL fields of an already packed reply (with no OPT
 // record, so that every record has a TTL to rewrite) and copies it, with
-// the offsets, into one buffer. msg itself is not kept: dns.Msg.Pack sizes
-// its buffer for the uncompressed message, larger than the reply.
-func newPacked(msg []byte) (Packed, error) {
+// the offsets, after a new Packed. msg itself is not kept: dns.Msg.Pack
+// sizes its buffer for the uncompressed message, larger than the reply.
+func newPacked(msg []byte, room int) (*Packed, error) {
 	var q Query
 	// The packed reply has QR set; parse its question by hand.
 	if len(msg) < HeaderLen {
-		return Packed{}, ErrFormat
+		return nil, ErrFormat
 	}
 	if len(msg) > dns.MaxMsgSize {
-		return Packed{}, fmt.Errorf("indexing packed reply: %d bytes, more than %d", len(msg), dns.MaxMsgSize)
+		return nil, fmt.Errorf("indexing packed reply: %d bytes, more than %d", len(msg), dns.MaxMsgSize)
 	}
 	qEnd, err := q.parseQuestion(msg)
 	if err != nil {
-		return Packed{}, fmt.Errorf("indexing packed reply: %w", err)
+		return nil, fmt.Errorf("indexing packed reply: %w", err)
 	}
 	n := int(binary.BigEndian.Uint16(msg[6:])) + int(binary.BigEndian.Uint16(msg[8:])) + int(binary.BigEndian.Uint16(msg[10:]))
-	// slices.Grow rounds the capacity up to the allocator's size class.
-	buf := append(slices.Grow([]byte(nil), len(msg)+2*n), msg...)
-	p, err := indexTTLs(buf, len(msg), qEnd, n, 0)
-	if err != nil {
-		return Packed{}, fmt.Errorf("indexing packed reply: %w", err)
+	p, body := newBlock(room, len(msg)+2*n)
+	if err := p.indexTTLs(append(body, msg...), qEnd, n, 0); err != nil {
+		return nil, fmt.Errorf("indexing packed reply: %w", err)
 	}
 	return p, nil
 }
 
-// indexTTLs makes a Packed of buf, which holds a reply in buf[:msgLen]
-// (question ending at qEnd, then n records, no OPT) and room after it for
-// the TTL offsets it appends. With maxTTL > 0 it lowers every TTL above
+// indexTTLs fills in p for its body, which holds a reply (question ending
+// at qEnd, then n records, no OPT) and room after it, within its capacity,
+// for the TTL offsets it appends. With maxTTL > 0 it lowers every TTL above
 // maxTTL to it, in place.
-func indexTTLs(buf []byte, msgLen, qEnd, n int, maxTTL uint32) (Packed, error) {
+func (p *Packed) indexTTLs(body []byte, qEnd, n int, maxTTL uint32) error {
+	msgLen := len(body)
 	minTTL := ^uint32(0)
 	off := qEnd
 	for range n {
 		var err error
-		if off, err = skipName(buf[:msgLen], off); err != nil {
-			return Packed{}, err
+		if off, err = skipName(body[:msgLen], off); err != nil {
+			return err
 		}
 		if off+10 > msgLen {
-			return Packed{}, ErrFormat
+			return ErrFormat
 		}
-		ttl := binary.BigEndian.Uint32(buf[off+4:])
+		ttl := binary.BigEndian.Uint32(body[off+4:])
 		if maxTTL > 0 && ttl > maxTTL {
 			ttl = maxTTL
-			binary.BigEndian.PutUint32(buf[off+4:], ttl)
+			binary.BigEndian.PutUint32(body[off+4:], ttl)
 		}
 		minTTL = min(minTTL, ttl)
-		buf = binary.BigEndian.AppendUint16(buf, uint16(off+4))
-		off += 10 + int(binary.BigEndian.Uint16(buf[off+8:]))
+		body = binary.BigEndian.AppendUint16(body, uint16(off+4)) // within capacity: never moved
+		off += 10 + int(binary.BigEndian.Uint16(body[off+8:]))
 	}
 	if n == 0 {
 		minTTL = 0
 	}
-	return Packed{data: unsafe.SliceData(buf), size: uint32(cap(buf)), minTTL: minTTL,
-		msgLen: uint16(msgLen), qEnd: uint16(qEnd), records: uint16(n)}, nil
+	p.minTTL, p.msgLen, p.qEnd, p.records = minTTL, uint16(msgLen), uint16(qEnd), uint16(n)
+	return nil
 }
 
 // Rcode returns the reply's rcode (the 4-bit header part: a stored reply
@@ -159,9 +191,13 @@ func (p *Packed) Rcode() int { return int(p.buf()[3] & rcodeMask) }
 // Len returns the size of the stored reply in bytes.
 func (p *Packed) Len() int { return int(p.msgLen) }
 
-// BufSize is the heap memory p's buffer takes (reply and TTL offsets), for
-// byte-bounded caches. The Packed struct itself is its holder's to count.
+// BufSize is the heap memory p's allocation takes (the holder's room, p,
+// the reply and its TTL offsets), for byte-bounded caches.
 func (p *Packed) BufSize() int { return int(p.size) }
+
+// Room is the bytes kept free in front of p for its holder (the room
+// PackOwned or PackUpstream was given).
+func (p *Packed) Room() int { return int(p.room) }
 
 // MinTTL returns the smallest TTL in the reply (0 when it has no records).
 func (p *Packed) MinTTL() uint32 { return p.minTTL }

@@ -61,10 +61,10 @@ func TestReadUpstream(t *testing.T) {
 			}
 			// The clone holds nothing of msg: spoiling msg changes nothing.
 			c := r.Clone()
-			before := PackUpstream(msg, &r.Scan, 0)
+			before := PackUpstream(msg, &r.Scan, 0, 0)
 			orig := bytes.Clone(msg)
 			clear(msg)
-			after := PackUpstream(c.Raw, &c.Scan, 0)
+			after := PackUpstream(c.Raw, &c.Scan, 0, 0)
 			copy(msg, orig)
 			if !bytes.Equal(before.buf(), after.buf()) {
 				t.Errorf("clone packs\n%x\nwant\n%x", after.buf(), before.buf())

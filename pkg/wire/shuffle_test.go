@@ -152,12 +152,12 @@ func TestShuffleDistinctOwnerBytes(t *testing.T) {
 	m.Answer = []dns.RR{aRR("y.example.org.", "192.0.2.1", 30), aRR("y.example.org.", "192.0.2.2", 30)}
 	m.Compress = true
 	raw := pack(t, m)
-	p, err := newPacked(raw)
+	p, err := newPacked(raw, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := parsedQuery(t, "x.example.org.", dns.TypeA)
-	orders := answerOrders(t, &p, q, TTLMode{Shuffle: true}, 65535, 30)
+	orders := answerOrders(t, p, q, TTLMode{Shuffle: true}, 65535, 30)
 	for _, o := range orders[1:] {
 		if !slices.Equal(o, orders[0]) {
 			t.Fatalf("records with different owner bytes were swapped: %v vs %v", o, orders[0])

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"encoding/binary"
-	"slices"
 )
 
 // Record types whose rdata ScanUpstream checks.
@@ -316,16 +315,18 @@ func sameQuestion[T string | []byte](u *Upstream, name T, typ, class uint16) boo
 // PackOwned does with the unpacked reply (ID zero, question lowercased, OPT
 // removed, TTL offsets indexed) but on the bytes, as the upstream
 // compressed them. With maxTTL > 0 every TTL is lowered to at most maxTTL.
-// msg is not modified.
-func PackUpstream(msg []byte, u *Upstream, maxTTL uint32) Packed {
-	buf := append(slices.Grow([]byte(nil), u.end+2*u.records), msg[:u.end]...)
-	binary.BigEndian.PutUint16(buf, 0)
+// room bytes (a multiple of 8) are left free in front of the Packed for a
+// holder's own fields. msg is not modified.
+func PackUpstream(msg []byte, u *Upstream, maxTTL uint32, room int) *Packed {
+	p, body := newBlock(room, u.end+2*u.records)
+	body = append(body, msg[:u.end]...)
+	binary.BigEndian.PutUint16(body, 0)
 	if u.end < len(msg) { // the OPT record was cut
-		binary.BigEndian.PutUint16(buf[10:], binary.BigEndian.Uint16(buf[10:])-1)
+		binary.BigEndian.PutUint16(body[10:], binary.BigEndian.Uint16(body[10:])-1)
 	}
 	for i := HeaderLen; i < u.qEnd-4; i++ {
-		buf[i] = lower(buf[i])
+		body[i] = lower(body[i])
 	}
-	p, _ := indexTTLs(buf, u.end, u.qEnd, u.records, maxTTL) // checked by ScanUpstream
+	_ = p.indexTTLs(body, u.qEnd, u.records, maxTTL) // checked by ScanUpstream
 	return p
 }

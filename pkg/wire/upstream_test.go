@@ -90,7 +90,7 @@ func TestScanUpstreamMatchesUnpack(t *testing.T) {
 // reply for a query in another case.
 func assertSamePacked(t testing.TB, msg []byte, u *Upstream, clamp uint32) {
 	t.Helper()
-	got := PackUpstream(msg, u, clamp)
+	got := PackUpstream(msg, u, clamp, 0)
 	m := new(dns.Msg)
 	if err := m.Unpack(msg); err != nil {
 		t.Fatalf("ScanUpstream took a reply miekg/dns refuses: %v", err)
@@ -104,7 +104,7 @@ func assertSamePacked(t testing.TB, msg []byte, u *Upstream, clamp uint32) {
 			}
 		}
 	}
-	want, err := PackOwned(m)
+	want, err := PackOwned(m, 0)
 	if err != nil {
 		t.Fatalf("PackOwned: %v", err)
 	}
@@ -236,7 +236,7 @@ func BenchmarkPackUpstream(b *testing.B) {
 		if !ok {
 			b.Fatal("refused")
 		}
-		_ = PackUpstream(msg, &u, 300)
+		_ = PackUpstream(msg, &u, 300, 0)
 	}
 }
 
@@ -248,7 +248,7 @@ func BenchmarkPackOwnedFromWire(b *testing.B) {
 		if err := m.Unpack(msg); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := PackOwned(m); err != nil {
+		if _, err := PackOwned(m, 0); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/miekg/dns"
 )
@@ -391,5 +392,47 @@ func BenchmarkAppendReply(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = p.AppendReply(buf[:0], &q, TTLMode{Elapsed: 3}, 1232)
+	}
+}
+
+// TestPackRoom checks the room a holder asks for in front of a Packed: it
+// is in the Packed's allocation (counted by BufSize), left to the holder
+// (writing all of it changes no byte of the reply), and must be a multiple
+// of 8, so that a holder's fields in it are aligned.
+func TestPackRoom(t *testing.T) {
+	const room = 24
+	want, err := Pack(reply(t, query("www.example.org.", dns.TypeA), 300, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := PackOwned(reply(t, query("www.example.org.", dns.TypeA), 300, 2), room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Room() != room || want.Room() != 0 {
+		t.Errorf("room: got %d and %d, want %d and 0", p.Room(), want.Room(), room)
+	}
+	if least := room + packedLen + p.Len() + 2*p.Records(); p.BufSize() < least {
+		t.Errorf("BufSize: got %d, want at least %d (room, Packed, reply, TTL offsets)", p.BufSize(), least)
+	}
+	head := unsafe.Slice((*byte)(unsafe.Add(unsafe.Pointer(p), -room)), room)
+	for i := range head {
+		if head[i] != 0 {
+			t.Fatalf("room byte %d: got %#x, want it left zero", i, head[i])
+		}
+		head[i] = 0xff
+	}
+	if string(p.Wire()) != string(want.Wire()) || p.MinTTL() != 300 || p.Records() != 2 {
+		t.Errorf("reply after the room was written:\n%x\nwant\n%x", p.Wire(), want.Wire())
+	}
+	for _, bad := range []int{-8, 4, 12} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("room %d: packed, want a panic", bad)
+				}
+			}()
+			_, _ = PackOwned(reply(t, query("www.example.org.", dns.TypeA), 300, 1), bad)
+		}()
 	}
 }
