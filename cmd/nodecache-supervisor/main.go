@@ -22,6 +22,9 @@ var version = "dev"
 
 func main() {
 	v := version
+	if v == "" { // stamped empty (-X main.version=), as nodecache reads its own: else every start warns of a mismatch
+		v = "dev"
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		v = bi.Main.Version
 	}
