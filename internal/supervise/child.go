@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -87,6 +88,11 @@ func Child() (*Conn, error) {
 		return nil, nil
 	}
 	_ = os.Unsetenv(Env) // not for the processes this one starts
+	// The kernel names a process after the path it was run from: "exe"
+	// (/proc/self/exe) or the descriptor's number (/proc/self/fd/N), which
+	// ps, top, pgrep and the OOM killer's log line would show; the name
+	// its argv[0] gives instead, as a nodecache started by hand has.
+	_ = os.WriteFile("/proc/self/comm", []byte(filepath.Base(os.Args[0])), 0)
 	var in Inherited
 	if err := json.Unmarshal([]byte(v), &in); err != nil {
 		return nil, fmt.Errorf("reading $%s from the supervisor: %w", Env, err)
