@@ -48,6 +48,9 @@ type Inherited struct {
 	// Binary says that the binary this process runs follows them, a
 	// descriptor it closes (Config.ExeFD).
 	Binary bool `json:"binary,omitempty"`
+	// InProcess is why the supervisor runs in a nodecache process rather
+	// than as BinaryName (Config.InProcess); empty when it does not.
+	InProcess string `json:"in_process,omitempty"`
 	// Stop asks for no serving at all: the supervisor got SIGTERM while
 	// no serving process ran, and this one only stops as an agent stops
 	// (removing the link and rules unless they must stay).

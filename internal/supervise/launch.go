@@ -53,7 +53,7 @@ func Start(l Launch, log *slog.Logger) error {
 		why = execBinary(bin, l)
 	}
 	log.Info("the supervisor runs in the nodecache process", "reason", why)
-	return Run(Config{Args: l.Args, Log: log, OOMScoreAdj: l.OOMScoreAdj})
+	return Run(Config{Args: l.Args, Log: log, OOMScoreAdj: l.OOMScoreAdj, InProcess: why})
 }
 
 // beside returns the supervisor binary in exe's directory, or "" and why
