@@ -32,10 +32,16 @@ func main() {
 	if err == nil {
 		os.Exit(0)
 	}
-	code := 2
-	var status interface{ ExitCode() int } // the serving process's status
-	if errors.As(err, &status) {
+	// 1 for an error, as `nodecache run` exits when the supervisor runs in
+	// it; the serving process's status; 2 for arguments it cannot use.
+	code := 1
+	var status interface{ ExitCode() int }
+	var usage *supervise.UsageError
+	switch {
+	case errors.As(err, &status):
 		code = status.ExitCode()
+	case errors.As(err, &usage):
+		code = 2
 	}
 	fmt.Fprintln(os.Stderr, supervise.BinaryName+":", err)
 	os.Exit(code)

@@ -54,4 +54,11 @@ func TestByHand(t *testing.T) {
 	if !strings.Contains(string(b), "nodecache run") {
 		t.Errorf("got %q, want it to name `nodecache run`", b)
 	}
+	// Its arguments right but no serving process to start (descriptor 9
+	// is not open here): an error, 1, as `nodecache run` exits for it when
+	// the supervisor runs in-process; not 2, which says bad arguments.
+	b, err = exec.Command(bin, "--exe-fd=9", "--", "run").CombinedOutput()
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(b), "starting the serving process") {
+		t.Errorf("got %v (%s), want exit status 1 after \"starting the serving process\"", err, b)
+	}
 }
