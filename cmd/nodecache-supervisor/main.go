@@ -22,6 +22,9 @@ var version = "dev"
 
 func main() {
 	v := version
+	if v == "" { // stamped empty (-X main.version=), as nodecache reads its own: else every start warns of a mismatch
+		v = "dev"
+	}
 	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
 		v = bi.Main.Version
 	}
@@ -29,10 +32,16 @@ func main() {
 	if err == nil {
 		os.Exit(0)
 	}
-	code := 2
-	var status interface{ ExitCode() int } // the serving process's status
-	if errors.As(err, &status) {
+	// 1 for an error, as `nodecache run` exits when the supervisor runs in
+	// it; the serving process's status; 2 for arguments it cannot use.
+	code := 1
+	var status interface{ ExitCode() int }
+	var usage *supervise.UsageError
+	switch {
+	case errors.As(err, &status):
 		code = status.ExitCode()
+	case errors.As(err, &usage):
+		code = 2
 	}
 	fmt.Fprintln(os.Stderr, supervise.BinaryName+":", err)
 	os.Exit(code)

@@ -48,8 +48,10 @@ type Supervisor struct {
 	// JournalBytes is the size of the cache journal the supervisor keeps.
 	JournalBytes int64 `json:"journal_bytes"`
 	// InProcess says the supervisor runs in a nodecache process, not as
-	// nodecache-supervisor (none beside the nodecache binary).
-	InProcess bool `json:"in_process,omitempty"`
+	// nodecache-supervisor; InProcessReason says why (none beside the
+	// nodecache binary, not executable, its exec failed).
+	InProcess       bool   `json:"in_process,omitempty"`
+	InProcessReason string `json:"in_process_reason,omitempty"`
 }
 
 // Reload is the answer of PathReload: the generation serving afterwards,

@@ -21,7 +21,7 @@ var wireTypes = []struct {
 }{
 	{&Status{}, []string{"version", "uptime", "listeners", "serving", "not_ready", "interface", "zone", "cache",
 		"upstreams", "totals", "config", "config_generation", "config_error", "downgrade_refused", "supervisor"}},
-	{&Supervisor{}, []string{"restarts", "crash_loop", "last_death", "last_death_at", "journal_bytes", "in_process"}},
+	{&Supervisor{}, []string{"restarts", "crash_loop", "last_death", "last_death_at", "journal_bytes", "in_process", "in_process_reason"}},
 	{&Reload{}, []string{"generation", "error"}},
 	{&Upstream{}, []string{"addr", "up", "consecutive_fails", "last_rtt_ms", "requests", "errors"}},
 	{&Query{}, []string{"name", "type", "rcode", "source", "server", "took_us", "answer", "authority", "additional", "flags"}},

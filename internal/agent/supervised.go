@@ -322,7 +322,8 @@ func (a *Agent) supervisorStatus() *adminapi.Supervisor {
 		return nil
 	}
 	in := a.sup.Info()
-	st := &adminapi.Supervisor{Restarts: in.Restarts, CrashLoop: a.crashLoop(), InProcess: !in.Binary}
+	st := &adminapi.Supervisor{Restarts: in.Restarts, CrashLoop: a.crashLoop(), InProcess: !in.Binary,
+		InProcessReason: in.InProcess}
 	if n := len(in.Deaths); n > 0 {
 		st.LastDeath = in.Deaths[n-1].Cause
 		st.LastDeathAt = in.Deaths[n-1].At

@@ -30,7 +30,11 @@ func (e *Env) checkSupervisor(context.Context) []Finding {
 	}
 	how := ""
 	if sup.InProcess {
-		how = " (in a nodecache process: no nodecache-supervisor beside the nodecache binary, which would take about 3 MiB less)"
+		why := sup.InProcessReason
+		if why == "" { // an agent from before the reason was passed on
+			why = "no nodecache-supervisor beside the nodecache binary, or it could not be run"
+		}
+		how = " (in a nodecache process, where nodecache-supervisor would take about 3 MiB less: " + why + ")"
 	}
 	return []Finding{{Check: "supervisor", Severity: OK,
 		Detail: fmt.Sprintf("a supervisor keeps the sockets and a %d-byte cache journal; no restart%s", sup.JournalBytes, how)}}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -47,6 +48,9 @@ type Inherited struct {
 	// Binary says that the binary this process runs follows them, a
 	// descriptor it closes (Config.ExeFD).
 	Binary bool `json:"binary,omitempty"`
+	// InProcess is why the supervisor runs in a nodecache process rather
+	// than as BinaryName (Config.InProcess); empty when it does not.
+	InProcess string `json:"in_process,omitempty"`
 	// Stop asks for no serving at all: the supervisor got SIGTERM while
 	// no serving process ran, and this one only stops as an agent stops
 	// (removing the link and rules unless they must stay).
@@ -87,6 +91,11 @@ func Child() (*Conn, error) {
 		return nil, nil
 	}
 	_ = os.Unsetenv(Env) // not for the processes this one starts
+	// The kernel names a process after the path it was run from: "exe"
+	// (/proc/self/exe) or the descriptor's number (/proc/self/fd/N), which
+	// ps, top, pgrep and the OOM killer's log line would show; the name
+	// its argv[0] gives instead, as a nodecache started by hand has.
+	_ = os.WriteFile("/proc/self/comm", []byte(filepath.Base(os.Args[0])), 0)
 	var in Inherited
 	if err := json.Unmarshal([]byte(v), &in); err != nil {
 		return nil, fmt.Errorf("reading $%s from the supervisor: %w", Env, err)

@@ -53,7 +53,7 @@ func Start(l Launch, log *slog.Logger) error {
 		why = execBinary(bin, l)
 	}
 	log.Info("the supervisor runs in the nodecache process", "reason", why)
-	return Run(Config{Args: l.Args, Log: log, OOMScoreAdj: l.OOMScoreAdj})
+	return Run(Config{Args: l.Args, Log: log, OOMScoreAdj: l.OOMScoreAdj, InProcess: why})
 }
 
 // beside returns the supervisor binary in exe's directory, or "" and why
@@ -127,6 +127,14 @@ func parseArgs(args []string) (binaryArgs, error) {
 	return b, nil
 }
 
+// UsageError is Main's answer to arguments it cannot use: the binary
+// exits 2 for it, as nodecache does for bad flags, and 1 for any other
+// error (docs/cli.md's exit statuses).
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
 // Main is the supervisor binary's: args are its arguments after argv[0],
 // version its own build's. It returns as Run does; `version` prints the
 // build and returns.
@@ -137,11 +145,11 @@ func Main(args []string, version string) error {
 	}
 	b, err := parseArgs(args)
 	if err != nil {
-		return err
+		return &UsageError{err}
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(b.LogLevel)); err != nil {
-		return fmt.Errorf("--log-level %q: %w", b.LogLevel, err)
+		return &UsageError{fmt.Errorf("--log-level %q: %w", b.LogLevel, err)}
 	}
 	var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
 	if b.LogFormat == "json" {

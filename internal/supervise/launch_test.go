@@ -1,6 +1,7 @@
 package supervise
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -97,6 +98,15 @@ func TestStartInProcessWithoutTheBinary(t *testing.T) {
 	}
 	if want := `msg="the supervisor runs in the nodecache process" reason="no ` + filepath.Join(dir, BinaryName) + `"`; !strings.Contains(out, want) {
 		t.Errorf("the log says %q, want a line with %s", out, want)
+	}
+	// and so does the serving process (status and doctor report it)
+	var in Inherited
+	b, _ := os.ReadFile(filepath.Join(dir, "inherited-0"))
+	if err := json.Unmarshal(b, &in); err != nil {
+		t.Fatal(err)
+	}
+	if want := "no " + filepath.Join(dir, BinaryName); in.InProcess != want || in.Binary {
+		t.Errorf("the serving process inherited %+v, want InProcess %q and no Binary", in, want)
 	}
 }
 

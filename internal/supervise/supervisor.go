@@ -44,6 +44,10 @@ type Config struct {
 	// OOMScoreAdj is added to the serving process's oom_score_adj (at
 	// most 1000), so that the kernel picks it before the supervisor.
 	OOMScoreAdj int
+	// InProcess is why Run runs in a nodecache process and not as
+	// BinaryName (Start's reason), passed on to each serving process
+	// (Inherited.InProcess) for status and doctor.
+	InProcess string
 	// Stdout and Stderr are the serving process's; nil: the supervisor's.
 	Stdout, Stderr io.Writer
 }
@@ -228,6 +232,7 @@ func (s *supervisor) start(in Inherited) (*proc, error) {
 		in.Binary = true
 		exe = "/proc/self/fd/" + strconv.Itoa(firstFD+len(files)-1)
 	}
+	in.InProcess = s.cfg.InProcess
 	in.Started = time.Now()
 	env, err := json.Marshal(in)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -41,6 +42,15 @@ func serve(role, dir string) int {
 	in := c.Info()
 	b, _ := json.Marshal(in)
 	_ = os.WriteFile(filepath.Join(dir, "inherited-"+strconv.Itoa(in.Restarts)), b, 0o600)
+	comm, _ := os.ReadFile("/proc/self/comm")
+	_ = os.WriteFile(filepath.Join(dir, "comm-"+strconv.Itoa(in.Restarts)), comm, 0o600)
+	var fds []string // what this process holds once Child has run
+	ents, _ := os.ReadDir("/proc/self/fd")
+	for _, e := range ents {
+		target, _ := os.Readlink("/proc/self/fd/" + e.Name())
+		fds = append(fds, target)
+	}
+	_ = os.WriteFile(filepath.Join(dir, "fds-"+strconv.Itoa(in.Restarts)), []byte(strings.Join(fds, "\n")), 0o600)
 	switch {
 	case role == "never-serves":
 		return 3
@@ -207,7 +217,7 @@ func TestRestartFromExeFD(t *testing.T) {
 	if err := os.Remove(copyPath); err != nil {
 		t.Fatal(err)
 	}
-	dir, err := runConfig(t, "kill", Config{ExeFD: fd, Args: []string{"-test.run=^$"}})
+	dir, err := runConfig(t, "kill", Config{ExeFD: fd, Args: []string{"-test.run=^$"}, Argv0: "/opt/x/nodecache"})
 	if err != nil {
 		t.Fatalf("Run: got %v, want nil (the restarted process found the datagram and the journal)", err)
 	}
@@ -218,6 +228,16 @@ func TestRestartFromExeFD(t *testing.T) {
 	}
 	if !in.Binary || in.UDP != 1 || !in.Journal {
 		t.Errorf("restarted process inherited %+v, want the binary after 1 UDP listener and the journal", in)
+	}
+	for i := range 2 { // named as argv[0] says (not "5", the descriptor's number), the binary's descriptor closed
+		n := strconv.Itoa(i)
+		if comm, _ := os.ReadFile(filepath.Join(dir, "comm-"+n)); string(comm) != "nodecache\n" {
+			t.Errorf("serving process %d is named %q, want nodecache (from its argv[0])", i, comm)
+		}
+		fds, _ := os.ReadFile(filepath.Join(dir, "fds-"+n))
+		if strings.Contains(string(fds), copyPath) {
+			t.Errorf("serving process %d holds the binary's descriptor after Child: %q", i, fds)
+		}
 	}
 	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil {
 		t.Errorf("descriptor %d is still open after Run; want it closed", fd)
