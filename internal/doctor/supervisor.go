@@ -37,5 +37,5 @@ func (e *Env) checkSupervisor(context.Context) []Finding {
 		how = " (in a nodecache process, where nodecache-supervisor would take about 3 MiB less: " + why + ")"
 	}
 	return []Finding{{Check: "supervisor", Severity: OK,
-		Detail: fmt.Sprintf("a supervisor keeps the sockets and a %d-byte cache journal; no restart%s", sup.JournalBytes, how)}}
+		Detail: fmt.Sprintf("a supervisor keeps the sockets and a %.1f MiB cache journal; no restart%s", float64(sup.JournalBytes)/(1<<20), how)}}
 }

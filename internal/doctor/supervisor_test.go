@@ -17,7 +17,7 @@ func TestDoctorSupervisor(t *testing.T) {
 		detail string
 	}{
 		{"unsupervised", nil, Warn, "--supervise=false"},
-		{"quiet", &adminapi.Supervisor{JournalBytes: 4096}, OK, "4096-byte cache journal; no restart"},
+		{"quiet", &adminapi.Supervisor{JournalBytes: 5 << 20}, OK, "5.0 MiB cache journal; no restart"},
 		{"in-process", &adminapi.Supervisor{JournalBytes: 4096, InProcess: true}, OK, "no nodecache-supervisor beside"},
 		{"in-process, not executable", &adminapi.Supervisor{JournalBytes: 4096, InProcess: true,
 			InProcessReason: "/usr/local/bin/nodecache-supervisor is not executable: permission denied"}, OK,

@@ -7,6 +7,7 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/nodecache/nodecache/pkg/logkey"
@@ -87,7 +88,10 @@ type JournalConfig struct {
 
 // JournalStats are the journal's figures.
 type JournalStats struct {
-	Bytes       int64  // memory the file holds: its size (the header and the ring once it has wrapped)
+	// Bytes is the memory the file holds: the pages allocated to it (a
+	// memfd whose ring was allocated whole at start holds all of it from
+	// the first record), or its size where that is larger or unknown.
+	Bytes       int64
 	Records     uint64 // records appended since start
 	Overwritten uint64 // records overwritten by newer ones: the ring was full
 	Rewritten   uint64 // records written again, hit since they were written, before being overwritten
@@ -224,8 +228,20 @@ func (j *Journal) Close() error {
 
 // Stats returns the journal's figures.
 func (j *Journal) Stats() JournalStats {
-	return JournalStats{Bytes: j.bytes.Load(), Records: uint64(j.records.Load()),
+	return JournalStats{Bytes: j.held(), Records: uint64(j.records.Load()),
 		Overwritten: uint64(j.overwritten.Load()), Rewritten: uint64(j.rewritten.Load()), Dropped: uint64(j.drops.Load())}
+}
+
+// held is the memory j's file holds: its allocated blocks, at least its
+// size. After Close, when the file cannot be read, its size.
+func (j *Journal) held() int64 {
+	n := j.bytes.Load()
+	if fi, err := j.file.Stat(); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			n = max(n, st.Blocks*512) // st_blocks counts 512-byte units
+		}
+	}
+	return n
 }
 
 func (j *Journal) run(ctx context.Context) {

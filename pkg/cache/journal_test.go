@@ -150,8 +150,10 @@ func TestJournalRingKeepsNewest(t *testing.T) {
 	}
 	fillRing(t, src, j, 0, 6000)
 	st := j.Stats()
-	if st.Overwritten == 0 || st.Bytes > journalHdrLen+MinJournalBytes {
-		t.Fatalf("journal stats: got %+v, want records overwritten and at most the ring's %d bytes", st, journalHdrLen+MinJournalBytes)
+	// The file's memory is whole pages (Stats' Bytes counts its blocks).
+	pg := int64(os.Getpagesize())
+	if ringMax := (journalHdrLen + MinJournalBytes + pg - 1) / pg * pg; st.Overwritten == 0 || st.Bytes > ringMax {
+		t.Fatalf("journal stats: got %+v, want records overwritten and at most the ring's %d bytes in whole pages, %d", st, journalHdrLen+MinJournalBytes, ringMax)
 	}
 	dst, scan, n := restore(t, jf.last(), 0, clk)
 	if !hit(dst, t, "host-5999.example.", clk) || hit(dst, t, "host-0.example.", clk) {
@@ -380,4 +382,38 @@ func TestJournalPrefetchWritesAgain(t *testing.T) {
 			t.Error("host-0 after its prefetch: not restored, want its record written again")
 		}
 	})
+}
+
+// Stats' Bytes is the memory the journal's file holds: all of the ring once
+// it is allocated whole at start (the agent's fallocate), not just the
+// records written so far, which is what the file's size says.
+func TestJournalBytesCountsAllocatedRing(t *testing.T) {
+	clk := newClock()
+	src := filled(t, 0, clk)
+	jf := &journalFiles{tb: t, dir: t.TempDir()}
+	cfg := jf.config(MinJournalBytes)
+	newFile := cfg.NewFile
+	cfg.NewFile = func() (*os.File, error) {
+		f, err := newFile()
+		if err != nil {
+			return nil, err
+		}
+		if err := syscall.Fallocate(int(f.Fd()), 1 /* FALLOC_FL_KEEP_SIZE */, 0, MinJournalBytes); err != nil {
+			_ = f.Close()
+			t.Skipf("the test directory's file system does not allocate ahead (fallocate: %v); the agent's memfd does", err)
+		}
+		return f, nil
+	}
+	j, err := src.newJournal(cfg) // no writer goroutine: nothing written beyond the header
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = j.file.Close() }()
+	fi, err := j.file.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := j.Stats().Bytes; got < MinJournalBytes {
+		t.Errorf("Stats().Bytes = %d with the file %d bytes long and %d allocated; want at least the %d-byte ring", got, fi.Size(), MinJournalBytes, MinJournalBytes)
+	}
 }
