@@ -52,6 +52,11 @@
 // while the container is still at its limit: the nodecache binary's in
 // the nodecache process, its own (2.7 MB) as BinaryName.
 //
+// As a container's pid 1 the supervisor inherits the processes a killed
+// serving process leaves behind (an iptables command it had started): once
+// a second it reaps those that have exited (reap.go), so that they do not
+// stay zombies for the container's life.
+//
 // The package has no metrics of its own: the serving process exports
 // nodecache_supervisor_restarts_total and nodecache_supervisor_crash_loop
 // from Inherited.

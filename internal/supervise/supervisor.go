@@ -287,6 +287,7 @@ func (p *proc) wait(sigs <-chan os.Signal, code codePages) bool {
 		select {
 		case <-drop.C:
 			_ = code.drop()
+			reapOrphans(p.pid) // as pid 1, the orphans of a killed serving process
 		case sig := <-sigs:
 			stopping = stopping || sig != syscall.SIGHUP
 			_ = p.cmd.Process.Signal(sig)
