@@ -223,26 +223,39 @@ func typeIndex(t uint16) int {
 // key says which cells one answered query adds to: reqLen is the query's
 // size, reply the reply sent.
 func (m *corednsMetrics) key(ep edge, client netip.Addr, q *wire.Query, res Result, reqLen int, reply []byte) corednsKey {
-	sz := int(ep.server)*len(m.zones) + m.zoneIndex(q.LowerName())
-	fam := 0
+	src := clampSource(res.Source)
+	return m.keyOf(int(ep.server)*len(m.zones)+m.zoneIndex(q.LowerName()), ep.proto, familyIndex(client), q.Type,
+		clampRcode(res.Rcode), src, q.DO, cacheDenial(src, res.Rcode, reply), uint32(reqLen), uint32(len(reply)))
+}
+
+// keyOf is key from the query's cells: sz the server and zone index, fam
+// 0 for IPv4 and 1 for IPv6, rcode and src as clampRcode and clampSource
+// leave them, denial as cacheDenial.
+func (m *corednsMetrics) keyOf(sz int, proto, fam uint8, qtype uint16, rcode uint8, src wire.Source, do bool, denial uint8, reqLen, respLen uint32) corednsKey {
+	return corednsKey{
+		sz: int32(sz), proto: proto, do: do, src: src, denial: denial,
+		requests:  int32(((sz*2+int(proto))*2+int(fam))*(len(corednsTypes)+1) + typeIndex(qtype)),
+		responses: int32((sz*numRcodes+int(rcode))*int(wire.NumSources) + int(src)),
+		reqLen:    reqLen, respLen: respLen,
+	}
+}
+
+// familyIndex is the family label's index of client: 0 for IPv4 (mapped
+// addresses included), 1 for IPv6.
+func familyIndex(client netip.Addr) uint8 {
 	if client.Is6() && !client.Is4In6() {
-		fam = 1
+		return 1
 	}
-	proto := int(ep.proto)
-	src := res.Source
-	if src >= wire.NumSources {
-		src = wire.SourceLocal
-	}
-	k := corednsKey{
-		sz: int32(sz), proto: uint8(proto), do: q.DO, src: src,
-		requests:  int32(((sz*2+proto)*2+fam)*(len(corednsTypes)+1) + typeIndex(q.Type)),
-		responses: int32((sz*numRcodes+min(max(res.Rcode, 0), numRcodes-1))*int(wire.NumSources) + int(src)),
-		reqLen:    uint32(reqLen), respLen: uint32(len(reply)),
-	}
+	return 0
+}
+
+// cacheDenial is the cache-hit type of an answer from src: denial for a
+// cached or stale answer, 0 for every other source.
+func cacheDenial(src wire.Source, rcode int, reply []byte) uint8 {
 	if src == wire.SourceCache || src == wire.SourceStale {
-		k.denial = uint8(denial(res.Rcode, reply))
+		return uint8(denial(rcode, reply))
 	}
-	return k
+	return 0
 }
 
 // corednsKey is what one answered query adds to the CoreDNS-compatible

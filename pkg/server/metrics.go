@@ -111,12 +111,19 @@ type serverKey struct {
 }
 
 func (m *metrics) key(proto int, qtype uint16, res Result) serverKey {
-	src := res.Source
-	if src >= wire.NumSources {
-		src = wire.SourceLocal
-	}
-	return serverKey{proto: uint8(proto), qtype: uint8(metricQtypeIndex(qtype)), rcode: uint8(min(max(res.Rcode, 0), numRcodes-1)), src: src}
+	return serverKey{proto: uint8(proto), qtype: uint8(metricQtypeIndex(qtype)), rcode: clampRcode(res.Rcode), src: clampSource(res.Source)}
 }
+
+// clampSource is src, or SourceLocal for one beyond the known sources.
+func clampSource(src wire.Source) wire.Source {
+	if src >= wire.NumSources {
+		return wire.SourceLocal
+	}
+	return src
+}
+
+// clampRcode is the rcode's label index: rcodes beyond numRcodes-1 count as it.
+func clampRcode(rcode int) uint8 { return uint8(min(max(rcode, 0), numRcodes-1)) }
 
 // add accounts n answered queries of key k that each took seconds.
 func (m *metrics) add(k serverKey, n uint64, seconds float64) {

@@ -313,10 +313,7 @@ func (s *Server) record(t *tally, ep edge, client netip.AddrPort, q *wire.Query,
 		took = time.Since(start)
 	}
 	if t != nil {
-		t.add(recordKey{
-			server:  s.metrics.key(int(ep.proto), q.Type, res),
-			coredns: s.metrics.coredns.key(ep, client.Addr(), q, res, len(pkt), reply),
-		})
+		t.add(s.metrics.recordKeyOf(ep, client.Addr(), q, res, len(pkt), reply))
 		if s.counter != nil {
 			t.count(client.Addr(), res)
 		}

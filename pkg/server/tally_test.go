@@ -83,8 +83,7 @@ func TestTallySameTotals(t *testing.T) {
 			m1.observe(int(x.ep.proto), x.q.Type, x.res, seconds)
 			m1.coredns.observe(x.ep, x.client, x.q, x.res, seconds, x.reqLen, x.reply)
 			c1.Count(x.client, x.res, 1, took)
-			tl.add(recordKey{server: m2.key(int(x.ep.proto), x.q.Type, x.res),
-				coredns: m2.coredns.key(x.ep, x.client, x.q, x.res, x.reqLen, x.reply)})
+			tl.add(m2.recordKeyOf(x.ep, x.client, x.q, x.res, x.reqLen, x.reply))
 			tl.count(x.client, x.res)
 		}
 		if len(tl.groups) >= len(batch) || len(tl.clients) >= len(batch) {
