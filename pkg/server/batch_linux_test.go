@@ -33,16 +33,7 @@ func TestBatchedBurst(t *testing.T) {
 				exchange(t, addr.String(), name(i), dns.TypeA)
 			}
 			const clients, perClient = 4, 100
-			conns := make([]*net.UDPConn, clients)
-			for i := range conns {
-				c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
-				_ = c.SetReadBuffer(1 << 20)
-				conns[i] = c
-			}
+			conns := dialClients(t, addr, clients)
 			want := map[*net.UDPConn]map[uint16]string{}
 			for _, c := range conns {
 				want[c] = map[uint16]string{}
@@ -82,6 +73,22 @@ func TestBatchedBurst(t *testing.T) {
 	}
 }
 
+// dialClients returns n UDP sockets connected to addr, closed when the test ends.
+func dialClients(t *testing.T, addr netip.AddrPort, n int) []*net.UDPConn {
+	t.Helper()
+	conns := make([]*net.UDPConn, n)
+	for i := range conns {
+		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		_ = c.SetReadBuffer(1 << 20)
+		conns[i] = c
+	}
+	return conns
+}
+
 func name(i int) string { return string(rune('a'+i)) + ".burst.example." }
 
 // lockedCounts is a Counter safe for the loop and the slow path's workers
@@ -110,16 +117,7 @@ func TestBatchedCountsEachAnswerOnce(t *testing.T) {
 		exchange(t, addr.String(), name(i), dns.TypeA)
 	}
 	const clients, perClient = 4, 150
-	conns := make([]*net.UDPConn, clients)
-	for i := range conns {
-		c, err := net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(addr))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		_ = c.SetReadBuffer(1 << 20)
-		conns[i] = c
-	}
+	conns := dialClients(t, addr, clients)
 	reqBytes := 0
 	for j := 0; j < perClient; j++ {
 		for _, c := range conns {
