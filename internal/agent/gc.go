@@ -16,7 +16,8 @@ import (
 // before each collection, so a full cache costs twice its data in RSS. At
 // 50 the headroom is half the live heap, for collections twice as often,
 // which only the miss path pays for: hits allocate nothing. GOMEMLIMIT
-// still bounds the total (the DaemonSet sets it).
+// still bounds the total (set from the container's memory limit,
+// memlimit.go, unless the pod's environment sets it).
 const defaultGCPercent = 50
 
 // startGCPercent is the GC target while a serving process the supervisor

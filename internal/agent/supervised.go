@@ -140,7 +140,7 @@ func (a *Agent) restoreCache(ctx context.Context, g interface{ Go(func() error) 
 	if err == nil && scan.Records > 0 {
 		var fd int
 		if fd, err = unix.Dup(int(f.Fd())); err == nil {
-			reader = os.NewFile(uintptr(fd), "cache-journal-reader") // a compaction may close f
+			reader = os.NewFile(uintptr(fd), "cache-journal-reader") // the journal takes f over and closes it when it stops
 		}
 	}
 	if err != nil {

@@ -78,7 +78,7 @@
 // (internal/supervise) over the socket pair it inherits, one way only:
 //
 //	serving{udp, tcp} + SCM_RIGHTS(listener fds)   once it serves
-//	journal + SCM_RIGHTS(the cache journal's file) at start and each compaction
+//	journal + SCM_RIGHTS(the cache journal's file) once, when its journal starts
 //	handed-over                                    a successor took the sockets
 //
 // The supervisor keeps the newest copy of each and closes the one it

@@ -21,9 +21,10 @@
 //     datagrams and connections on them, so a query waits instead of
 //     being refused. It keeps them as bare descriptors (held.go), outside
 //     its netpoller, which every datagram and reply would otherwise wake;
-//   - the cache journal (pkg/cache journal.go), a memfd the serving
-//     process appends its inserts to and replaces when it compacts:
-//     the next serving process imports it, so it starts warm.
+//   - the cache journal (pkg/cache journal.go), a memfd ring the serving
+//     process sends once when its journal starts and appends its inserts
+//     to (never compacted nor replaced): the next serving process imports
+//     it and continues it, so it starts warm.
 //
 // Each serving process inherits the control socket (descriptor 3), then
 // the listeners, UDP first, then the journal, then the binary's
