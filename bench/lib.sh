@@ -101,8 +101,10 @@ cpu_ticks() {
 rss_kib() { echo $(($(tree_field_kib "$1" status VmRSS) + $(memfd_kib "$1"))); }
 
 # pss_kib PID: like rss_kib, with each process's Pss instead of its VmRSS:
-# pages the tree's processes share (the supervisor's code pages are the
-# serving process's binary) count once, split between them.
+# pages the tree's processes share (the binary's code pages, which a
+# supervisor in the nodecache process shares with the serving process;
+# nodecache-supervisor's own binary shares none) count once, split between
+# them.
 pss_kib() { echo $(($(tree_field_kib "$1" smaps_rollup Pss) + $(memfd_kib "$1"))); }
 
 # tree_field_kib PID FILE FIELD: the sum of FIELD (in kB) of /proc/P/FILE
