@@ -15,6 +15,14 @@
 //     tail.go), dnstap;
 //   - live reloads of --config and the kube-dns ConfigMap (reload.go).
 //
+// Main (main.go) first starts the supervisor unless --supervise=false or
+// this process is a serving process it started (internal/supervise: Start
+// execs nodecache-supervisor from beside the binary, or runs it in this
+// process without one). A serving process's side of it is supervised.go:
+// the inherited sockets, importing and continuing the cache journal,
+// sending up its sockets; gc.go sets a restarted serving process's start
+// GC target, memlimit.go GOMEMLIMIT from the container's limit.
+//
 // Each component's config comes from a pure builder of the Config
 // (builders.go: upstreamConfig, cacheConfig, zoneConfig, serverConfig,
 // IfaceConfig, staticConfig, tapConfig), so build (run.go) only wires. Run
