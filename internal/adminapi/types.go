@@ -45,7 +45,10 @@ type Supervisor struct {
 	CrashLoop   string    `json:"crash_loop,omitempty"` // why it is one; empty when not
 	LastDeath   string    `json:"last_death,omitempty"` // how the last serving process ended
 	LastDeathAt time.Time `json:"last_death_at,omitzero"`
-	// JournalBytes is the size of the cache journal the supervisor keeps.
+	// JournalBytes is the memory the cache journal the supervisor keeps
+	// holds (cache.JournalStats.Bytes: its file's allocated blocks, at
+	// least its size: the whole ring once allocated at start), not the bytes
+	// written.
 	JournalBytes int64 `json:"journal_bytes"`
 	// InProcess says the supervisor runs in a nodecache process, not as
 	// nodecache-supervisor; InProcessReason says why (none beside the
