@@ -360,7 +360,7 @@ func (a *Agent) registerSupervisorMetrics(reg prometheus.Registerer) {
 			Help: "1 while the serving process died 3 times or more within 60 s, until 60 s after the last death."},
 			func() float64 { return b2f(a.crashLoop() != "") }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "nodecache_cache_journal_bytes",
-			Help: "Size of the cache journal the supervisor keeps (memory, a memfd)."},
+			Help: "Memory the cache journal the supervisor keeps holds (a memfd; its whole ring, allocated at start)."},
 			func() float64 { return float64(jstats().Bytes) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "nodecache_cache_journal_overwritten_total",
 			Help: "Records of the cache journal overwritten by newer ones (its ring is full): their entries are not restored after a crash."},

@@ -65,6 +65,13 @@ func TestEmptySOAReplyFails(t *testing.T) {
 			if got := c.met.uncacheable[reasonBadReply].Load(); got != 1 {
 				t.Errorf("uncacheable bad_reply = %d, want 1", got)
 			}
+			var all uint64 // one reply, one reason
+			for i := range c.met.uncacheable {
+				all += c.met.uncacheable[i].Load()
+			}
+			if all != 1 {
+				t.Errorf("uncacheable over every reason = %d, want 1 (bad_reply alone)", all)
+			}
 			if n := c.Stats().Entries; n != 0 {
 				t.Errorf("cache holds %d entries, want 0", n)
 			}

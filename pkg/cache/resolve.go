@@ -310,12 +310,12 @@ func (c *Cache) storeReply(key wire.Key, h uint64, r *wire.UpstreamReply, now ti
 func (c *Cache) store(key wire.Key, h uint64, reply *dns.Msg, now time.Time) (*wire.Packed, error) {
 	ttl, k, why := decide(c.limitsFor(key.Name), &key, reply)
 	if why != reasonNone {
-		c.met.uncacheable[why].Add(1)
 		p, err := packChecked(reply, 0)
-		if err != nil {
+		if err != nil { // one reason a reply: it fails as a bad one
 			c.met.uncacheable[reasonBadReply].Add(1)
 			return nil, fmt.Errorf("upstream reply for %s: %w", key.PresentationName(), err)
 		}
+		c.met.uncacheable[why].Add(1)
 		return p, nil
 	}
 	// The reply is ours (the Exchanger hands over a fresh message per
