@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -19,15 +18,7 @@ import (
 
 // NewLogger is the logger c's --log-level and --log-format ask for, on stderr.
 func NewLogger(c *Config) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(c.LogLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", c.LogLevel)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	if c.LogFormat == logFormatJSON {
-		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
-	}
-	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	return supervise.NewLogger(c.LogLevel, string(c.LogFormat))
 }
 
 // Main is `nodecache run ARGS`: it parses the flags and runs the agent until

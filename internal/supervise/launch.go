@@ -147,19 +147,30 @@ func Main(args []string, version string) error {
 	if err != nil {
 		return &UsageError{err}
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(b.LogLevel)); err != nil {
-		return &UsageError{fmt.Errorf("--log-level %q: %w", b.LogLevel, err)}
+	log, err := NewLogger(b.LogLevel, b.LogFormat)
+	if err != nil {
+		return &UsageError{err}
 	}
-	var h slog.Handler = slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})
-	if b.LogFormat == "json" {
-		h = slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level})
-	}
-	log := slog.New(h).With(logkey.Component, "supervisor")
+	log = log.With(logkey.Component, "supervisor")
 	log.Info("the supervisor runs as its own binary", "version", version)
 	if version != b.Version {
 		log.Warn("the supervisor binary is not nodecache's version: install the two of one release together",
 			"supervisor", version, "nodecache", b.Version)
 	}
 	return Run(Config{Args: b.Args, ExeFD: b.ExeFD, Argv0: b.Argv0, Log: log, OOMScoreAdj: b.OOMScoreAdj})
+}
+
+// NewLogger is the logger --log-level and --log-format ask for, on stderr:
+// nodecache's (internal/agent) and the supervisor binary's, which takes
+// both flags from it.
+func NewLogger(level, format string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
 }
